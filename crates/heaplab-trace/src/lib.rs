@@ -1,0 +1,1 @@
+//! The heaplab trace format (work in progress).

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install the Debian packages heaplab needs, if any are missing. Idempotent:
+# on a machine that has them all it does nothing and prints nothing.
+set -euo pipefail
+
+pkgs=(
+    gcc g++ make pkg-config           # the native rooms
+    libzstd-dev zstd                  # optional trace compression
+    libunwind-dev                     # the agent's call-stack unwinder
+    valgrind                          # instruction counts, the reference tool
+    libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4   # peer allocators
+    perl make gawk sqlite3 python3 ghostscript         # real workloads
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+    echo "setup: cargo is not on PATH; install Rust with rustup (https://rustup.rs) and retry" >&2
+    exit 1
+fi
