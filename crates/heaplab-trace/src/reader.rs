@@ -1,0 +1,626 @@
+//! The streaming reader. It decodes one block at a time and keeps only what
+//! later blocks may refer to: the module, stack and thread tables, and the
+//! live objects (id → size). Its memory is therefore bounded by the live
+//! objects and the distinct stacks, never by the file size.
+
+use crate::block::{checksum, BlockHeader};
+use crate::error::{Problem, TraceError};
+use crate::format::{
+    codec, end_key, kind, meta_key, op, BLOCK_HEADER_LEN, BLOCK_MAGIC, BLOCK_SKIPPABLE, FILE_HEADER_LEN,
+    FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_BLOCK_LEN, MAX_FRAMES, VERSION,
+};
+use crate::model::{End, EndReason, Event, Frame, Kind, Meta, Module, ThreadInfo};
+use crate::varint::Cursor;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// One thing read from a trace, in file order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Module(Module),
+    /// A stack was defined; its frames are in [`TraceReader::stack`].
+    Stack(u32),
+    Thread(ThreadInfo),
+    Event(Event),
+    End(End),
+    /// A block of an unknown stream that was marked skippable.
+    Skipped { kind: u8, bytes: u32 },
+}
+
+/// Reads a trace item by item or event by event.
+pub struct TraceReader<R: Read = BufReader<File>> {
+    src: R,
+    path: PathBuf,
+    /// Offset of the next block header.
+    pos: u64,
+    block_no: u32,
+    meta: Meta,
+    modules: Vec<Module>,
+    stacks: Vec<Vec<Frame>>,
+    threads: Vec<ThreadInfo>,
+    ends: Vec<End>,
+    last_was_end: bool,
+    /// Events decoded from good blocks (all of them handed out before the next block is read).
+    decoded: u64,
+    next_id: u64,
+    time: u64,
+    live: HashMap<u64, u64>,
+    queue: VecDeque<Item>,
+    stored: Vec<u8>,
+    raw: Vec<u8>,
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+    done: bool,
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens a trace file and reads its header and META block.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref();
+        let f = File::open(path).map_err(|e| TraceError::new(path, 0, 0, Problem::Io(e)))?;
+        TraceReader::new(BufReader::with_capacity(1 << 20, f), path)
+    }
+}
+
+/// Reads until `buf` is full or the source ends; returns the bytes read.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Reads a trace from any byte source; `path` is used in messages.
+    pub fn new(mut src: R, path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let n = read_full(&mut src, &mut h).map_err(|e| TraceError::new(&path, 0, 0, Problem::Io(e)))?;
+        if n < 8 || h[..8] != FILE_MAGIC {
+            return Err(TraceError::new(&path, 0, 0, Problem::NotATrace));
+        }
+        if n < FILE_HEADER_LEN {
+            return Err(TraceError::new(
+                &path,
+                n as u64,
+                0,
+                Problem::Truncated(format!("file header: {n} of {FILE_HEADER_LEN} bytes")),
+            ));
+        }
+        let version = u16::from_le_bytes([h[8], h[9]]);
+        if version != VERSION {
+            return Err(TraceError::new(&path, 8, 0, Problem::Version(version)));
+        }
+        let hlen = u16::from_le_bytes([h[10], h[11]]);
+        let flags = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+        if hlen as usize != FILE_HEADER_LEN || flags != 0 {
+            return Err(TraceError::new(
+                &path,
+                10,
+                0,
+                Problem::Malformed(format!("file header size {hlen} / flags {flags:#x}; v1 has 16 / 0")),
+            ));
+        }
+        let mut r = TraceReader {
+            src,
+            path,
+            pos: FILE_HEADER_LEN as u64,
+            block_no: 0,
+            meta: Meta::default(),
+            modules: Vec::new(),
+            stacks: Vec::new(),
+            threads: Vec::new(),
+            ends: Vec::new(),
+            last_was_end: false,
+            decoded: 0,
+            next_id: 0,
+            time: 0,
+            live: HashMap::new(),
+            queue: VecDeque::new(),
+            stored: Vec::new(),
+            raw: Vec::new(),
+            zstd: None,
+            done: false,
+        };
+        match r.read_block()? {
+            Some(h) if h.kind == kind::META => {
+                let raw = std::mem::take(&mut r.raw);
+                r.meta = parse_meta(&raw).map_err(|m| r.err_at(FILE_HEADER_LEN as u64, Problem::Malformed(m)))?;
+                r.raw = raw;
+            }
+            Some(h) => {
+                return Err(r.err_at(
+                    FILE_HEADER_LEN as u64,
+                    Problem::Malformed(format!("first block is {}, not META", kind::name(h.kind))),
+                ))
+            }
+            None => return Err(r.err_at(FILE_HEADER_LEN as u64, Problem::CutShort)),
+        }
+        Ok(r)
+    }
+
+    /// The header fields.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// The file name used in messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Modules defined so far (id `i` is at index `i - 1`).
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// A module by id.
+    pub fn module(&self, id: u32) -> Option<&Module> {
+        id.checked_sub(1).and_then(|i| self.modules.get(i as usize))
+    }
+
+    /// The frames of a stack defined so far (id 0 and unknown ids: empty).
+    pub fn stack(&self, id: u32) -> &[Frame] {
+        id.checked_sub(1).and_then(|i| self.stacks.get(i as usize)).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Number of stacks defined so far.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Threads defined so far.
+    pub fn threads(&self) -> &[ThreadInfo] {
+        &self.threads
+    }
+
+    /// END blocks read so far (more than one after a failed exec).
+    pub fn ends(&self) -> &[End] {
+        &self.ends
+    }
+
+    /// Events handed out or queued so far.
+    pub fn events_read(&self) -> u64 {
+        self.decoded - self.queue.iter().filter(|i| matches!(i, Item::Event(_))).count() as u64
+    }
+
+    /// Objects now live, with their sizes.
+    pub fn live_objects(&self) -> &HashMap<u64, u64> {
+        &self.live
+    }
+
+    /// Byte offset of the next unread block.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn err_at(&self, offset: u64, problem: Problem) -> TraceError {
+        TraceError::new(&self.path, offset, self.decoded, problem)
+    }
+
+    /// The next item, `Ok(None)` at a clean end. A trace without END gives
+    /// `Err` with [`Problem::CutShort`] after its last item.
+    pub fn next_item(&mut self) -> Result<Option<Item>, TraceError> {
+        loop {
+            if let Some(it) = self.queue.pop_front() {
+                return Ok(Some(it));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            let at = self.pos;
+            let Some(h) = self.read_block()? else {
+                self.done = true;
+                if self.last_was_end {
+                    return Ok(None);
+                }
+                return Err(self.err_at(at, Problem::CutShort));
+            };
+            self.decode_block(h, at)?;
+        }
+    }
+
+    /// The next event, skipping definitions. Same end rules as [`Self::next_item`].
+    pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        loop {
+            match self.next_item()? {
+                Some(Item::Event(e)) => return Ok(Some(e)),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Reads one block into `self.raw`; `None` at end of file on a block boundary.
+    fn read_block(&mut self) -> Result<Option<BlockHeader>, TraceError> {
+        let at = self.pos;
+        let mut hb = [0u8; BLOCK_HEADER_LEN];
+        let n = read_full(&mut self.src, &mut hb).map_err(|e| self.err_at(at, Problem::Io(e)))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < BLOCK_HEADER_LEN {
+            return Err(self.err_at(
+                at,
+                Problem::Truncated(format!("block header: {n} of {BLOCK_HEADER_LEN} bytes")),
+            ));
+        }
+        if hb[..4] != BLOCK_MAGIC {
+            return Err(self.err_at(at, Problem::BadBlockMagic));
+        }
+        let h = BlockHeader::parse(&hb);
+        if h.stored_len > MAX_BLOCK_LEN || h.raw_len > MAX_BLOCK_LEN {
+            return Err(self.err_at(
+                at,
+                Problem::AbsurdLength(format!(
+                    "block claims {} stored / {} raw bytes; the limit is {MAX_BLOCK_LEN}",
+                    h.stored_len, h.raw_len
+                )),
+            ));
+        }
+        self.stored.clear();
+        let got = (&mut self.src)
+            .take(u64::from(h.stored_len))
+            .read_to_end(&mut self.stored)
+            .map_err(|e| self.err_at(at, Problem::Io(e)))?;
+        if got < h.stored_len as usize {
+            return Err(self.err_at(
+                at,
+                Problem::Truncated(format!(
+                    "{} block: header says {} payload bytes, only {got} remain",
+                    kind::name(h.kind),
+                    h.stored_len
+                )),
+            ));
+        }
+        self.pos += (BLOCK_HEADER_LEN + got) as u64;
+        let crc = checksum(&hb, &self.stored);
+        if crc != h.crc {
+            return Err(self.err_at(at, Problem::Checksum { kind: h.kind, stored: h.crc, computed: crc }));
+        }
+        if h.number != self.block_no {
+            return Err(self.err_at(
+                at,
+                Problem::Malformed(format!(
+                    "block number {} where {} was expected (a block is missing or out of order)",
+                    h.number, self.block_no
+                )),
+            ));
+        }
+        self.block_no += 1;
+        match h.codec {
+            codec::NONE => {
+                if h.raw_len != h.stored_len {
+                    return Err(self.err_at(at, Problem::Malformed("stored block with raw length ≠ stored length".into())));
+                }
+                std::mem::swap(&mut self.raw, &mut self.stored);
+            }
+            codec::ZSTD => {
+                if self.zstd.is_none() {
+                    self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| self.err_at(at, Problem::Io(e)))?);
+                }
+                self.raw.clear();
+                self.raw.reserve(h.raw_len as usize);
+                let z = self.zstd.as_mut().expect("created above");
+                let n = z.decompress_to_buffer(&self.stored[..], &mut self.raw).map_err(|e| {
+                    TraceError::new(&self.path, at, self.decoded, Problem::Malformed(format!("zstd: {e}")))
+                })?;
+                if n != h.raw_len as usize {
+                    return Err(self.err_at(
+                        at,
+                        Problem::Malformed(format!("zstd payload decodes to {n} bytes, header says {}", h.raw_len)),
+                    ));
+                }
+            }
+            c => return Err(self.err_at(at, Problem::Malformed(format!("unknown codec {c}")))),
+        }
+        Ok(Some(h))
+    }
+
+    fn decode_block(&mut self, h: BlockHeader, at: u64) -> Result<(), TraceError> {
+        if self.last_was_end && self.ends.last().is_some_and(|e| e.reason != EndReason::Exec) {
+            return Err(self.err_at(at, Problem::Malformed("a block follows the END block".into())));
+        }
+        self.last_was_end = false;
+        let raw = std::mem::take(&mut self.raw);
+        let r = match h.kind {
+            kind::META => Err("a second META block".to_string()),
+            kind::MODULES => self.decode_modules(&raw),
+            kind::STACKS => self.decode_stacks(&raw),
+            kind::THREADS => self.decode_threads(&raw),
+            kind::EVENTS => self.decode_events(&raw),
+            kind::END => {
+                let e = parse_end(&raw).and_then(|e| {
+                    if e.events == self.decoded {
+                        Ok(e)
+                    } else {
+                        Err(format!("END counts {} events, the trace holds {}", e.events, self.decoded))
+                    }
+                });
+                if let Ok(e) = &e {
+                    self.ends.push(e.clone());
+                    self.queue.push_back(Item::End(e.clone()));
+                    self.last_was_end = true;
+                }
+                e.map(|_| ())
+            }
+            k if h.flags & BLOCK_SKIPPABLE != 0 => {
+                self.queue.push_back(Item::Skipped { kind: k, bytes: h.raw_len });
+                Ok(())
+            }
+            k => {
+                self.raw = raw;
+                return Err(self.err_at(at, Problem::UnknownStream(k)));
+            }
+        };
+        self.raw = raw;
+        r.map_err(|m| self.err_at(at, Problem::Malformed(format!("{}: {m}", kind::name(h.kind)))))
+    }
+
+    fn decode_modules(&mut self, p: &[u8]) -> Result<(), String> {
+        let mut c = Cursor::new(p);
+        while !c.is_empty() {
+            let id = c.varint("module id")?;
+            if id != self.modules.len() as u64 + 1 {
+                return Err(format!("module id {id} where {} was expected", self.modules.len() + 1));
+            }
+            let base = c.varint("module base")?;
+            let size = c.varint("module size")?;
+            let path = String::from_utf8_lossy(c.bytes("module path")?).into_owned();
+            let build_id = c.bytes("module build-id")?.to_vec();
+            let m = Module { id: id as u32, base, size, path, build_id };
+            self.modules.push(m.clone());
+            self.queue.push_back(Item::Module(m));
+        }
+        Ok(())
+    }
+
+    fn decode_stacks(&mut self, p: &[u8]) -> Result<(), String> {
+        let mut c = Cursor::new(p);
+        while !c.is_empty() {
+            let id = c.varint("stack id")?;
+            if id != self.stacks.len() as u64 + 1 {
+                return Err(format!("stack id {id} where {} was expected", self.stacks.len() + 1));
+            }
+            let n = c.varint("frame count")?;
+            if n == 0 || n > MAX_FRAMES {
+                return Err(format!("stack {id} has {n} frames; 1..={MAX_FRAMES} allowed"));
+            }
+            let mut frames = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let module = c.varint("frame module")?;
+                if module > self.modules.len() as u64 {
+                    return Err(format!("stack {id} names module {module}, which is not defined"));
+                }
+                frames.push(Frame { module: module as u32, offset: c.varint("frame offset")? });
+            }
+            self.stacks.push(frames);
+            self.queue.push_back(Item::Stack(id as u32));
+        }
+        Ok(())
+    }
+
+    fn decode_threads(&mut self, p: &[u8]) -> Result<(), String> {
+        let mut c = Cursor::new(p);
+        while !c.is_empty() {
+            let idx = c.varint("thread index")?;
+            if idx != self.threads.len() as u64 {
+                return Err(format!("thread index {idx} where {} was expected", self.threads.len()));
+            }
+            let tid = c.varint("thread tid")?;
+            let name = String::from_utf8_lossy(c.bytes("thread name")?).into_owned();
+            let t = ThreadInfo { index: idx as u32, tid, name };
+            self.threads.push(t.clone());
+            self.queue.push_back(Item::Thread(t));
+        }
+        Ok(())
+    }
+
+    fn decode_events(&mut self, p: &[u8]) -> Result<(), String> {
+        let mut c = Cursor::new(p);
+        let n = c.varint("event count")?;
+        if n == 0 || n > MAX_BLOCK_EVENTS {
+            return Err(format!("{n} events in one block; 1..={MAX_BLOCK_EVENTS} allowed"));
+        }
+        let first_event = c.varint("first_event")?;
+        let first_id = c.varint("first_id")?;
+        let base_time = c.varint("base_time")?;
+        if first_event != self.decoded {
+            return Err(format!(
+                "block starts at event {first_event}, but {} events came before it (a block is missing)",
+                self.decoded
+            ));
+        }
+        if first_id != self.next_id {
+            return Err(format!("block starts at object {first_id}, but {} objects came before it", self.next_id));
+        }
+        if base_time != self.time {
+            return Err(format!("block base time {base_time}, but the previous event was at {}", self.time));
+        }
+        let ops = c.bytes("ops column")?;
+        let mut threads = Cursor::new(c.bytes("threads column")?);
+        let mut times = Cursor::new(c.bytes("times column")?);
+        let mut sizes = Cursor::new(c.bytes("sizes column")?);
+        let mut aligns = Cursor::new(c.bytes("aligns column")?);
+        let mut refs = Cursor::new(c.bytes("refs column")?);
+        let mut stacks = Cursor::new(c.bytes("stacks column")?);
+        if !c.is_empty() {
+            return Err(format!("{} bytes after the last column", c.remaining()));
+        }
+        if ops.len() as u64 != n {
+            return Err(format!("ops column holds {} bytes for {n} events", ops.len()));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        let (mut next_id, mut time) = (self.next_id, self.time);
+        let base = self.decoded;
+        for (i, &opb) in ops.iter().enumerate() {
+            let at = |m: String| format!("event {} (#{i} of the block): {m}", base + i as u64);
+            let k = Kind::from_code(opb & op::KIND_MASK)
+                .ok_or_else(|| at(format!("reserved kind {}", opb & op::KIND_MASK)))?;
+            let failed = opb & op::FAILED != 0;
+            let old_null = opb & op::OLD_NULL != 0;
+            let inherited = opb & op::INHERITED != 0;
+            if old_null && k != Kind::Realloc {
+                return Err(at(format!("OLD_NULL on {}", k.name())));
+            }
+            if failed && k.is_release() {
+                return Err(at(format!("FAILED on {}", k.name())));
+            }
+            if inherited && (failed || !k.creates()) {
+                return Err(at("INHERITED on an event that creates no object".into()));
+            }
+            let thread = threads.varint("thread").map_err(at)?;
+            if thread >= self.threads.len() as u64 {
+                return Err(at(format!("thread {thread} is not defined")));
+            }
+            time = time.checked_add(times.varint("time").map_err(at)?).ok_or_else(|| at("time overflows".into()))?;
+            let size = if k.has_size() { sizes.varint("size").map_err(at)? } else { 0 };
+            let align = if k.has_align() { aligns.varint("align").map_err(at)? } else { 0 };
+            let (old, old_size) = if k.is_release() || (k == Kind::Realloc && !old_null) {
+                let r = refs.varint("ref").map_err(at)?;
+                if r >= next_id {
+                    return Err(at(format!("ref {r} points before object 0")));
+                }
+                let id = next_id - 1 - r;
+                let Some(&sz) = self.live.get(&id) else {
+                    return Err(at(format!("{} of object {id}, which is not live", k.name())));
+                };
+                (Some(id), sz)
+            } else {
+                (None, 0)
+            };
+            let stack = if opb & op::HAS_STACK != 0 {
+                let s = stacks.varint("stack").map_err(at)?;
+                if s == 0 || s > self.stacks.len() as u64 {
+                    return Err(at(format!("stack {s} is not defined")));
+                }
+                s as u32
+            } else {
+                0
+            };
+            if let (Some(o), true) = (old, k.is_release() || !failed) {
+                self.live.remove(&o);
+            }
+            let id = if k.creates() && !failed {
+                self.live.insert(next_id, size);
+                next_id += 1;
+                Some(next_id - 1)
+            } else {
+                None
+            };
+            out.push(Event {
+                index: base + i as u64,
+                kind: k,
+                thread: thread as u32,
+                time,
+                size: if k.is_release() { old_size } else { size },
+                align,
+                id,
+                old,
+                old_size,
+                stack,
+                failed,
+                inherited,
+            });
+        }
+        for (name, cur) in
+            [("threads", &threads), ("times", &times), ("sizes", &sizes), ("aligns", &aligns), ("refs", &refs), ("stacks", &stacks)]
+        {
+            if !cur.is_empty() {
+                return Err(format!("{} unused bytes in the {name} column", cur.remaining()));
+            }
+        }
+        self.next_id = next_id;
+        self.time = time;
+        self.decoded += n;
+        self.queue.extend(out.into_iter().map(Item::Event));
+        Ok(())
+    }
+}
+
+fn int_field(v: &[u8], what: &str) -> Result<u64, String> {
+    let mut c = Cursor::new(v);
+    let x = c.varint(what)?;
+    if !c.is_empty() {
+        return Err(format!("{what}: trailing bytes in the field"));
+    }
+    Ok(x)
+}
+
+fn str_field(v: &[u8]) -> String {
+    String::from_utf8_lossy(v).into_owned()
+}
+
+/// Parses a META payload.
+pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
+    let mut m = Meta::default();
+    let mut c = Cursor::new(p);
+    let mut seen = [false; 14];
+    while !c.is_empty() {
+        let key = c.varint("META key")?;
+        let v = c.bytes("META value")?;
+        if (key as usize) < seen.len() {
+            seen[key as usize] = true;
+        }
+        match key {
+            meta_key::PID => m.pid = int_field(v, "pid")?,
+            meta_key::PPID => m.ppid = Some(int_field(v, "ppid")?),
+            meta_key::ARGV => m.argv.push(v.to_vec()),
+            meta_key::START_NS => m.start_ns = int_field(v, "start time")?,
+            meta_key::POINTER_SIZE => m.pointer_size = int_field(v, "pointer size")?,
+            meta_key::ENDIAN => m.endian = int_field(v, "endianness")?,
+            meta_key::TIME_UNIT_NS => m.time_unit_ns = int_field(v, "time unit")?,
+            meta_key::STACK_DEPTH => m.stack_depth = int_field(v, "stack depth")?,
+            meta_key::RECORDER => m.recorder = Some(str_field(v)),
+            meta_key::EXECUTABLE => m.executable = Some(str_field(v)),
+            meta_key::OPTIONS => m.options = Some(str_field(v)),
+            meta_key::PARENT_PID => m.parent_pid = Some(int_field(v, "parent pid")?),
+            meta_key::CLOCK => m.clock = Some(str_field(v)),
+            _ => {} // a later version's field
+        }
+    }
+    for (key, name) in [
+        (meta_key::PID, "pid"),
+        (meta_key::START_NS, "start time"),
+        (meta_key::POINTER_SIZE, "pointer size"),
+        (meta_key::ENDIAN, "endianness"),
+        (meta_key::TIME_UNIT_NS, "time unit"),
+        (meta_key::STACK_DEPTH, "stack depth"),
+    ] {
+        if !seen[key as usize] {
+            return Err(format!("META lacks the required field {name} (key {key})"));
+        }
+    }
+    if m.time_unit_ns == 0 {
+        return Err("META time unit is 0".into());
+    }
+    Ok(m)
+}
+
+/// Parses an END payload.
+pub fn parse_end(p: &[u8]) -> Result<End, String> {
+    let mut e = End::default();
+    let mut c = Cursor::new(p);
+    while !c.is_empty() {
+        let key = c.varint("END key")?;
+        let v = c.bytes("END value")?;
+        match key {
+            end_key::REASON => e.reason = EndReason::from_code(int_field(v, "reason")?),
+            end_key::STATUS => e.status = int_field(v, "status")?,
+            end_key::END_NS => e.end_ns = int_field(v, "end time")?,
+            end_key::EVENTS => e.events = int_field(v, "events")?,
+            end_key::OBJECTS => e.objects = int_field(v, "objects")?,
+            end_key::UNRECORDED => e.unrecorded = int_field(v, "unrecorded")?,
+            end_key::UNKNOWN_FREES => e.unknown_frees = int_field(v, "unknown frees")?,
+            _ => {}
+        }
+    }
+    Ok(e)
+}
