@@ -41,8 +41,11 @@ fn write_err(dir: &Path, name: &str, bytes: &[u8], phrase: &str) {
         },
     };
     assert!(e.to_string().contains(phrase), "{name}: {e} lacks {phrase:?}");
-    fs::write(dir.join(format!("{name}.err")), format!("offset={} events={} problem={phrase}\n", e.offset, e.events_read))
-        .unwrap();
+    fs::write(
+        dir.join(format!("{name}.err")),
+        format!("offset={} events={} problem={phrase}\n", e.offset, e.events_read),
+    )
+    .unwrap();
     println!("{name}: {e}");
 }
 
@@ -56,8 +59,10 @@ fn main() {
         .collect();
     scripts.sort();
     for s in &scripts {
-        let name = s.file_name().unwrap().to_string_lossy().trim_end_matches(".script.txt").to_string();
-        let bytes = run_script(&fs::read_to_string(s).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let name =
+            s.file_name().unwrap().to_string_lossy().trim_end_matches(".script.txt").to_string();
+        let bytes =
+            run_script(&fs::read_to_string(s).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
         fs::write(dir.join(format!("{name}.hltrace")), &bytes).unwrap();
         let mut r = TraceReader::new(&bytes[..], &name).unwrap();
         let mut out = Vec::new();
@@ -83,7 +88,12 @@ fn main() {
     let (end_at, _) = *bl.iter().find(|(_, h)| h.kind == kind::END).unwrap();
 
     write_err(dir, "cut-short", &basic[..end_at], "no END block");
-    write_err(dir, "torn-payload", &basic[..ev2 + BLOCK_HEADER_LEN + ev2h.stored_len as usize / 2], "truncated");
+    write_err(
+        dir,
+        "torn-payload",
+        &basic[..ev2 + BLOCK_HEADER_LEN + ev2h.stored_len as usize / 2],
+        "truncated",
+    );
     write_err(dir, "torn-header", &basic[..ev2 + 10], "truncated");
 
     let mut flip = basic.clone();
@@ -102,7 +112,15 @@ fn main() {
 
     // An unknown stream, not skippable, after the first events block.
     let mut unknown = basic[..ev2].to_vec();
-    let mut h = BlockHeader { kind: kind::REFS, codec: 0, flags: 0, stored_len: 2, raw_len: 2, number: ev2h.number, crc: 0 };
+    let mut h = BlockHeader {
+        kind: kind::REFS,
+        codec: 0,
+        flags: 0,
+        stored_len: 2,
+        raw_len: 2,
+        number: ev2h.number,
+        crc: 0,
+    };
     h.crc = checksum(&h.to_bytes(), b"zz");
     unknown.extend_from_slice(&h.to_bytes());
     unknown.extend_from_slice(b"zz");
@@ -113,14 +131,29 @@ fn main() {
     let payload = crafted_bad_ref();
     let mut badref = basic[..FILE_HEADER_LEN].to_vec();
     let (meta_at, meta_h) = bl[0];
-    badref.extend_from_slice(&basic[meta_at..meta_at + BLOCK_HEADER_LEN + meta_h.stored_len as usize]);
+    badref.extend_from_slice(
+        &basic[meta_at..meta_at + BLOCK_HEADER_LEN + meta_h.stored_len as usize],
+    );
     let (thr_at, thr_h) = *bl.iter().find(|(_, h)| h.kind == kind::THREADS).unwrap();
     let mut th = thr_h;
     th.number = 1;
-    th.crc = checksum(&th.to_bytes(), &basic[thr_at + BLOCK_HEADER_LEN..thr_at + BLOCK_HEADER_LEN + thr_h.stored_len as usize]);
+    th.crc = checksum(
+        &th.to_bytes(),
+        &basic[thr_at + BLOCK_HEADER_LEN..thr_at + BLOCK_HEADER_LEN + thr_h.stored_len as usize],
+    );
     badref.extend_from_slice(&th.to_bytes());
-    badref.extend_from_slice(&basic[thr_at + BLOCK_HEADER_LEN..thr_at + BLOCK_HEADER_LEN + thr_h.stored_len as usize]);
-    let mut eh = BlockHeader { kind: kind::EVENTS, codec: 0, flags: 0, stored_len: payload.len() as u32, raw_len: payload.len() as u32, number: 2, crc: 0 };
+    badref.extend_from_slice(
+        &basic[thr_at + BLOCK_HEADER_LEN..thr_at + BLOCK_HEADER_LEN + thr_h.stored_len as usize],
+    );
+    let mut eh = BlockHeader {
+        kind: kind::EVENTS,
+        codec: 0,
+        flags: 0,
+        stored_len: payload.len() as u32,
+        raw_len: payload.len() as u32,
+        number: 2,
+        crc: 0,
+    };
     eh.crc = checksum(&eh.to_bytes(), &payload);
     badref.extend_from_slice(&eh.to_bytes());
     badref.extend_from_slice(&payload);

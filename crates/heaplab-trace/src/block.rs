@@ -82,7 +82,13 @@ impl<W: Write> BlockWriter<W> {
     }
 
     /// Writes one block. With `Codec::Zstd` a payload that does not shrink is stored as is.
-    pub fn write_block(&mut self, kind: u8, flags: u16, payload: &[u8], how: Codec) -> io::Result<()> {
+    pub fn write_block(
+        &mut self,
+        kind: u8,
+        flags: u16,
+        payload: &[u8],
+        how: Codec,
+    ) -> io::Result<()> {
         let compressed;
         let (codec_id, stored): (u8, &[u8]) = match how {
             Codec::None => (codec::NONE, payload),
@@ -101,10 +107,9 @@ impl<W: Write> BlockWriter<W> {
             }
         };
         let len = |n: usize| {
-            u32::try_from(n)
-                .ok()
-                .filter(|&n| n <= crate::format::MAX_BLOCK_LEN)
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "block payload over 64 MiB"))
+            u32::try_from(n).ok().filter(|&n| n <= crate::format::MAX_BLOCK_LEN).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "block payload over 64 MiB")
+            })
         };
         let mut h = BlockHeader {
             kind,

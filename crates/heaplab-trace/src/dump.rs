@@ -142,7 +142,9 @@ pub fn write_dump<R: Read, W: Write>(r: &mut TraceReader<R>, out: &mut W) -> Res
         let line = match item {
             Item::Module(m) => module_line(&m),
             Item::Stack(id) => stack_line(id, r.stack(id)),
-            Item::Thread(t) => format!("thread {} tid={} name={}", t.index, t.tid, quote(t.name.as_bytes())),
+            Item::Thread(t) => {
+                format!("thread {} tid={} name={}", t.index, t.tid, quote(t.name.as_bytes()))
+            }
             Item::Event(e) => event_line(&e),
             Item::End(e) => end_line(&e),
             Item::Skipped { kind, bytes } => format!("skipped kind={kind:#04x} bytes={bytes}"),
@@ -270,7 +272,10 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
     if s.len() % 2 != 0 {
         return Err("odd number of hex digits".into());
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex".to_string())).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex".to_string()))
+        .collect()
 }
 
 /// Builds a trace from a script (a dump plus the writer directives) and
@@ -354,7 +359,11 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
             "stack" => {
                 let mut frames = Vec::new();
                 for (k, v) in f.0.iter().skip(2) {
-                    let s = if k == "frames" { String::from_utf8_lossy(v).into_owned() } else { k.clone() };
+                    let s = if k == "frames" {
+                        String::from_utf8_lossy(v).into_owned()
+                    } else {
+                        k.clone()
+                    };
                     let (m, o) = s.split_once(':').ok_or_else(|| ctx(format!("bad frame {s}")))?;
                     frames.push(Frame {
                         module: m.parse().map_err(|_| ctx(format!("bad frame {s}")))?,

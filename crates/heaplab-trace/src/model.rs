@@ -195,7 +195,11 @@ impl Kind {
     pub fn has_align(self) -> bool {
         matches!(
             self,
-            Kind::Memalign | Kind::PosixMemalign | Kind::AlignedAlloc | Kind::Valloc | Kind::Pvalloc
+            Kind::Memalign
+                | Kind::PosixMemalign
+                | Kind::AlignedAlloc
+                | Kind::Valloc
+                | Kind::Pvalloc
         )
     }
 
@@ -255,7 +259,17 @@ pub struct NewEvent {
 impl NewEvent {
     /// A plain allocation of `kind` with everything else zero.
     pub fn alloc(kind: Kind, size: u64) -> Self {
-        NewEvent { kind, thread: 0, time: 0, size, align: 0, old: None, stack: 0, failed: false, inherited: false }
+        NewEvent {
+            kind,
+            thread: 0,
+            time: 0,
+            size,
+            align: 0,
+            old: None,
+            stack: 0,
+            failed: false,
+            inherited: false,
+        }
     }
     /// A free of `id`.
     pub fn free(id: u64) -> Self {

@@ -304,7 +304,13 @@ impl ProfileBuilder {
         c.bytes += size;
         self.live.insert(
             id,
-            Obj { class, size, index: self.events, bytes_before: self.bytes_allocated, time: self.last_time },
+            Obj {
+                class,
+                size,
+                index: self.events,
+                bytes_before: self.bytes_allocated,
+                time: self.last_time,
+            },
         );
         self.allocations += 1;
         self.bytes_allocated += size;
@@ -414,7 +420,9 @@ fn sort_classes(c: &mut [SizeClass]) {
 }
 
 fn sort_sites(s: &mut [Site]) {
-    s.sort_by(|a, b| b.allocs.cmp(&a.allocs).then(b.bytes.cmp(&a.bytes)).then(a.frames.cmp(&b.frames)));
+    s.sort_by(|a, b| {
+        b.allocs.cmp(&a.allocs).then(b.bytes.cmp(&a.bytes)).then(a.frames.cmp(&b.frames))
+    });
 }
 
 fn coverage(classes: &[SizeClass]) -> BTreeMap<String, f64> {
@@ -430,12 +438,17 @@ fn coverage(classes: &[SizeClass]) -> BTreeMap<String, f64> {
 
 impl Profile {
     /// Merges the profiles of several runs, which must share the unit.
-    pub fn merge(runs: &[Profile], weighting: Weighting, max_sites: usize) -> Result<Profile, String> {
+    pub fn merge(
+        runs: &[Profile],
+        weighting: Weighting,
+        max_sites: usize,
+    ) -> Result<Profile, String> {
         let Some(first) = runs.first() else { return Err("no profiles to merge".into()) };
         if let Some(p) = runs.iter().find(|p| p.unit != first.unit) {
             return Err(format!("profiles use units {} and {}", first.unit, p.unit));
         }
-        let mean_allocs = runs.iter().map(|p| p.allocations as f64).sum::<f64>() / runs.len() as f64;
+        let mean_allocs =
+            runs.iter().map(|p| p.allocations as f64).sum::<f64>() / runs.len() as f64;
         let weight = |p: &Profile| match weighting {
             Weighting::Allocations => 1.0,
             Weighting::Runs if p.allocations == 0 => 0.0,
@@ -443,7 +456,8 @@ impl Profile {
         };
         let round = |x: f64| x.round() as u64;
         let mut classes: BTreeMap<u64, (f64, f64, u64, f64, f64, f64)> = BTreeMap::new();
-        let sum = |f: &dyn Fn(&Profile) -> u64| round(runs.iter().map(|p| f(p) as f64 * weight(p)).sum());
+        let sum =
+            |f: &dyn Fn(&Profile) -> u64| round(runs.iter().map(|p| f(p) as f64 * weight(p)).sum());
         let allocations = sum(&|p| p.allocations);
         let frees = sum(&|p| p.frees);
         let reallocs = sum(&|p| p.reallocs);
@@ -494,8 +508,10 @@ impl Profile {
             })
             .collect();
         sort_classes(&mut size_classes);
-        let mut sites: Vec<Site> =
-            sites.into_iter().map(|(frames, (a, b))| Site { frames, allocs: round(a), bytes: round(b) }).collect();
+        let mut sites: Vec<Site> = sites
+            .into_iter()
+            .map(|(frames, (a, b))| Site { frames, allocs: round(a), bytes: round(b) })
+            .collect();
         sort_sites(&mut sites);
         sites.truncate(max_sites);
         Ok(Profile {
@@ -514,7 +530,12 @@ impl Profile {
             peak_live_objects: runs.iter().map(|p| p.peak_live_objects).max().unwrap_or(0),
             top_coverage: coverage(&size_classes),
             size_classes,
-            lifetimes: Lifetimes { events: le.finish(), bytes: lb.finish(), ns: ln.finish(), never_freed: round(never) },
+            lifetimes: Lifetimes {
+                events: le.finish(),
+                bytes: lb.finish(),
+                ns: ln.finish(),
+                never_freed: round(never),
+            },
             sites,
             threads: runs.iter().map(|p| p.threads).max().unwrap_or(0),
             duration_ns: runs.iter().map(|p| p.duration_ns).sum(),
@@ -527,7 +548,20 @@ mod tests {
     use super::*;
 
     fn ev(kind: Kind, id: Option<u64>, old: Option<u64>, size: u64, time: u64) -> Event {
-        Event { index: 0, kind, thread: 0, time, size, align: 0, id, old, old_size: 0, stack: 0, failed: false, inherited: false }
+        Event {
+            index: 0,
+            kind,
+            thread: 0,
+            time,
+            size,
+            align: 0,
+            id,
+            old,
+            old_size: 0,
+            stack: 0,
+            failed: false,
+            inherited: false,
+        }
     }
 
     fn profile(evs: &[Event], unit: u64) -> Profile {
@@ -579,7 +613,8 @@ mod tests {
     #[test]
     fn merge_weights_runs_or_allocations() {
         let run = |n: u64, size: u64| {
-            let evs: Vec<Event> = (0..n).map(|i| ev(Kind::Malloc, Some(i), None, size, i)).collect();
+            let evs: Vec<Event> =
+                (0..n).map(|i| ev(Kind::Malloc, Some(i), None, size, i)).collect();
             profile(&evs, 8)
         };
         let (a, b) = (run(100, 16), run(300, 32));

@@ -6,8 +6,8 @@
 use crate::block::{checksum, BlockHeader};
 use crate::error::{Problem, TraceError};
 use crate::format::{
-    codec, end_key, kind, meta_key, op, BLOCK_HEADER_LEN, BLOCK_MAGIC, BLOCK_SKIPPABLE, FILE_HEADER_LEN,
-    FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_BLOCK_LEN, MAX_FRAMES, VERSION,
+    codec, end_key, kind, meta_key, op, BLOCK_HEADER_LEN, BLOCK_MAGIC, BLOCK_SKIPPABLE,
+    FILE_HEADER_LEN, FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_BLOCK_LEN, MAX_FRAMES, VERSION,
 };
 use crate::model::{End, EndReason, Event, Frame, Kind, Meta, Module, ThreadInfo};
 use crate::varint::Cursor;
@@ -26,7 +26,10 @@ pub enum Item {
     Event(Event),
     End(End),
     /// A block of an unknown stream that was marked skippable.
-    Skipped { kind: u8, bytes: u32 },
+    Skipped {
+        kind: u8,
+        bytes: u32,
+    },
 }
 
 /// Reads a trace item by item or event by event.
@@ -82,7 +85,8 @@ impl<R: Read> TraceReader<R> {
     pub fn new(mut src: R, path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
         let mut h = [0u8; FILE_HEADER_LEN];
-        let n = read_full(&mut src, &mut h).map_err(|e| TraceError::new(&path, 0, 0, Problem::Io(e)))?;
+        let n = read_full(&mut src, &mut h)
+            .map_err(|e| TraceError::new(&path, 0, 0, Problem::Io(e)))?;
         if n < 8 || h[..8] != FILE_MAGIC {
             return Err(TraceError::new(&path, 0, 0, Problem::NotATrace));
         }
@@ -105,7 +109,9 @@ impl<R: Read> TraceReader<R> {
                 &path,
                 10,
                 0,
-                Problem::Malformed(format!("file header size {hlen} / flags {flags:#x}; v1 has 16 / 0")),
+                Problem::Malformed(format!(
+                    "file header size {hlen} / flags {flags:#x}; v1 has 16 / 0"
+                )),
             ));
         }
         let mut r = TraceReader {
@@ -132,7 +138,8 @@ impl<R: Read> TraceReader<R> {
         match r.read_block()? {
             Some(h) if h.kind == kind::META => {
                 let raw = std::mem::take(&mut r.raw);
-                r.meta = parse_meta(&raw).map_err(|m| r.err_at(FILE_HEADER_LEN as u64, Problem::Malformed(m)))?;
+                r.meta = parse_meta(&raw)
+                    .map_err(|m| r.err_at(FILE_HEADER_LEN as u64, Problem::Malformed(m)))?;
                 r.raw = raw;
             }
             Some(h) => {
@@ -283,7 +290,9 @@ impl<R: Read> TraceReader<R> {
         self.pos += (BLOCK_HEADER_LEN + got) as u64;
         let crc = checksum(&hb, &self.stored);
         if crc != h.crc {
-            return Err(self.err_at(at, Problem::Checksum { kind: h.kind, stored: h.crc, computed: crc }));
+            return Err(
+                self.err_at(at, Problem::Checksum { kind: h.kind, stored: h.crc, computed: crc })
+            );
         }
         if h.number != self.block_no {
             return Err(self.err_at(
@@ -298,24 +307,38 @@ impl<R: Read> TraceReader<R> {
         match h.codec {
             codec::NONE => {
                 if h.raw_len != h.stored_len {
-                    return Err(self.err_at(at, Problem::Malformed("stored block with raw length ≠ stored length".into())));
+                    return Err(self.err_at(
+                        at,
+                        Problem::Malformed("stored block with raw length ≠ stored length".into()),
+                    ));
                 }
                 std::mem::swap(&mut self.raw, &mut self.stored);
             }
             codec::ZSTD => {
                 if self.zstd.is_none() {
-                    self.zstd = Some(zstd::bulk::Decompressor::new().map_err(|e| self.err_at(at, Problem::Io(e)))?);
+                    self.zstd = Some(
+                        zstd::bulk::Decompressor::new()
+                            .map_err(|e| self.err_at(at, Problem::Io(e)))?,
+                    );
                 }
                 self.raw.clear();
                 self.raw.reserve(h.raw_len as usize);
                 let z = self.zstd.as_mut().expect("created above");
                 let n = z.decompress_to_buffer(&self.stored[..], &mut self.raw).map_err(|e| {
-                    TraceError::new(&self.path, at, self.decoded, Problem::Malformed(format!("zstd: {e}")))
+                    TraceError::new(
+                        &self.path,
+                        at,
+                        self.decoded,
+                        Problem::Malformed(format!("zstd: {e}")),
+                    )
                 })?;
                 if n != h.raw_len as usize {
                     return Err(self.err_at(
                         at,
-                        Problem::Malformed(format!("zstd payload decodes to {n} bytes, header says {}", h.raw_len)),
+                        Problem::Malformed(format!(
+                            "zstd payload decodes to {n} bytes, header says {}",
+                            h.raw_len
+                        )),
                     ));
                 }
             }
@@ -341,7 +364,10 @@ impl<R: Read> TraceReader<R> {
                     if e.events == self.decoded {
                         Ok(e)
                     } else {
-                        Err(format!("END counts {} events, the trace holds {}", e.events, self.decoded))
+                        Err(format!(
+                            "END counts {} events, the trace holds {}",
+                            e.events, self.decoded
+                        ))
                     }
                 });
                 if let Ok(e) = &e {
@@ -369,7 +395,10 @@ impl<R: Read> TraceReader<R> {
         while !c.is_empty() {
             let id = c.varint("module id")?;
             if id != self.modules.len() as u64 + 1 {
-                return Err(format!("module id {id} where {} was expected", self.modules.len() + 1));
+                return Err(format!(
+                    "module id {id} where {} was expected",
+                    self.modules.len() + 1
+                ));
             }
             let base = c.varint("module base")?;
             let size = c.varint("module size")?;
@@ -412,7 +441,10 @@ impl<R: Read> TraceReader<R> {
         while !c.is_empty() {
             let idx = c.varint("thread index")?;
             if idx != self.threads.len() as u64 {
-                return Err(format!("thread index {idx} where {} was expected", self.threads.len()));
+                return Err(format!(
+                    "thread index {idx} where {} was expected",
+                    self.threads.len()
+                ));
             }
             let tid = c.varint("thread tid")?;
             let name = String::from_utf8_lossy(c.bytes("thread name")?).into_owned();
@@ -439,10 +471,16 @@ impl<R: Read> TraceReader<R> {
             ));
         }
         if first_id != self.next_id {
-            return Err(format!("block starts at object {first_id}, but {} objects came before it", self.next_id));
+            return Err(format!(
+                "block starts at object {first_id}, but {} objects came before it",
+                self.next_id
+            ));
         }
         if base_time != self.time {
-            return Err(format!("block base time {base_time}, but the previous event was at {}", self.time));
+            return Err(format!(
+                "block base time {base_time}, but the previous event was at {}",
+                self.time
+            ));
         }
         let ops = c.bytes("ops column")?;
         let mut threads = Cursor::new(c.bytes("threads column")?);
@@ -480,7 +518,9 @@ impl<R: Read> TraceReader<R> {
             if thread >= self.threads.len() as u64 {
                 return Err(at(format!("thread {thread} is not defined")));
             }
-            time = time.checked_add(times.varint("time").map_err(at)?).ok_or_else(|| at("time overflows".into()))?;
+            time = time
+                .checked_add(times.varint("time").map_err(at)?)
+                .ok_or_else(|| at("time overflows".into()))?;
             let size = if k.has_size() { sizes.varint("size").map_err(at)? } else { 0 };
             let align = if k.has_align() { aligns.varint("align").map_err(at)? } else { 0 };
             let (old, old_size) = if k.is_release() || (k == Kind::Realloc && !old_null) {
@@ -530,9 +570,14 @@ impl<R: Read> TraceReader<R> {
                 inherited,
             });
         }
-        for (name, cur) in
-            [("threads", &threads), ("times", &times), ("sizes", &sizes), ("aligns", &aligns), ("refs", &refs), ("stacks", &stacks)]
-        {
+        for (name, cur) in [
+            ("threads", &threads),
+            ("times", &times),
+            ("sizes", &sizes),
+            ("aligns", &aligns),
+            ("refs", &refs),
+            ("stacks", &stacks),
+        ] {
             if !cur.is_empty() {
                 return Err(format!("{} unused bytes in the {name} column", cur.remaining()));
             }

@@ -54,7 +54,10 @@ pub fn parse(text: &str, format: TextFormat) -> Result<Vec<TextOp>, String> {
         }
         if format == TextFormat::Rep && header.len() < 4 {
             let v = line.parse::<f64>().map_err(|_| {
-                format!("line {lineno}: expected the header's {} number, found {line:?}", ["1st", "2nd", "3rd", "4th"][header.len()])
+                format!(
+                    "line {lineno}: expected the header's {} number, found {line:?}",
+                    ["1st", "2nd", "3rd", "4th"][header.len()]
+                )
             })?;
             header.push(v.max(0.0) as u64);
             continue;
@@ -64,7 +67,10 @@ pub fn parse(text: &str, format: TextFormat) -> Result<Vec<TextOp>, String> {
         let mut num = |what: &str| -> Result<Option<u64>, String> {
             match f.next() {
                 None => Ok(None),
-                Some(s) => s.parse::<u64>().map(Some).map_err(|_| format!("line {lineno}: {what} {s:?} is not a number")),
+                Some(s) => s
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| format!("line {lineno}: {what} {s:?} is not a number")),
             }
         };
         let id = num("id")?.ok_or_else(|| format!("line {lineno}: {op:?} needs an id"))?;
@@ -72,18 +78,23 @@ pub fn parse(text: &str, format: TextFormat) -> Result<Vec<TextOp>, String> {
             "a" => {
                 let size = match num("size")? {
                     Some(s) => s,
-                    None => last_size.ok_or_else(|| format!("line {lineno}: `a {id}` has no size and none came before"))?,
+                    None => last_size.ok_or_else(|| {
+                        format!("line {lineno}: `a {id}` has no size and none came before")
+                    })?,
                 };
                 last_size = Some(size);
                 TextOp::Alloc { id, size }
             }
             "r" => {
-                let size = num("size")?.ok_or_else(|| format!("line {lineno}: `r {id}` needs a size"))?;
+                let size =
+                    num("size")?.ok_or_else(|| format!("line {lineno}: `r {id}` needs a size"))?;
                 last_size = Some(size);
                 TextOp::Realloc { id, size }
             }
             "f" => TextOp::Free { id },
-            _ => return Err(format!("line {lineno}: unknown operation {op:?} (expected a, f or r)")),
+            _ => {
+                return Err(format!("line {lineno}: unknown operation {op:?} (expected a, f or r)"))
+            }
         };
         if f.next().is_some() {
             return Err(format!("line {lineno}: extra fields after {line:?}"));
@@ -95,11 +106,18 @@ pub fn parse(text: &str, format: TextFormat) -> Result<Vec<TextOp>, String> {
             return Err(format!("the .rep header needs 4 lines, found {}", header.len()));
         }
         if header[2] as usize != ops.len() {
-            return Err(format!("the header says {} operations, the file holds {}", header[2], ops.len()));
+            return Err(format!(
+                "the header says {} operations, the file holds {}",
+                header[2],
+                ops.len()
+            ));
         }
-        if let Some(bad) = ops.iter().map(|o| match *o {
-            TextOp::Alloc { id, .. } | TextOp::Free { id } | TextOp::Realloc { id, .. } => id,
-        }).find(|&id| id >= header[1])
+        if let Some(bad) = ops
+            .iter()
+            .map(|o| match *o {
+                TextOp::Alloc { id, .. } | TextOp::Free { id } | TextOp::Realloc { id, .. } => id,
+            })
+            .find(|&id| id >= header[1])
         {
             return Err(format!("id {bad} is not below the header's id count {}", header[1]));
         }
@@ -108,7 +126,12 @@ pub fn parse(text: &str, format: TextFormat) -> Result<Vec<TextOp>, String> {
 }
 
 /// Writes text operations as a trace: one thread, the operation index as time.
-pub fn ops_to_trace<W: Write>(ops: &[TextOp], source: &str, out: W, opts: WriterOptions) -> Result<W, String> {
+pub fn ops_to_trace<W: Write>(
+    ops: &[TextOp],
+    source: &str,
+    out: W,
+    opts: WriterOptions,
+) -> Result<W, String> {
     let meta = Meta {
         pid: 0,
         argv: vec![source.as_bytes().to_vec()],
@@ -134,7 +157,8 @@ pub fn ops_to_trace<W: Write>(ops: &[TextOp], source: &str, out: W, opts: Writer
                 live.insert(id, new.expect("malloc creates"));
             }
             TextOp::Free { id } => {
-                let old = live.remove(&id).ok_or_else(|| at(format!("id {id} is not allocated")))?;
+                let old =
+                    live.remove(&id).ok_or_else(|| at(format!("id {id} is not allocated")))?;
                 w.record(&NewEvent::free(old).at(t, time)).map_err(io)?;
             }
             TextOp::Realloc { id, size } => {
@@ -161,7 +185,10 @@ pub struct Losses {
 /// Converts a trace to `.rep` or `.script` text. Realloc chains keep one
 /// text id (the text formats' `r` resizes a block in place of its id), and
 /// ids are numbered densely in order of first allocation.
-pub fn trace_to_text<R: Read>(r: &mut TraceReader<R>, format: TextFormat) -> Result<(String, Losses), crate::TraceError> {
+pub fn trace_to_text<R: Read>(
+    r: &mut TraceReader<R>,
+    format: TextFormat,
+) -> Result<(String, Losses), crate::TraceError> {
     let mut view = ResizeView::default();
     let mut ids: HashMap<u64, u64> = HashMap::new();
     let mut next = 0u64;
@@ -251,9 +278,13 @@ mod tests {
     fn bad_text_names_the_line() {
         assert!(parse("1\n2\n1\n1\nx 0 1\n", TextFormat::Rep).unwrap_err().contains("line 5"));
         assert!(parse("a zero 1\n", TextFormat::Script).unwrap_err().contains("line 1"));
-        assert!(parse("1\n2\n5\n1\na 0 1\n", TextFormat::Rep).unwrap_err().contains("says 5 operations"));
+        assert!(parse("1\n2\n5\n1\na 0 1\n", TextFormat::Rep)
+            .unwrap_err()
+            .contains("says 5 operations"));
         assert!(parse("a 0\n", TextFormat::Script).unwrap_err().contains("no size"));
         let ops = parse("f 3\n", TextFormat::Script).unwrap();
-        assert!(ops_to_trace(&ops, "x", Vec::new(), WriterOptions::default()).unwrap_err().contains("not allocated"));
+        assert!(ops_to_trace(&ops, "x", Vec::new(), WriterOptions::default())
+            .unwrap_err()
+            .contains("not allocated"));
     }
 }

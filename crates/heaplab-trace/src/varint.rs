@@ -79,7 +79,10 @@ impl<'a> Cursor<'a> {
     pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], String> {
         let n = self.varint(what)?;
         if n > self.remaining() as u64 {
-            return Err(format!("{what}: length {n} runs past the end ({} bytes left)", self.remaining()));
+            return Err(format!(
+                "{what}: length {n} runs past the end ({} bytes left)",
+                self.remaining()
+            ));
         }
         self.take(n as usize, what)
     }

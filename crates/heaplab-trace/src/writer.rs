@@ -9,7 +9,9 @@
 //! `block_events` events, on [`TraceWriter::flush`], and before an END block.
 
 use crate::block::{BlockWriter, Codec};
-use crate::format::{kind, meta_key, op, FILE_HEADER_LEN, FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_FRAMES, VERSION};
+use crate::format::{
+    kind, meta_key, op, FILE_HEADER_LEN, FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_FRAMES, VERSION,
+};
 use crate::model::{End, Frame, Kind, Meta, Module, NewEvent};
 use crate::varint::{put, put_bytes};
 use std::collections::{HashMap, HashSet};
@@ -60,7 +62,15 @@ impl Columns {
         put(&mut p, self.first_event);
         put(&mut p, self.first_id);
         put(&mut p, self.base_time);
-        for c in [&self.ops, &self.threads, &self.times, &self.sizes, &self.aligns, &self.refs, &self.stacks] {
+        for c in [
+            &self.ops,
+            &self.threads,
+            &self.times,
+            &self.sizes,
+            &self.aligns,
+            &self.refs,
+            &self.stacks,
+        ] {
             put_bytes(&mut p, c);
         }
         p
@@ -165,7 +175,10 @@ impl<W: Write> TraceWriter<W> {
             return Ok(0);
         }
         if frames.len() as u64 > MAX_FRAMES {
-            return Err(invalid(format!("a stack has {} frames; at most {MAX_FRAMES}", frames.len())));
+            return Err(invalid(format!(
+                "a stack has {} frames; at most {MAX_FRAMES}",
+                frames.len()
+            )));
         }
         if let Some(&id) = self.stacks.get(frames) {
             return Ok(id);
@@ -251,7 +264,8 @@ impl<W: Write> TraceWriter<W> {
         self.last_time = time;
         self.events += 1;
 
-        let released = if k.is_release() || (k == Kind::Realloc && !ev.failed) { ev.old } else { None };
+        let released =
+            if k.is_release() || (k == Kind::Realloc && !ev.failed) { ev.old } else { None };
         if let Some(old) = released {
             self.live.remove(&old);
         }
@@ -373,7 +387,11 @@ pub fn encode_meta(m: &Meta) -> Vec<u8> {
     field_int(&mut b, meta_key::ENDIAN, m.endian);
     field_int(&mut b, meta_key::TIME_UNIT_NS, m.time_unit_ns);
     field_int(&mut b, meta_key::STACK_DEPTH, m.stack_depth);
-    for (k, v) in [(meta_key::RECORDER, &m.recorder), (meta_key::EXECUTABLE, &m.executable), (meta_key::OPTIONS, &m.options)] {
+    for (k, v) in [
+        (meta_key::RECORDER, &m.recorder),
+        (meta_key::EXECUTABLE, &m.executable),
+        (meta_key::OPTIONS, &m.options),
+    ] {
         if let Some(s) = v {
             field(&mut b, k, s.as_bytes());
         }

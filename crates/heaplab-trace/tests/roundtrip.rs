@@ -34,10 +34,17 @@ struct Expect {
 
 fn random_trace(seed: u64, n: usize, opts: WriterOptions) -> (Vec<u8>, Vec<Expect>) {
     let mut rng = Rng(seed | 1);
-    let meta = Meta { pid: 99, pointer_size: 8, time_unit_ns: 1, stack_depth: 4, ..Meta::default() };
+    let meta =
+        Meta { pid: 99, pointer_size: 8, time_unit_ns: 1, stack_depth: 4, ..Meta::default() };
     let mut w = TraceWriter::new(Vec::new(), &meta, opts).unwrap();
     let threads: Vec<u32> = (0..3).map(|t| w.add_thread(100 + t, "")).collect();
-    let m = w.add_module(&Module { id: 0, base: 0x1000, size: 0x1000, path: "/bin/x".into(), build_id: vec![1, 2] });
+    let m = w.add_module(&Module {
+        id: 0,
+        base: 0x1000,
+        size: 0x1000,
+        path: "/bin/x".into(),
+        build_id: vec![1, 2],
+    });
     let mut live: Vec<(u64, u64)> = Vec::new(); // (id, size) in the model
     let mut next_id = 0u64;
     let mut time = 0u64;
@@ -47,32 +54,75 @@ fn random_trace(seed: u64, n: usize, opts: WriterOptions) -> (Vec<u8>, Vec<Expec
         time += rng.below(3);
         let thread = threads[rng.below(3) as usize];
         if rng.below(10) == 0 {
-            let frames: Vec<Frame> =
-                (0..1 + rng.below(4)).map(|_| Frame { module: m * rng.below(2) as u32, offset: rng.below(50) }).collect();
+            let frames: Vec<Frame> = (0..1 + rng.below(4))
+                .map(|_| Frame { module: m * rng.below(2) as u32, offset: rng.below(50) })
+                .collect();
             stacks.push(w.intern_stack(&frames).unwrap());
         }
         let stack = stacks[rng.below(stacks.len() as u64) as usize];
         let r = rng.below(100);
         let (ev, exp) = if live.is_empty() || r < 45 {
-            let kind = [Kind::Malloc, Kind::Calloc, Kind::Memalign, Kind::PosixMemalign, Kind::Valloc][rng.below(5) as usize];
+            let kind =
+                [Kind::Malloc, Kind::Calloc, Kind::Memalign, Kind::PosixMemalign, Kind::Valloc]
+                    [rng.below(5) as usize];
             let size = rng.below(5000);
             let align = if kind.has_align() { 1 << (3 + rng.below(10)) } else { 0 };
             let failed = rng.below(50) == 0;
             let id = (!failed).then_some(next_id);
-            let ev = NewEvent { kind, thread, time, size, align, old: None, stack, failed, inherited: false };
+            let ev = NewEvent {
+                kind,
+                thread,
+                time,
+                size,
+                align,
+                old: None,
+                stack,
+                failed,
+                inherited: false,
+            };
             (ev, Expect { kind, thread, time, size, align, id, old: None, stack, failed })
         } else {
             let i = rng.below(live.len() as u64) as usize;
             let (old, old_size) = live[i];
             if r < 75 {
                 let ev = NewEvent { old: Some(old), stack, ..NewEvent::free(old).at(thread, time) };
-                (ev, Expect { kind: Kind::Free, thread, time, size: old_size, align: 0, id: None, old: Some(old), stack, failed: false })
+                (
+                    ev,
+                    Expect {
+                        kind: Kind::Free,
+                        thread,
+                        time,
+                        size: old_size,
+                        align: 0,
+                        id: None,
+                        old: Some(old),
+                        stack,
+                        failed: false,
+                    },
+                )
             } else {
                 let size = rng.below(9000);
                 let failed = rng.below(20) == 0;
                 let id = (!failed).then_some(next_id);
-                let ev = NewEvent { failed, stack, ..NewEvent::realloc(Some(old), size).at(thread, time) };
-                (ev, Expect { kind: Kind::Realloc, thread, time, size, align: 0, id, old: Some(old), stack, failed })
+                let ev = NewEvent {
+                    failed,
+                    stack,
+                    ..NewEvent::realloc(Some(old), size).at(thread, time)
+                };
+                (
+                    ev,
+                    Expect {
+                        kind: Kind::Realloc,
+                        thread,
+                        time,
+                        size,
+                        align: 0,
+                        id,
+                        old: Some(old),
+                        stack,
+                        failed,
+                    },
+                )
             }
         };
         let got = w.record(&ev).unwrap();
@@ -100,7 +150,12 @@ fn read_all(bytes: &[u8]) -> Result<Vec<Event>, TraceError> {
 
 #[test]
 fn random_traces_read_back_as_written() {
-    for (seed, codec, block) in [(1, Codec::None, 7), (2, Codec::Zstd(3), 1000), (3, Codec::Zstd(1), 65536), (4, Codec::None, 1)] {
+    for (seed, codec, block) in [
+        (1, Codec::None, 7),
+        (2, Codec::Zstd(3), 1000),
+        (3, Codec::Zstd(1), 65536),
+        (4, Codec::None, 1),
+    ] {
         let (bytes, exp) = random_trace(seed, 5000, WriterOptions { codec, block_events: block });
         let got = read_all(&bytes).unwrap();
         assert_eq!(got.len(), exp.len());
@@ -124,8 +179,10 @@ fn random_traces_read_back_as_written() {
 
 #[test]
 fn compression_shrinks_a_repetitive_trace() {
-    let (raw, _) = random_trace(9, 20000, WriterOptions { codec: Codec::None, block_events: 65536 });
-    let (z, _) = random_trace(9, 20000, WriterOptions { codec: Codec::Zstd(3), block_events: 65536 });
+    let (raw, _) =
+        random_trace(9, 20000, WriterOptions { codec: Codec::None, block_events: 65536 });
+    let (z, _) =
+        random_trace(9, 20000, WriterOptions { codec: Codec::Zstd(3), block_events: 65536 });
     assert!(z.len() < raw.len(), "{} vs {}", z.len(), raw.len());
 }
 
@@ -166,7 +223,11 @@ fn every_single_bit_flip_is_an_error() {
             b[i] ^= 1 << bit;
             match read_all(&b) {
                 Err(_) => {}
-                Ok(v) => panic!("flip at byte {i} bit {bit} read silently ({} events, clean {})", v.len(), clean.len()),
+                Ok(v) => panic!(
+                    "flip at byte {i} bit {bit} read silently ({} events, clean {})",
+                    v.len(),
+                    clean.len()
+                ),
             }
         }
     }

@@ -13,7 +13,9 @@ fn dir() -> PathBuf {
 fn names(suffix: &str) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir())
         .unwrap()
-        .filter_map(|e| e.unwrap().file_name().to_str().and_then(|n| n.strip_suffix(suffix)).map(String::from))
+        .filter_map(|e| {
+            e.unwrap().file_name().to_str().and_then(|n| n.strip_suffix(suffix)).map(String::from)
+        })
         .collect();
     v.sort();
     assert!(!v.is_empty(), "no *{suffix} vectors");
@@ -43,13 +45,19 @@ fn dumps_match_the_hand_written_scripts() {
         let script = fs::read_to_string(dir().join(format!("{n}.script.txt"))).unwrap();
         let expected: String = script
             .lines()
-            .filter(|l| !(l.starts_with("writer") || l.starts_with("flush") || l.starts_with("raw_block")))
+            .filter(|l| {
+                !(l.starts_with("writer") || l.starts_with("flush") || l.starts_with("raw_block"))
+            })
             .map(|l| format!("{l}\n"))
             .collect();
         let (got, err) = dump(&dir().join(format!("{n}.hltrace")));
         assert_eq!(err, None, "{n}");
         assert_eq!(got, expected, "{n}: the reader disagrees with the script");
-        assert_eq!(got, fs::read_to_string(dir().join(format!("{n}.txt"))).unwrap(), "{n}.txt is stale");
+        assert_eq!(
+            got,
+            fs::read_to_string(dir().join(format!("{n}.txt"))).unwrap(),
+            "{n}.txt is stale"
+        );
     }
 }
 
@@ -78,7 +86,8 @@ fn the_zstd_vector_really_holds_compressed_blocks() {
 fn bad_vectors_give_the_expected_error() {
     for n in names(".err") {
         let spec = fs::read_to_string(dir().join(format!("{n}.err"))).unwrap();
-        let field = |k: &str| spec.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap().to_string();
+        let field =
+            |k: &str| spec.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap().to_string();
         let phrase = spec.split_once("problem=").unwrap().1.trim().to_string();
         let path = dir().join(format!("{n}.hltrace"));
         let e = match TraceReader::open(&path) {
@@ -93,7 +102,10 @@ fn bad_vectors_give_the_expected_error() {
         };
         let msg = e.to_string();
         assert!(msg.contains(&phrase), "{n}: {msg}");
-        assert!(msg.starts_with(&path.display().to_string()), "{n}: message must name the file: {msg}");
+        assert!(
+            msg.starts_with(&path.display().to_string()),
+            "{n}: message must name the file: {msg}"
+        );
         assert_eq!(e.offset.to_string(), field("offset="), "{n}: {msg}");
         assert_eq!(e.events_read.to_string(), field("events="), "{n}: {msg}");
     }

@@ -6,7 +6,9 @@
 //! returns the process exit code.
 
 mod cmd;
+mod human;
 mod paths;
+mod symbols;
 
 use clap::{Parser, Subcommand};
 
@@ -20,11 +22,29 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Print the allocation profile of traces (paper 002's measurement table)
+    Stats(cmd::stats::Args),
+    /// Convert between .hltrace, .rep, .script and the .txt dump
+    Convert(cmd::convert::Args),
+}
 
 fn main() {
+    // Die quietly on a closed pipe (`heaplab stats t | head`), as Unix tools do.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
-    let code = match cli.command {};
-    #[allow(unreachable_code)]
-    std::process::exit(code)
+    let result = match cli.command {
+        Command::Stats(a) => cmd::stats::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("heaplab: error: {e:#}");
+            std::process::exit(2)
+        }
+    }
 }

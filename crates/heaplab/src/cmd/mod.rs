@@ -1,1 +1,4 @@
 //! One module per subcommand.
+
+pub mod convert;
+pub mod stats;
