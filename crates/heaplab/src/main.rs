@@ -9,6 +9,7 @@ mod cmd;
 mod human;
 mod paths;
 mod symbols;
+mod workloads;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,10 @@ enum Command {
     Stats(cmd::stats::Args),
     /// Convert between .hltrace, .rep, .script and the .txt dump
     Convert(cmd::convert::Args),
+    /// The main job: record the bundled workloads and report on them
+    Demo(cmd::demo::Args),
+    /// List the bundled workloads; prepare one and show or run its command
+    Workloads(cmd::workloads::Args),
 }
 
 fn main() {
@@ -39,6 +44,8 @@ fn main() {
     let result = match cli.command {
         Command::Stats(a) => cmd::stats::run(a),
         Command::Convert(a) => cmd::convert::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::Workloads(a) => cmd::workloads::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

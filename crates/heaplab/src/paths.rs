@@ -10,7 +10,8 @@ pub fn home() -> PathBuf {
     if let Some(h) = std::env::var_os("HEAPLAB_HOME") {
         return PathBuf::from(h);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
 }
 
 /// `build/` under the root: `lib/` holds shared objects, `bin/` programs.

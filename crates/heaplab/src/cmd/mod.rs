@@ -1,4 +1,6 @@
 //! One module per subcommand.
 
 pub mod convert;
+pub mod demo;
 pub mod stats;
+pub mod workloads;
