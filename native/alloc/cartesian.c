@@ -1,0 +1,475 @@
+/*
+ * cartesian.c: Stephenson's "fast fits" better fit over a Cartesian tree of
+ * free blocks (paper 002 §4 "CARTESIAN", the SunOS malloc; paper 003 §2.2.1).
+ *
+ *   Block layout (8-byte words; b is 8 mod 16 so that the payload is 16-aligned)
+ *
+ *         b              b+8                                         b+size
+ *         +--------------+---------------------------------------------+
+ *   used  | size | INUSE | payload (size - 8 bytes) .................. | next block
+ *         +--------------+-------------+-------------+-----------------+
+ *   free  | size | 0     | left        | right       | (unused) ...    |
+ *         +--------------+-------------+-------------+-----------------+
+ *                        \__ the tree node lives in the free block ___/
+ *
+ *   The heap (one emulated sbrk region)
+ *
+ *   base  base+8                                             brk-8   brk
+ *   +-----+---------+---------+-- ... --+--------------------+-------+
+ *   | pad | block   | block   |         | block              | 0|USE |
+ *   +-----+---------+---------+-- ... --+--------------------+-------+
+ *         heap_lo                                            heap_hi (epilogue)
+ *
+ *   The free tree: every free block is one node, ordered two ways at once
+ *   (a Cartesian tree, Vuillemin 1980):
+ *
+ *                        [0x9008 | 4096]          a. by address in order:
+ *                       /               \            left < node < right
+ *            [0x1008 | 512]           [0xc008 | 1024]
+ *            /           \                 \      b. by size as a heap:
+ *   [0x0408 | 64]    [0x4008 | 96]    [0xf008 | 32]  left <= node >= right
+ *
+ * Invariants: blocks tile [heap_lo, heap_hi) exactly; every size is a multiple
+ * of 16 and at least 32; a block is a node of the tree iff its INUSE bit is
+ * clear; the tree is in address order in-order and in size heap order (so the
+ * largest free block is the root); no two free blocks are adjacent.
+ *
+ * From the papers and from the SunOS implementation they describe:
+ *  - free blocks in a Cartesian tree, conditions (a) and (b) of 003 §2.2.1;
+ *    every operation costs O(depth) (002 §4), and nothing balances the tree,
+ *    so it can degenerate into a list (003 §2.2.1);
+ *  - "better fit" allocation: if the root is too small the heap grows;
+ *    otherwise descend from the root, at each node taking the smaller child
+ *    that is still large enough (the left one on a tie), and stop where
+ *    neither child is; that node is allocated;
+ *  - the requested bytes come from the low end of the chosen block; the
+ *    remainder keeps the node's place in the address order and is demoted
+ *    (sifted down) to restore the size order;
+ *  - one length word before every block handed out, no footer: free finds
+ *    the address neighbours of a block by descending the tree towards its
+ *    address (the in-order predecessor and successor both lie on that path),
+ *    absorbs those that touch it, then inserts the result by root insertion at
+ *    the first node smaller than it;
+ *  - realloc shrinks in place and grows into a free right neighbour.
+ *
+ * Departures: words are 8 bytes and payloads 16-aligned, so a block is a
+ * multiple of 16 bytes and the smallest is 32 (header, two links, rounded);
+ * the SunOS code kept its tree nodes in a separate pool of headers, here the
+ * node lives inside the free block; a block is split whenever the remainder
+ * can hold a free block (>= 32 bytes); an INUSE bit in the length word lets
+ * free and the checker catch a double free cheaply; the heap grows by whole
+ * pages, by only what the topmost free block lacks (SunOS grew by the whole
+ * request); realloc also grows a block at the top of the heap by extending
+ * the heap.  The tree is walked iteratively (it may be a list thousands of
+ * nodes deep).
+ */
+#include "hl_alloc.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#define W        8  /* the length word */
+#define MINBLOCK 32 /* length word, left, right; rounded to 16 */
+#define INUSE    ((size_t)1)
+
+typedef struct ct_node {
+    size_t hdr; /* size | INUSE */
+    struct ct_node *left, *right;
+} ct_node_t;
+
+static ct_node_t *root;
+static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
+static size_t page;
+
+static inline size_t tag_size(size_t t) { return t & ~(size_t)15; }
+static inline size_t *hdr(void *b) { return (size_t *)b; }
+static inline size_t bsize(const void *b) { return tag_size(*(const size_t *)b); }
+static inline size_t weight(const ct_node_t *x) { return x ? bsize(x) : 0; }
+static inline size_t request_block(size_t n) {
+    size_t b = HL_ALIGN_UP(n + W, 16);
+    return b < MINBLOCK ? MINBLOCK : b;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The Cartesian tree: insert, delete, demote (each one descent)             */
+/* ------------------------------------------------------------------------ */
+
+/* Put free block x of `size` bytes into the tree: descend by address while
+ * the nodes are at least as large, then insert x there as the root of the
+ * remaining subtree, splitting that subtree by x's address into x's left
+ * (lower addresses) and right (higher) subtrees. */
+static void ct_insert(ct_node_t *x, size_t size) {
+    x->hdr = size;
+    ct_node_t **link = &root, *t = root;
+    while (weight(t) >= size) {
+        link = x < t ? &t->left : &t->right;
+        t = *link;
+    }
+    *link = x;
+    ct_node_t **lhook = &x->left, **rhook = &x->right;
+    while (t) {
+        if (t < x) { /* t and its left subtree lie below x */
+            *lhook = t;
+            lhook = &t->right;
+            t = t->right;
+        } else {
+            *rhook = t;
+            rhook = &t->left;
+            t = t->left;
+        }
+    }
+    *lhook = *rhook = NULL;
+}
+
+/* Remove the node *link: merge its two subtrees along their inner edges,
+ * the larger node going up at every step. */
+static void ct_delete(ct_node_t **link) {
+    ct_node_t *l = (*link)->left, *r = (*link)->right;
+    while (l || r) {
+        if (weight(l) >= weight(r)) {
+            *link = l;
+            link = &l->right;
+            l = l->right;
+        } else {
+            *link = r;
+            link = &r->left;
+            r = r->left;
+        }
+    }
+    *link = NULL;
+}
+
+/* The node *link has become smaller: move it down until both children are
+ * no larger than it, promoting the larger child each time. */
+static void ct_demote(ct_node_t **link) {
+    ct_node_t *x = *link, *l = x->left, *r = x->right;
+    size_t w = bsize(x);
+    while (weight(l) > w || weight(r) > w) {
+        if (weight(l) >= weight(r)) {
+            *link = l;
+            link = &l->right;
+            l = l->right;
+        } else {
+            *link = r;
+            link = &r->left;
+            r = r->left;
+        }
+    }
+    *link = x;
+    x->left = l;
+    x->right = r;
+}
+
+/* The link that holds free block x (which must be in the tree). */
+static ct_node_t **ct_find(ct_node_t *x) {
+    ct_node_t **link = &root;
+    while (*link != x) {
+        HL_CHECK(*link != NULL);
+        link = x < *link ? &(*link)->left : &(*link)->right;
+    }
+    return link;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Free: coalesce on the way down, then insert                              */
+/* ------------------------------------------------------------------------ */
+
+/* Give the `size` bytes at b back to the tree, merged with whatever free
+ * blocks touch it. */
+static void release(char *b, size_t size) {
+    ct_node_t **link = &root, *t;
+    while ((t = *link) != NULL) {
+        char *tb = (char *)t;
+        if (b < tb) {
+            if (b + size == tb) { /* absorb the right neighbour */
+                size += bsize(t);
+                ct_delete(link);
+            } else if (HL_UNLIKELY(b + size > tb)) {
+                hl_fatal("free(%p): block overlaps free block %p (corruption)", b + W, tb + W);
+            } else {
+                link = &t->left;
+            }
+        } else {
+            char *tend = tb + bsize(t);
+            if (tend == b) { /* absorb the left neighbour */
+                b = tb;
+                size += bsize(t);
+                ct_delete(link);
+            } else if (HL_UNLIKELY(tend > b)) {
+                hl_fatal("free(%p): block is already free (double free)", b + W);
+            } else {
+                link = &t->right;
+            }
+        }
+    }
+    ct_insert((ct_node_t *)b, size);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Heap growth                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Extend the heap by at least `want` bytes so that the break stays page
+ * aligned; the new bytes (from the old epilogue on) are returned as one
+ * block of *got bytes with no header written yet.  NULL if the platform says
+ * no. */
+static char *extend(size_t want, size_t *got) {
+    if (!heap_hi) {
+        char *base = hl_sbrk(2 * W);
+        if (!base)
+            return NULL;
+        heap_lo = heap_hi = base + W;
+        *hdr(heap_hi) = INUSE;
+    }
+    uintptr_t brk = (uintptr_t)heap_hi + W;
+    if (want < MINBLOCK)
+        want = MINBLOCK;
+    size_t incr = HL_ALIGN_UP(brk + want, page) - brk;
+    if (!hl_sbrk((intptr_t)incr))
+        return NULL;
+    char *b = heap_hi;
+    heap_hi += incr;
+    *hdr(heap_hi) = INUSE;
+    *got = incr;
+    return b;
+}
+
+/* Make sure the root is at least `need` bytes, growing the heap by only what
+ * the topmost free block (the rightmost node) lacks. */
+static bool __attribute__((noinline)) morecore(size_t need) {
+    size_t have = 0;
+    ct_node_t *t = root;
+    while (t && t->right)
+        t = t->right;
+    if (t && (char *)t + bsize(t) == heap_hi)
+        have = bsize(t);
+    size_t got;
+    char *b = extend(need - have, &got);
+    if (!b)
+        return false;
+    release(b, got);
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The malloc interface                                                      */
+/* ------------------------------------------------------------------------ */
+
+static int ct_init(void) {
+    page = hl_page_size();
+    return 0;
+}
+
+/* Cost: one descent of the tree, two loads and two compares per level, then a
+ * demote or a delete (another partial descent). */
+static void *ct_malloc(size_t n) {
+    size_t need = request_block(n);
+    if (weight(root) < need && !morecore(need))
+        return NULL;
+    ct_node_t **link = &root, *x = root;
+    for (;;) {
+        size_t lw = weight(x->left), rw = weight(x->right);
+        if (lw < need && rw < need)
+            break; /* neither child fits: x is the better fit */
+        if ((lw <= rw && lw >= need) || rw < need) {
+            link = &x->left;
+            x = x->left;
+        } else {
+            link = &x->right;
+            x = x->right;
+        }
+    }
+    size_t size = bsize(x);
+    if (size - need >= MINBLOCK) { /* the remainder keeps x's place, then sinks */
+        ct_node_t *rest = (ct_node_t *)((char *)x + need);
+        rest->hdr = size - need;
+        rest->left = x->left;
+        rest->right = x->right;
+        *link = rest;
+        ct_demote(link);
+        size = need;
+    } else {
+        ct_delete(link);
+    }
+    *hdr(x) = size | INUSE;
+    return (char *)x + W;
+}
+
+static inline char *checked_block(void *p, const char *what) {
+    char *b = (char *)p - W;
+    if (HL_UNLIKELY(b < heap_lo || b >= heap_hi || ((uintptr_t)p & 15) || !(*hdr(b) & INUSE) ||
+                    bsize(b) < MINBLOCK || bsize(b) > (size_t)(heap_hi - b)))
+        hl_fatal("%s(%p): not a block in use (double free or corruption)", what, p);
+    return b;
+}
+
+static void ct_free(void *p) {
+    char *b = checked_block(p, "free");
+    size_t size = bsize(b);
+    *hdr(b) = size; /* a stale header left inside a merged block must not read as in use */
+    release(b, size);
+}
+
+static size_t ct_usable_size(void *p) { return bsize(checked_block(p, "malloc_usable_size")) - W; }
+
+/* Cut the in-use block b of `size` bytes down to `keep`, if the tail can
+ * stand as a free block; the tail goes back through release (coalescing). */
+static void shrink(char *b, size_t size, size_t keep) {
+    if (size - keep < MINBLOCK)
+        return;
+    *hdr(b) = keep | INUSE;
+    release(b + keep, size - keep);
+}
+
+static void *ct_realloc(void *p, size_t n) {
+    char *b = checked_block(p, "realloc");
+    size_t size = bsize(b), need = request_block(n);
+    if (need <= size) {
+        shrink(b, size, need);
+        return p;
+    }
+    char *next = b + size;
+    size_t nsize = 0;
+    if (next < heap_hi && !(*hdr(next) & INUSE))
+        nsize = bsize(next);
+    if (nsize && size + nsize >= need) { /* grow into the free right neighbour */
+        ct_delete(ct_find((ct_node_t *)next));
+        size += nsize;
+        *hdr(b) = size | INUSE;
+        shrink(b, size, need);
+        return p;
+    }
+    if (next + nsize == heap_hi) { /* at the top of the heap: extend it */
+        size_t got;
+        char *e = extend(need - size - nsize, &got);
+        if (e) {
+            if (nsize)
+                ct_delete(ct_find((ct_node_t *)next));
+            size += nsize + got;
+            *hdr(b) = size | INUSE;
+            shrink(b, size, need);
+            return p;
+        }
+    }
+    void *q = ct_malloc(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, bsize(b) - W);
+    ct_free(p);
+    return q;
+}
+
+/* Over-allocate, then give back the part below the aligned payload (a free
+ * block of at least MINBLOCK) and the tail. */
+static void *ct_memalign(size_t align, size_t n) {
+    char *p = ct_malloc(n + align + MINBLOCK);
+    if (!p)
+        return NULL;
+    char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
+    if (q != p && (size_t)(q - p) < MINBLOCK)
+        q += align;
+    char *b = p - W, *qb = q - W;
+    size_t size = bsize(b);
+    if (q != p) {
+        size_t lead = (size_t)(q - p);
+        *hdr(qb) = (size - lead) | INUSE;
+        release(b, lead);
+        size -= lead;
+    }
+    shrink(qb, size, request_block(n));
+    return q;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The checker                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Is x a plausible node pointer (checked before every dereference)? */
+static inline bool in_heap(const ct_node_t *x) {
+    return (const char *)x >= heap_lo && (const char *)x < heap_hi && ((uintptr_t)x & 15) == 8;
+}
+
+/* Walk the heap in address order, then the tree in order with a Morris
+ * traversal: no stack and no recursion, because the tree may be a list
+ * thousands of nodes deep.  The traversal threads the right link of each
+ * left subtree's last node back to its in-order successor and removes the
+ * thread on the second arrival, so the tree is intact when it returns.  A
+ * node arrived at by a real right link (not by a thread) is checked against
+ * the node it came from; left links are never threaded. */
+static void ct_check(void) {
+    if (!heap_hi) {
+        HL_CHECK(root == NULL);
+        return;
+    }
+    HL_CHECK(*hdr(heap_hi) == INUSE);
+    size_t nfree = 0, free_bytes = 0, largest = 0;
+    bool prev_free = false;
+    for (char *b = heap_lo; b < heap_hi;) {
+        size_t t = *hdr(b), sz = tag_size(t);
+        HL_CHECK(((uintptr_t)b & 15) == 8);
+        HL_CHECK(sz >= MINBLOCK && (t & 14) == 0);
+        HL_CHECK(sz <= (size_t)(heap_hi - b));
+        bool is_free = !(t & INUSE);
+        HL_CHECK(!(is_free && prev_free)); /* coalescing is immediate */
+        if (is_free) {
+            nfree++;
+            free_bytes += sz;
+            largest = sz > largest ? sz : largest;
+        }
+        prev_free = is_free;
+        b += sz;
+    }
+    HL_CHECK(weight(root) == largest); /* the size order puts the largest at the root */
+
+    size_t seen = 0, seen_bytes = 0;
+    char *last = NULL;
+    ct_node_t *x = root, *from = NULL;
+    while (x) {
+        HL_CHECK(in_heap(x));
+        if (x->left) {
+            ct_node_t *pred = x->left;
+            size_t steps = 0;
+            HL_CHECK(in_heap(pred));
+            while (pred->right && pred->right != x) {
+                pred = pred->right;
+                HL_CHECK(in_heap(pred) && ++steps <= nfree);
+            }
+            if (!pred->right) { /* first arrival at x, by a real link */
+                HL_CHECK(from == NULL || bsize(x) <= bsize(from)); /* (b), right child */
+                from = NULL;
+                pred->right = x; /* thread */
+                x = x->left;
+                continue;
+            }
+            pred->right = NULL; /* second arrival, by the thread: remove it */
+        } else {
+            HL_CHECK(from == NULL || bsize(x) <= bsize(from)); /* (b), right child */
+        }
+        /* visit x: its left subtree is done */
+        char *xb = (char *)x;
+        HL_CHECK(!(x->hdr & INUSE) && bsize(x) >= MINBLOCK);
+        HL_CHECK(bsize(x) <= (size_t)(heap_hi - xb));
+        HL_CHECK(last == NULL || last + bsize(last) < xb); /* (a) address order, not touching */
+        HL_CHECK(weight(x->left) <= bsize(x));             /* (b), left child */
+        last = xb;
+        seen_bytes += bsize(x);
+        HL_CHECK(++seen <= nfree);
+        from = x;
+        x = x->right;
+    }
+    HL_CHECK(seen == nfree && seen_bytes == free_bytes);
+}
+
+const hl_alloc_t hl_alloc_cartesian = {
+    .info = {"cartesian",
+             "Stephenson's fast fits: better fit over a Cartesian tree of free blocks ordered by "
+             "address and size, coalescing",
+             "002 §4; 003 §2.2.1"},
+    .init = ct_init,
+    .malloc = ct_malloc,
+    .free = ct_free,
+    .usable_size = ct_usable_size,
+    .realloc = ct_realloc,
+    .memalign = ct_memalign,
+    .check = ct_check,
+};
