@@ -315,6 +315,7 @@ static size_t ct_usable_size(void *p) { return bsize(checked_block(p, "malloc_us
 /* Cut the in-use block b of `size` bytes down to `keep`, if the tail can
  * stand as a free block; the tail goes back through release (coalescing). */
 static void shrink(char *b, size_t size, size_t keep) {
+    HL_ASSERT(keep <= size);
     if (size - keep < MINBLOCK)
         return;
     *hdr(b) = keep | INUSE;
@@ -362,7 +363,8 @@ static void *ct_realloc(void *p, size_t n) {
 /* Over-allocate, then give back the part below the aligned payload (a free
  * block of at least MINBLOCK) and the tail. */
 static void *ct_memalign(size_t align, size_t n) {
-    char *p = ct_malloc(n + align + MINBLOCK);
+    size_t need = request_block(n); /* the lead taken off below leaves at least this */
+    char *p = ct_malloc(need + align + MINBLOCK);
     if (!p)
         return NULL;
     char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
@@ -376,7 +378,7 @@ static void *ct_memalign(size_t align, size_t n) {
         release(b, lead);
         size -= lead;
     }
-    shrink(qb, size, request_block(n));
+    shrink(qb, size, need);
     return q;
 }
 
