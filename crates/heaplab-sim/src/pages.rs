@@ -5,27 +5,33 @@
 //! ```text
 //!   the LRU stack, most recent first:
 //!
-//!   top[0..TOP]        explicit array of the TOP most recent pages (stack positions 1..=TOP)
-//!   ───────────────    every page below them is in the tree, keyed by its last-use time:
-//!   fenwick[t] = 1     iff time t is the last use of a page below the top; then
-//!                      position(p) = TOP + #{marked t >= time(p)}
-//!   owner[t]           the page id that holds time t (for compaction)
-//!   time[id]           a page's time in the tree
+//!   top[0..TOP]      the TOP most recent pages, in order (stack positions 1..=TOP), with their slots
+//!   ─────────────    every other touched page is "in the tree", keyed by its last-use time t:
+//!   bits[t/64]       bit t%64 set iff t is the last use of a page below the top
+//!   fen[b]           Fenwick tree over the 64-bit words: how many bits are set per block
+//!   owner[t]         the slot of the page whose time is t (written once, read when compacting)
+//!
+//!   page table: chunk map (page >> 6 -> chunk), then entries[chunk * 64 + (page & 63)]:
+//!               NEVER (not touched yet) | IN_TOP | its time t
 //! ```
 //!
-//! Invariants: a page that was touched is either in `top` or marked in the
-//! tree, never both; every page in `top` was used more recently than every
-//! page in the tree; times in the tree are distinct and increase with
-//! recency, so counting marked times is counting more recent pages. `top` is
-//! full before the tree holds anything.
+//! Invariants: a touched page is in `top` (entry IN_TOP) or has its time set
+//! in `bits`, never both; every page in `top` was used more recently than
+//! every page in the tree; times increase with recency, so the pages more
+//! recent than a page of time t are the TOP of the top plus the set bits at
+//! t and above: its stack distance is `TOP + #{set bits >= t}`. `top` is full
+//! before the tree holds anything.
 //!
 //! Per reference: a hit in the top costs a compare of TOP words and a short
-//! shift; anything else costs one hash lookup, one Fenwick prefix query and
-//! two point updates (the page leaves the tree, the page pushed out of the
-//! top enters it at the newest time). When the clock reaches the tree's
-//! capacity the live times are renumbered 0..n and the tree rebuilt in O(n);
-//! the capacity is kept at least twice the population, so this costs O(1)
-//! amortised per reference.
+//! shift, with no hashing; anything else costs a page-table lookup (a chunk
+//! that is almost always the previous one), a rank (a Fenwick prefix over
+//! blocks of 64 times, plus one popcount) and two point updates (the page
+//! leaves the tree, the page pushed out of the top enters it at the newest
+//! time). Counting per 64-time block keeps the Fenwick tree 64 times smaller
+//! than one counter per time, so it stays in L1 for a million pages in memory.
+//! When the clock reaches the capacity, the live times are renumbered 0..n in
+//! order and the tree rebuilt, in O(capacity); the capacity stays at least
+//! twice the population, so this is O(1) amortised per reference.
 //!
 //! Notes:
 //! - A page is `addr >> log2(page_size)` of the addresses as given (virtual).
@@ -49,8 +55,6 @@ use crate::config::{check_page_size, ConfigError};
 const TOP: usize = 8;
 /// No page, in `top`.
 const NO_PAGE: u64 = u64::MAX;
-/// No id, in `owner`.
-const NO_ID: u32 = u32::MAX;
 /// The smallest tree.
 const MIN_CAP: u32 = 1 << 12;
 
@@ -112,50 +116,84 @@ impl PageCurve {
     }
 }
 
-/// An open-addressing map from page number to dense id (linear probing,
-/// Fibonacci hashing, at most half full).
+/// Pages per page-table chunk.
+const CHUNK_BITS: u32 = 6;
+const CHUNK: usize = 1 << CHUNK_BITS;
+/// Page-table entry of a page never touched.
+const NEVER: u32 = u32::MAX;
+/// Page-table entry of a page in `top`.
+const IN_TOP: u32 = u32::MAX - 1;
+/// No slot, in `top_slots`.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Page number to page-table slot: an open-addressing map (linear probing,
+/// Fibonacci hashing, at most half full) from chunk number to chunk, with
+/// the last chunk used remembered. Chunks of 64 pages keep the entries of
+/// neighbouring pages together; a lone page costs 64 entries (256 bytes).
 #[derive(Clone, Debug)]
-struct PageMap {
+struct PageTable {
     keys: Vec<u64>,
-    ids: Vec<u32>,
+    chunks: Vec<u32>,
     shift: u32,
     len: usize,
+    last_key: u64,
+    last_base: u32,
+    /// `entries[chunk * CHUNK + (page % CHUNK)]`.
+    entries: Vec<u32>,
 }
 
-impl PageMap {
-    fn new() -> PageMap {
-        let bits = 12;
-        PageMap {
+impl PageTable {
+    fn new() -> PageTable {
+        let bits = 8;
+        PageTable {
             keys: vec![NO_PAGE; 1 << bits],
-            ids: vec![0; 1 << bits],
+            chunks: vec![0; 1 << bits],
             shift: 64 - bits,
             len: 0,
+            last_key: NO_PAGE,
+            last_base: 0,
+            entries: Vec::new(),
         }
     }
 
     #[inline]
-    fn slot(&self, page: u64) -> usize {
-        (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    fn hash(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
-    /// The id of `page`, or `fresh` (then stored) and `true` when it is new.
+    /// The slot of `page`, making its chunk if it has none.
     #[inline]
-    fn get_or_insert(&mut self, page: u64, fresh: u32) -> (u32, bool) {
+    fn slot(&mut self, page: u64) -> u32 {
+        let key = page >> CHUNK_BITS;
+        let off = (page as u32) & (CHUNK as u32 - 1);
+        if key == self.last_key {
+            return self.last_base + off;
+        }
+        let base = self.chunk(key);
+        self.last_key = key;
+        self.last_base = base;
+        base + off
+    }
+
+    fn chunk(&mut self, key: u64) -> u32 {
         let mask = self.keys.len() - 1;
-        let mut i = self.slot(page);
+        let mut i = self.hash(key);
         loop {
             let k = self.keys[i];
-            if k == page {
-                return (self.ids[i], false);
+            if k == key {
+                return self.chunks[i];
             }
             if k == NO_PAGE {
-                self.keys[i] = page;
-                self.ids[i] = fresh;
+                let base = self.entries.len();
+                assert!(base + CHUNK < IN_TOP as usize, "page table full");
+                self.entries.resize(base + CHUNK, NEVER);
+                self.keys[i] = key;
+                self.chunks[i] = base as u32;
                 self.len += 1;
                 if self.len * 2 > self.keys.len() {
                     self.grow();
                 }
-                return (fresh, true);
+                return base as u32;
             }
             i = (i + 1) & mask;
         }
@@ -163,20 +201,20 @@ impl PageMap {
 
     fn grow(&mut self) {
         let keys = std::mem::take(&mut self.keys);
-        let ids = std::mem::take(&mut self.ids);
+        let chunks = std::mem::take(&mut self.chunks);
         let n = keys.len() * 2;
         self.keys = vec![NO_PAGE; n];
-        self.ids = vec![0; n];
+        self.chunks = vec![0; n];
         self.shift -= 1;
         let mask = n - 1;
-        for (k, id) in keys.into_iter().zip(ids) {
+        for (k, c) in keys.into_iter().zip(chunks) {
             if k != NO_PAGE {
-                let mut i = self.slot(k);
+                let mut i = self.hash(k);
                 while self.keys[i] != NO_PAGE {
                     i = (i + 1) & mask;
                 }
                 self.keys[i] = k;
-                self.ids[i] = id;
+                self.chunks[i] = c;
             }
         }
     }
@@ -199,17 +237,21 @@ pub struct PageSim {
     page_size: u64,
     shift: u32,
     top_pages: [u64; TOP],
-    top_ids: [u32; TOP],
-    map: PageMap,
-    /// Per id: its time in the tree (meaningless while it is in `top`).
-    time: Vec<u32>,
-    /// Per time: the id whose last use it is, or NO_ID.
-    owner: Vec<u32>,
-    /// Fenwick tree over times, 1-based: `fen[i]` sums marks in `(i - lowbit(i), i]`.
+    top_slots: [u32; TOP],
+    table: PageTable,
+    /// One bit per time: set while it is the last use of a page in the tree.
+    bits: Vec<u64>,
+    /// Fenwick tree over the words of `bits`, 1-based: `fen[i]` counts the
+    /// set bits of words `(i - lowbit(i), i]` (1-based word numbers).
     fen: Vec<u32>,
+    /// Per time: the slot of the page it was given to.
+    owner: Vec<u32>,
+    /// Times available before a compaction (a multiple of 64).
     cap: u32,
+    /// The next time to give.
     now: u32,
     in_tree: u32,
+    distinct: u64,
     /// `hist[d]`: references at stack distance `d` (index 0 unused).
     hist: Vec<u64>,
     accesses: u64,
@@ -219,18 +261,20 @@ impl PageSim {
     /// A simulator for pages of `page_size` bytes (a power of two).
     pub fn new(page_size: u64) -> Result<PageSim, ConfigError> {
         check_page_size(page_size)?;
+        let cap = MIN_CAP;
         Ok(PageSim {
             page_size,
             shift: page_size.trailing_zeros(),
             top_pages: [NO_PAGE; TOP],
-            top_ids: [NO_ID; TOP],
-            map: PageMap::new(),
-            time: Vec::new(),
-            owner: vec![NO_ID; MIN_CAP as usize],
-            fen: vec![0; MIN_CAP as usize + 1],
-            cap: MIN_CAP,
+            top_slots: [NO_SLOT; TOP],
+            table: PageTable::new(),
+            bits: vec![0; cap as usize / 64],
+            fen: vec![0; cap as usize / 64 + 1],
+            owner: vec![0; cap as usize],
+            cap,
             now: 0,
             in_tree: 0,
+            distinct: 0,
             hist: vec![0; 2],
             accesses: 0,
         })
@@ -243,7 +287,7 @@ impl PageSim {
 
     /// Distinct pages touched so far.
     pub fn distinct_pages(&self) -> u64 {
-        self.time.len() as u64
+        self.distinct
     }
 
     /// Simulates one access.
@@ -291,101 +335,137 @@ impl PageSim {
         if hit != 0 {
             let j = hit.trailing_zeros() as usize;
             self.hist[j + 1] += 1;
-            let id = self.top_ids[j];
-            self.top_pages.copy_within(0..j, 1);
-            self.top_ids.copy_within(0..j, 1);
-            self.top_pages[0] = page;
-            self.top_ids[0] = id;
+            let slot = self.top_slots[j];
+            self.push_top(j, page, slot);
             return;
         }
         self.deep_reference(page);
     }
 
-    /// A reference to a page below the top, or a new page.
+    /// A reference to a page below the top, or to a new page.
     #[inline(never)]
     fn deep_reference(&mut self, page: u64) {
-        let fresh = self.time.len() as u32;
-        let (id, new) = self.map.get_or_insert(page, fresh);
-        if new {
-            self.time.push(0);
+        let slot = self.table.slot(page);
+        let t = self.table.entries[slot as usize];
+        if t == NEVER {
+            self.distinct += 1;
             self.hist.push(0);
         } else {
-            let t = self.time[id as usize];
-            let newer = self.in_tree - self.prefix(t);
+            debug_assert!(t != IN_TOP && t < self.now);
+            let newer = self.in_tree - self.rank(t);
             self.hist[TOP + newer as usize] += 1;
-            self.update(t, u32::MAX); // -1
-            self.owner[t as usize] = NO_ID;
+            self.unmark(t);
             self.in_tree -= 1;
         }
+        self.table.entries[slot as usize] = IN_TOP;
         // Push onto the top; what falls off its bottom enters the tree.
-        let out_id = self.top_ids[TOP - 1];
-        self.top_pages.copy_within(0..TOP - 1, 1);
-        self.top_ids.copy_within(0..TOP - 1, 1);
-        self.top_pages[0] = page;
-        self.top_ids[0] = id;
-        if out_id != NO_ID {
+        let out = self.top_slots[TOP - 1];
+        self.push_top(TOP - 1, page, slot);
+        if out != NO_SLOT {
             if self.now == self.cap {
                 self.compact();
             }
             let t = self.now;
             self.now += 1;
-            self.update(t, 1);
-            self.owner[t as usize] = out_id;
-            self.time[out_id as usize] = t;
+            self.mark(t);
+            self.owner[t as usize] = out;
+            self.table.entries[out as usize] = t;
             self.in_tree += 1;
         }
     }
 
-    /// Marked times in `[0, t)`.
+    /// Moves top[0..j] down one place and puts `page` first (top[j] is
+    /// overwritten). A loop of moves, not a call to memmove.
     #[inline(always)]
-    fn prefix(&self, t: u32) -> u32 {
-        let mut i = t as usize;
-        let mut s = 0u32;
+    fn push_top(&mut self, j: usize, page: u64, slot: u32) {
+        for k in (1..=j.min(TOP - 1)).rev() {
+            self.top_pages[k] = self.top_pages[k - 1];
+            self.top_slots[k] = self.top_slots[k - 1];
+        }
+        self.top_pages[0] = page;
+        self.top_slots[0] = slot;
+    }
+
+    /// Set bits below time `t`.
+    #[inline(always)]
+    fn rank(&self, t: u32) -> u32 {
+        let w = (t / 64) as usize;
+        let mut s = (self.bits[w] & ((1u64 << (t % 64)) - 1)).count_ones();
+        // Words before w: Fenwick prefix over 1-based word numbers 1..=w.
+        let fen = &self.fen[..=w];
+        let mut i = w;
         while i > 0 {
-            s = s.wrapping_add(self.fen[i]);
+            s += fen[i];
             i &= i - 1;
         }
         s
     }
 
-    /// Adds `delta` (wrapping: `u32::MAX` is -1) at time `t`.
     #[inline(always)]
-    fn update(&mut self, t: u32, delta: u32) {
-        let mut i = t as usize + 1;
-        let n = self.cap as usize;
-        while i <= n {
-            self.fen[i] = self.fen[i].wrapping_add(delta);
+    fn mark(&mut self, t: u32) {
+        let w = (t / 64) as usize;
+        self.bits[w] |= 1u64 << (t % 64);
+        let fen = &mut self.fen[..];
+        let mut i = w + 1;
+        while i < fen.len() {
+            fen[i] += 1;
             i += i & i.wrapping_neg();
         }
     }
 
-    /// Renumbers the live times 0..in_tree, in order, into a tree with room
-    /// to spare, and rebuilds the Fenwick tree in O(capacity).
+    #[inline(always)]
+    fn unmark(&mut self, t: u32) {
+        let w = (t / 64) as usize;
+        self.bits[w] &= !(1u64 << (t % 64));
+        let fen = &mut self.fen[..];
+        let mut i = w + 1;
+        while i < fen.len() {
+            fen[i] -= 1;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Renumbers the live times 0..in_tree, in order, into a capacity of at
+    /// least twice that, and rebuilds the tree: O(capacity).
     #[cold]
     fn compact(&mut self) {
         let cap = ((self.in_tree as u64 + 1) * 2).next_power_of_two().max(MIN_CAP as u64);
-        assert!(cap <= u32::MAX as u64, "more than 2^31 pages in memory");
+        assert!(cap < IN_TOP as u64, "more than 2^31 pages in memory");
         let cap = cap as u32;
-        let mut owner = vec![NO_ID; cap as usize];
+        let mut owner = vec![0u32; cap as usize];
         let mut k = 0u32;
-        for &id in &self.owner[..self.now as usize] {
-            if id != NO_ID {
-                owner[k as usize] = id;
-                self.time[id as usize] = k;
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut b = word;
+            while b != 0 {
+                let t = w * 64 + b.trailing_zeros() as usize;
+                b &= b - 1;
+                let slot = self.owner[t];
+                owner[k as usize] = slot;
+                self.table.entries[slot as usize] = k;
                 k += 1;
             }
         }
         debug_assert_eq!(k, self.in_tree);
-        let n = cap as usize;
-        let mut fen = vec![0u32; n + 1];
-        fen[1..=k as usize].fill(1);
-        for i in 1..=n {
+        let words = cap as usize / 64;
+        let mut bits = vec![0u64; words];
+        for (w, word) in bits.iter_mut().enumerate() {
+            let lo = (w * 64) as u32;
+            if k >= lo + 64 {
+                *word = u64::MAX;
+            } else if k > lo {
+                *word = (1u64 << (k - lo)) - 1;
+            }
+        }
+        let mut fen = vec![0u32; words + 1];
+        for i in 1..=words {
+            fen[i] += bits[i - 1].count_ones();
             let j = i + (i & i.wrapping_neg());
-            if j <= n {
+            if j <= words {
                 fen[j] += fen[i];
             }
         }
         self.owner = owner;
+        self.bits = bits;
         self.fen = fen;
         self.cap = cap;
         self.now = k;
@@ -393,8 +473,7 @@ impl PageSim {
 
     /// The fault curve so far.
     pub fn curve(&self) -> PageCurve {
-        let distinct = self.time.len() as u64;
-        PageCurve::from_histogram(self.page_size, self.accesses, &self.hist, distinct)
+        PageCurve::from_histogram(self.page_size, self.accesses, &self.hist, self.distinct)
     }
 }
 

@@ -83,18 +83,216 @@ pub struct CacheResult {
     pub counts: Counts,
 }
 
+/// How a group keeps its sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Depth 1: `mru` is the whole cache.
+    Direct,
+    /// Depth 2..=8 in `W` = 2, 4 or 8 tag slots per set (slots past the
+    /// depth stay empty), LRU ranks packed one byte per way in `ranks`.
+    Swar(usize),
+    /// Depth above 8: `tags` in LRU order, MRU first, moved on every access.
+    List,
+}
+
 #[derive(Clone, Debug)]
 struct Group {
     mask: u64,
     depth: usize,
+    layout: Layout,
+    /// Tag slots per set in `tags`.
+    width: usize,
+    /// Per set: its most recent line (INVALID when empty).
+    mru: Box<[u64]>,
+    /// `Swar`: per set, byte w = LRU rank of way w (0 = most recent,
+    /// depth - 1 = least); bytes from `depth` on hold 0x7f and never change.
+    ranks: Box<[u64]>,
+    /// Per set, `width` tags (`Swar`: in place, ranked by `ranks`; `List`:
+    /// MRU first).
     tags: Box<[u64]>,
     /// `hist[class * (depth + 1) + d]`.
     hist: Box<[u64]>,
+    /// `Swar`: 0x01 in every byte below `depth`.
+    lane_ones: u64,
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+impl Group {
+    fn new(sets: u64, depth: usize) -> Group {
+        let (layout, width) = match depth {
+            1 => (Layout::Direct, 0),
+            2 => (Layout::Swar(2), 2),
+            3..=4 => (Layout::Swar(4), 4),
+            5..=8 => (Layout::Swar(8), 8),
+            _ => (Layout::List, depth),
+        };
+        let lane_ones = if depth <= 8 { ONES >> (8 * (8 - depth)) } else { 0 };
+        let mut g = Group {
+            mask: sets - 1,
+            depth,
+            layout,
+            width,
+            mru: vec![INVALID; sets as usize].into(),
+            ranks: vec![0; if matches!(layout, Layout::Swar(_)) { sets as usize } else { 0 }]
+                .into(),
+            tags: vec![INVALID; sets as usize * width].into(),
+            hist: vec![0; CLASSES * (depth + 1)].into(),
+            lane_ones,
+        };
+        g.empty();
+        g
+    }
+
+    /// Empties every set.
+    fn empty(&mut self) {
+        self.mru.fill(INVALID);
+        self.tags.fill(INVALID);
+        // Way w starts with rank w; unused bytes hold 0x7f.
+        let mut r = 0u64;
+        for b in 0..8 {
+            r |= (if b < self.depth { b as u64 } else { 0x7f }) << (8 * b);
+        }
+        self.ranks.fill(r);
+    }
+
+    /// References `line` in this group and returns its LRU stack distance in
+    /// its set before the reference (1 = most recent), 0 when it was not there.
+    #[inline(always)]
+    fn touch<M: TagMatch>(&mut self, line: u64) -> usize {
+        let set = (line & self.mask) as usize;
+        let mru = &mut self.mru[set];
+        if *mru == line {
+            return 1;
+        }
+        *mru = line;
+        match self.layout {
+            Layout::Direct => 0,
+            Layout::Swar(2) => swar_touch::<M, 2>(
+                &mut self.tags,
+                &mut self.ranks[set],
+                set,
+                line,
+                self.depth,
+                self.lane_ones,
+            ),
+            Layout::Swar(4) => swar_touch::<M, 4>(
+                &mut self.tags,
+                &mut self.ranks[set],
+                set,
+                line,
+                self.depth,
+                self.lane_ones,
+            ),
+            Layout::Swar(_) => swar_touch::<M, 8>(
+                &mut self.tags,
+                &mut self.ranks[set],
+                set,
+                line,
+                self.depth,
+                self.lane_ones,
+            ),
+            Layout::List => {
+                let base = set * self.width;
+                lru_touch(&mut self.tags[base..base + self.width], line)
+            }
+        }
+    }
+}
+
+/// Which of a set's `W` tags equal a line, as a bit mask.
+trait TagMatch {
+    fn mask<const W: usize>(t: &[u64; W], line: u64) -> u32;
+}
+
+/// Any CPU: one compare per tag.
+struct Scalar;
+
+impl TagMatch for Scalar {
+    #[inline(always)]
+    fn mask<const W: usize>(t: &[u64; W], line: u64) -> u32 {
+        let mut hit = 0u32;
+        for (j, &tag) in t.iter().enumerate() {
+            hit |= ((tag == line) as u32) << j;
+        }
+        hit
+    }
+}
+
+/// AVX2: four tags per compare. Used only inside `Bank::run_avx2`.
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl TagMatch for Avx2 {
+    #[inline(always)]
+    fn mask<const W: usize>(t: &[u64; W], line: u64) -> u32 {
+        use std::arch::x86_64::*;
+        if W % 4 != 0 {
+            return Scalar::mask(t, line);
+        }
+        let mut hit = 0u32;
+        // SAFETY: `Avx2` is only instantiated by `Bank::run_avx2`, which runs
+        // only once AVX2 has been detected; the loads read `t[j..j + 4]`,
+        // within the array since W is a multiple of 4 (unaligned loads).
+        unsafe {
+            let l = _mm256_set1_epi64x(line as i64);
+            for j in (0..W).step_by(4) {
+                let v = _mm256_loadu_si256(t.as_ptr().add(j) as *const __m256i);
+                let m = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, l)));
+                hit |= (m as u32) << j;
+            }
+        }
+        hit
+    }
+}
+
+/// The LRU update of one set of at most 8 ways kept in place, with one rank
+/// byte per way: about 20 instructions and no loop, where moving tags to keep
+/// them in LRU order would cost a loop and up to 7 moves. `line` is not the
+/// set's most recent line (the caller checked).
+///
+/// Hit on way w of rank k: every way ranked below k moves down one, w becomes
+/// rank 0; distance k + 1. Miss: the way of rank depth - 1 (the LRU, or an
+/// empty one: empty ways always rank below the filled ones) takes the line,
+/// every other way moves down one.
+#[inline(always)]
+fn swar_touch<M: TagMatch, const W: usize>(
+    tags: &mut [u64],
+    ranks: &mut u64,
+    set: usize,
+    line: u64,
+    depth: usize,
+    lane_ones: u64,
+) -> usize {
+    let t: &mut [u64; W] = (&mut tags[set * W..set * W + W]).try_into().unwrap();
+    let hit = M::mask(t, line);
+    let r = *ranks;
+    if hit != 0 {
+        let w = hit.trailing_zeros();
+        let k = (r >> (8 * w)) & 0xff;
+        // Bytes with rank < k: (0x7f + k) - rank has its top bit set exactly
+        // then (ranks are at most 0x7f, so no byte borrows from the next).
+        let below = ((0x7f + k) * ONES - r) & HIGHS;
+        *ranks = (r + (below >> 7)) & !(0xff << (8 * w));
+        k as usize + 1
+    } else {
+        // The byte equal to depth - 1: the lowest zero byte of r ^ that.
+        let x = r ^ ((depth as u64 - 1) * ONES);
+        let w = ((x.wrapping_sub(ONES) & !x & HIGHS).trailing_zeros() / 8) as usize;
+        t[w] = line;
+        *ranks = (r + lane_ones) & !(0xff << (8 * w));
+        0
+    }
 }
 
 #[derive(Clone, Debug)]
 struct Chain {
     shift: u32,
+    /// The line of the last access (its last line if it straddled): it is
+    /// the most recent line of its set in every group.
+    last: u64,
     groups: Vec<Group>,
     /// `exits[g * CLASSES + class]`: accesses that found their line MRU in
     /// group `g`, hence in every group from `g` on.
@@ -176,16 +374,9 @@ impl CacheSweep {
                 .iter()
                 .map(|(shift, groups)| Chain {
                     shift: *shift,
+                    last: INVALID,
                     exits: vec![0; groups.len() * CLASSES],
-                    groups: groups
-                        .iter()
-                        .map(|&(sets, depth)| Group {
-                            mask: sets - 1,
-                            depth,
-                            tags: vec![INVALID; sets as usize * depth].into(),
-                            hist: vec![0; CLASSES * (depth + 1)].into(),
-                        })
-                        .collect(),
+                    groups: groups.iter().map(|&(sets, depth)| Group::new(sets, depth)).collect(),
                 })
                 .collect(),
         };
@@ -228,8 +419,9 @@ impl CacheSweep {
     pub fn flush_lines(&mut self) {
         for b in &mut self.banks {
             for ch in &mut b.chains {
+                ch.last = INVALID;
                 for g in &mut ch.groups {
-                    g.tags.fill(INVALID);
+                    g.empty();
                 }
             }
         }
@@ -267,16 +459,43 @@ impl Simulator for CacheSweep {
 
 impl Bank {
     fn run(&mut self, batch: &[Access]) {
-        for a in batch {
-            if let Some(p) = self.only {
-                if a.part != p {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: run_avx2 needs only AVX2, which this CPU has (checked
+            // just above).
+            unsafe { self.run_avx2(batch) };
+            return;
+        }
+        self.run_inline::<Scalar>(batch)
+    }
+
+    /// The same loop compiled for AVX2, where the tag compares of a set
+    /// become two vector compares.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&mut self, batch: &[Access]) {
+        self.run_inline::<Avx2>(batch)
+    }
+
+    #[inline(always)]
+    fn run_inline<M: TagMatch>(&mut self, batch: &[Access]) {
+        let only = self.only;
+        for chunk in batch.chunks(255) {
+            // Accesses per class in eight byte lanes of a register (see
+            // `cache::count_packed`).
+            let mut acc = 0u64;
+            for a in chunk {
+                if only.is_some_and(|p| p != a.part) {
                     continue;
                 }
+                let cls = a.class().index();
+                acc += 1u64 << (8 * cls);
+                for chain in &mut self.chains {
+                    chain.access::<M>(a, cls);
+                }
             }
-            let cls = a.class().index();
-            self.accesses[cls] += 1;
-            for chain in &mut self.chains {
-                chain.access(a, cls);
+            for (c, n) in self.accesses.iter_mut().enumerate() {
+                *n += (acc >> (8 * c)) & 0xff;
             }
         }
     }
@@ -304,32 +523,32 @@ impl Bank {
 }
 
 impl Chain {
-    #[inline]
-    fn access(&mut self, a: &Access, cls: usize) {
+    #[inline(always)]
+    fn access<M: TagMatch>(&mut self, a: &Access, cls: usize) {
         let (first, last) = a.blocks(self.shift);
         if first == last {
+            if first == self.last {
+                // The previous access's line: most recent everywhere.
+                self.exits[cls] += 1;
+                return;
+            }
+            self.last = first;
             for (gi, g) in self.groups.iter_mut().enumerate() {
-                let base = (first & g.mask) as usize * g.depth;
-                // MRU here means MRU in every larger group: stop (see above).
-                if g.tags[base] == first {
+                let d = g.touch::<M>(first);
+                if d == 1 {
+                    // Most recent here, so in every larger group (see above).
                     self.exits[gi * CLASSES + cls] += 1;
                     return;
                 }
-                let d = if g.depth == 1 {
-                    g.tags[base] = first;
-                    0
-                } else {
-                    lru_touch(&mut g.tags[base..base + g.depth], first)
-                };
                 g.hist[cls * (g.depth + 1) + d] += 1;
             }
         } else {
+            self.last = last;
             for g in &mut self.groups {
                 let mut worst = 1;
                 let mut line = first;
                 loop {
-                    let base = (line & g.mask) as usize * g.depth;
-                    match lru_touch(&mut g.tags[base..base + g.depth], line) {
+                    match g.touch::<M>(line) {
                         0 => worst = 0,
                         d if worst != 0 => worst = worst.max(d),
                         _ => {}
