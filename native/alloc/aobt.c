@@ -89,10 +89,18 @@ static ab_node_t *root;
 static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
 static size_t page;
 
-static inline size_t tag_size(size_t t) { return t & ~FLAGS; }
-static inline size_t *hdr(void *b) { return (size_t *)b; }
-static inline size_t bsize(const void *b) { return tag_size(*(const size_t *)b); }
-static inline size_t *ftr(void *b, size_t sz) { return (size_t *)((char *)b + sz - W); }
+static inline size_t tag_size(size_t t) {
+    return t & ~FLAGS;
+}
+static inline size_t *hdr(void *b) {
+    return (size_t *)b;
+}
+static inline size_t bsize(const void *b) {
+    return tag_size(*(const size_t *)b);
+}
+static inline size_t *ftr(void *b, size_t sz) {
+    return (size_t *)((char *)b + sz - W);
+}
 static inline size_t request_block(size_t n) {
     size_t b = HL_ALIGN_UP(n + W, 16);
     return b < MINBLOCK ? MINBLOCK : b;
@@ -149,10 +157,8 @@ static void t_split(ab_node_t *t, const ab_node_t *key, ab_node_t **l, ab_node_t
 
 /* Join a and b, every node of a lying below every node of b. */
 static ab_node_t *t_merge(ab_node_t *a, ab_node_t *b) {
-    if (!a)
-        return b;
-    if (!b)
-        return a;
+    if (!a) return b;
+    if (!b) return a;
     if (prio(a) > prio(b)) {
         a->right = t_merge(a->right, b);
         fix(a);
@@ -179,8 +185,7 @@ static ab_node_t *t_insert(ab_node_t *t, ab_node_t *x) {
 
 static ab_node_t *t_delete(ab_node_t *t, ab_node_t *x) {
     HL_CHECK(t != NULL); /* x must be in the tree */
-    if (t == x)
-        return t_merge(t->left, t->right);
+    if (t == x) return t_merge(t->left, t->right);
     if (x < t)
         t->left = t_delete(t->left, x);
     else
@@ -192,8 +197,7 @@ static ab_node_t *t_delete(ab_node_t *t, ab_node_t *x) {
 /* x (in the tree) changed size: refresh lmax/rmax on the path down to it. */
 static void t_resized(ab_node_t *t, ab_node_t *x) {
     HL_CHECK(t != NULL);
-    if (t == x)
-        return;
+    if (t == x) return;
     if (x < t) {
         t_resized(t->left, x);
         t->lmax = tmax(t->left);
@@ -206,8 +210,7 @@ static void t_resized(ab_node_t *t, ab_node_t *x) {
 /* Address-ordered first fit in one descent: the lowest-addressed free block
  * of at least `need` bytes, or NULL. */
 static ab_node_t *t_first_fit(ab_node_t *t, size_t need) {
-    if (tmax(t) < need)
-        return NULL;
+    if (tmax(t) < need) return NULL;
     for (;;) {
         if (t->lmax >= need)
             t = t->left;
@@ -252,20 +255,17 @@ static char *release(char *b, size_t sz) {
 static char *extend(size_t want, size_t *got) {
     if (!heap_hi) {
         char *base = hl_sbrk(2 * W);
-        if (!base)
-            return NULL;
+        if (!base) return NULL;
         heap_lo = heap_hi = base + W;
         *hdr(heap_hi) = CINUSE | PINUSE;
     }
     uintptr_t brk = (uintptr_t)heap_hi + W;
-    if (want < MINBLOCK)
-        want = MINBLOCK;
+    if (want < MINBLOCK) want = MINBLOCK;
     size_t incr = HL_ALIGN_UP(brk + want, page) - brk;
-    if (!hl_sbrk((intptr_t)incr))
-        return NULL;
+    if (!hl_sbrk((intptr_t)incr)) return NULL;
     char *b = heap_hi;
     heap_hi += incr;
-    *hdr(heap_hi) = CINUSE | PINUSE;                /* new epilogue */
+    *hdr(heap_hi) = CINUSE | PINUSE;              /* new epilogue */
     *hdr(b) = incr | CINUSE | (*hdr(b) & PINUSE); /* the old epilogue's PINUSE */
     *got = incr;
     return b;
@@ -313,8 +313,7 @@ static int ab_init(void) {
 static void *ab_malloc(size_t n) {
     size_t need = request_block(n);
     ab_node_t *x = t_first_fit(root, need);
-    if (HL_UNLIKELY(!x) && !(x = grow(need)))
-        return NULL;
+    if (HL_UNLIKELY(!x) && !(x = grow(need))) return NULL;
     return take(x, need);
 }
 
@@ -333,14 +332,15 @@ static void ab_free(void *p) {
     release(b, bsize(b));
 }
 
-static size_t ab_usable_size(void *p) { return bsize(checked_block(p, "malloc_usable_size")) - W; }
+static size_t ab_usable_size(void *p) {
+    return bsize(checked_block(p, "malloc_usable_size")) - W;
+}
 
 /* Cut the in-use block b of sz bytes down to `keep` if the tail can stand as
  * a free block; the tail is coalesced with what follows. */
 static void shrink(char *b, size_t sz, size_t keep) {
     HL_ASSERT(keep <= sz);
-    if (sz - keep < MINBLOCK)
-        return;
+    if (sz - keep < MINBLOCK) return;
     *hdr(b) = keep | CINUSE | (*hdr(b) & PINUSE);
     char *t = b + keep;
     *hdr(t) = (sz - keep) | PINUSE;
@@ -366,8 +366,7 @@ static void *ab_realloc(void *p, size_t n) {
     if (next + nsz == heap_hi) { /* at the top of the heap: extend it */
         size_t got;
         if (extend(need - sz - nsz, &got)) {
-            if (nsz)
-                root = t_delete(root, (ab_node_t *)next);
+            if (nsz) root = t_delete(root, (ab_node_t *)next);
             sz += nsz + got;
             mark_used(b, sz, pin);
             shrink(b, sz, need);
@@ -375,8 +374,7 @@ static void *ab_realloc(void *p, size_t n) {
         }
     }
     void *q = ab_malloc(n);
-    if (!q)
-        return NULL;
+    if (!q) return NULL;
     memcpy(q, p, sz - W);
     ab_free(p);
     return q;
@@ -387,11 +385,9 @@ static void *ab_realloc(void *p, size_t n) {
 static void *ab_memalign(size_t align, size_t n) {
     size_t need = request_block(n); /* the lead taken off below leaves at least this */
     char *p = ab_malloc(need + align + MINBLOCK);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
-    if (q != p && (size_t)(q - p) < MINBLOCK)
-        q += align;
+    if (q != p && (size_t)(q - p) < MINBLOCK) q += align;
     char *b = p - W, *qb = q - W;
     size_t sz = bsize(b);
     if (q != p) {
@@ -414,13 +410,12 @@ static size_t check_free, check_seen;
 /* Check the subtree t, whose nodes must lie strictly between lo and hi and
  * have priorities no higher than `above`; returns its largest size. */
 static size_t check_tree(const ab_node_t *t, const char *lo, const char *hi, uint64_t above) {
-    if (!t)
-        return 0;
+    if (!t) return 0;
     const char *b = (const char *)t;
     HL_CHECK(b >= heap_lo && b < heap_hi && ((uintptr_t)b & 15) == 8);
-    HL_CHECK(++check_seen <= check_free);              /* no cycles, no strays */
-    HL_CHECK(b > lo && b < hi);                        /* address order */
-    HL_CHECK(prio(t) <= above);                        /* priority heap order */
+    HL_CHECK(++check_seen <= check_free);                 /* no cycles, no strays */
+    HL_CHECK(b > lo && b < hi);                           /* address order */
+    HL_CHECK(prio(t) <= above);                           /* priority heap order */
     HL_CHECK(!(t->hdr & CINUSE) && bsize(t) >= MINBLOCK); /* a free block */
     HL_CHECK(bsize(t) <= (size_t)(heap_hi - b));
     size_t lm = check_tree(t->left, lo, b, prio(t));
@@ -445,7 +440,7 @@ static void ab_check(void) {
         HL_CHECK(!!(t & PINUSE) == prev_used); /* PINUSE mirrors the block before */
         bool used = t & CINUSE;
         if (!used) {
-            HL_CHECK(prev_used);           /* no two free blocks touch */
+            HL_CHECK(prev_used);         /* no two free blocks touch */
             HL_CHECK(*ftr(b, sz) == sz); /* footer == header size */
             nfree++;
             largest = sz > largest ? sz : largest;

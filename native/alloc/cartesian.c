@@ -81,10 +81,18 @@ static ct_node_t *root;
 static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
 static size_t page;
 
-static inline size_t tag_size(size_t t) { return t & ~(size_t)15; }
-static inline size_t *hdr(void *b) { return (size_t *)b; }
-static inline size_t bsize(const void *b) { return tag_size(*(const size_t *)b); }
-static inline size_t weight(const ct_node_t *x) { return x ? bsize(x) : 0; }
+static inline size_t tag_size(size_t t) {
+    return t & ~(size_t)15;
+}
+static inline size_t *hdr(void *b) {
+    return (size_t *)b;
+}
+static inline size_t bsize(const void *b) {
+    return tag_size(*(const size_t *)b);
+}
+static inline size_t weight(const ct_node_t *x) {
+    return x ? bsize(x) : 0;
+}
 static inline size_t request_block(size_t n) {
     size_t b = HL_ALIGN_UP(n + W, 16);
     return b < MINBLOCK ? MINBLOCK : b;
@@ -216,17 +224,14 @@ static void release(char *b, size_t size) {
 static char *extend(size_t want, size_t *got) {
     if (!heap_hi) {
         char *base = hl_sbrk(2 * W);
-        if (!base)
-            return NULL;
+        if (!base) return NULL;
         heap_lo = heap_hi = base + W;
         *hdr(heap_hi) = INUSE;
     }
     uintptr_t brk = (uintptr_t)heap_hi + W;
-    if (want < MINBLOCK)
-        want = MINBLOCK;
+    if (want < MINBLOCK) want = MINBLOCK;
     size_t incr = HL_ALIGN_UP(brk + want, page) - brk;
-    if (!hl_sbrk((intptr_t)incr))
-        return NULL;
+    if (!hl_sbrk((intptr_t)incr)) return NULL;
     char *b = heap_hi;
     heap_hi += incr;
     *hdr(heap_hi) = INUSE;
@@ -241,12 +246,10 @@ static bool __attribute__((noinline)) morecore(size_t need) {
     ct_node_t *t = root;
     while (t && t->right)
         t = t->right;
-    if (t && (char *)t + bsize(t) == heap_hi)
-        have = bsize(t);
+    if (t && (char *)t + bsize(t) == heap_hi) have = bsize(t);
     size_t got;
     char *b = extend(need - have, &got);
-    if (!b)
-        return false;
+    if (!b) return false;
     release(b, got);
     return true;
 }
@@ -264,13 +267,11 @@ static int ct_init(void) {
  * demote or a delete (another partial descent). */
 static void *ct_malloc(size_t n) {
     size_t need = request_block(n);
-    if (weight(root) < need && !morecore(need))
-        return NULL;
+    if (weight(root) < need && !morecore(need)) return NULL;
     ct_node_t **link = &root, *x = root;
     for (;;) {
         size_t lw = weight(x->left), rw = weight(x->right);
-        if (lw < need && rw < need)
-            break; /* neither child fits: x is the better fit */
+        if (lw < need && rw < need) break; /* neither child fits: x is the better fit */
         if ((lw <= rw && lw >= need) || rw < need) {
             link = &x->left;
             x = x->left;
@@ -310,14 +311,15 @@ static void ct_free(void *p) {
     release(b, size);
 }
 
-static size_t ct_usable_size(void *p) { return bsize(checked_block(p, "malloc_usable_size")) - W; }
+static size_t ct_usable_size(void *p) {
+    return bsize(checked_block(p, "malloc_usable_size")) - W;
+}
 
 /* Cut the in-use block b of `size` bytes down to `keep`, if the tail can
  * stand as a free block; the tail goes back through release (coalescing). */
 static void shrink(char *b, size_t size, size_t keep) {
     HL_ASSERT(keep <= size);
-    if (size - keep < MINBLOCK)
-        return;
+    if (size - keep < MINBLOCK) return;
     *hdr(b) = keep | INUSE;
     release(b + keep, size - keep);
 }
@@ -331,8 +333,7 @@ static void *ct_realloc(void *p, size_t n) {
     }
     char *next = b + size;
     size_t nsize = 0;
-    if (next < heap_hi && !(*hdr(next) & INUSE))
-        nsize = bsize(next);
+    if (next < heap_hi && !(*hdr(next) & INUSE)) nsize = bsize(next);
     if (nsize && size + nsize >= need) { /* grow into the free right neighbour */
         ct_delete(ct_find((ct_node_t *)next));
         size += nsize;
@@ -344,8 +345,7 @@ static void *ct_realloc(void *p, size_t n) {
         size_t got;
         char *e = extend(need - size - nsize, &got);
         if (e) {
-            if (nsize)
-                ct_delete(ct_find((ct_node_t *)next));
+            if (nsize) ct_delete(ct_find((ct_node_t *)next));
             size += nsize + got;
             *hdr(b) = size | INUSE;
             shrink(b, size, need);
@@ -353,8 +353,7 @@ static void *ct_realloc(void *p, size_t n) {
         }
     }
     void *q = ct_malloc(n);
-    if (!q)
-        return NULL;
+    if (!q) return NULL;
     memcpy(q, p, bsize(b) - W);
     ct_free(p);
     return q;
@@ -365,11 +364,9 @@ static void *ct_realloc(void *p, size_t n) {
 static void *ct_memalign(size_t align, size_t n) {
     size_t need = request_block(n); /* the lead taken off below leaves at least this */
     char *p = ct_malloc(need + align + MINBLOCK);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
-    if (q != p && (size_t)(q - p) < MINBLOCK)
-        q += align;
+    if (q != p && (size_t)(q - p) < MINBLOCK) q += align;
     char *b = p - W, *qb = q - W;
     size_t size = bsize(b);
     if (q != p) {
