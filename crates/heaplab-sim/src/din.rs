@@ -60,8 +60,8 @@ pub struct DinStats {
     pub flushes: u64,
     /// Blank and comment lines.
     pub blank: u64,
-    /// Records that carried a PART.
-    pub with_part: u64,
+    /// Accesses passed on that are marked `alloc`.
+    pub allocator: u64,
 }
 
 /// A malformed line, or a read error.
@@ -297,6 +297,7 @@ impl<R: BufRead> AccessSource for DinSource<R> {
                         continue;
                     }
                     self.stats.accesses += 1;
+                    self.stats.allocator += (a.part == Part::Allocator) as u64;
                     buf.push(a);
                 }
                 Ok(Record::Flush) => {

@@ -32,6 +32,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// List the bundled workloads; prepare one and show or run its command
     Workloads(cmd::workloads::Args),
+    /// Simulate caches and page faults on an address stream (DineroIV din)
+    Sim(cmd::sim::Args),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Command::Convert(a) => cmd::convert::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Workloads(a) => cmd::workloads::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

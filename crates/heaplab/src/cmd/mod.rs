@@ -2,5 +2,6 @@
 
 pub mod convert;
 pub mod demo;
+pub mod sim;
 pub mod stats;
 pub mod workloads;
