@@ -88,9 +88,13 @@ pub struct CacheResult {
 enum Layout {
     /// Depth 1: `mru` is the whole cache.
     Direct,
-    /// Depth 2..=8 in `W` = 2, 4 or 8 tag slots per set (slots past the
-    /// depth stay empty), LRU ranks packed one byte per way in `ranks`.
-    Swar(usize),
+    /// Depth 2 in 2 tag slots per set, LRU ranks packed one byte per way
+    /// in `ranks`.
+    Swar2,
+    /// Depth 3..=4 in 4 tag slots per set (slots past the depth stay empty).
+    Swar4,
+    /// Depth 5..=8 in 8 tag slots per set.
+    Swar8,
     /// Depth above 8: `tags` in LRU order, MRU first, moved on every access.
     List,
 }
@@ -102,11 +106,12 @@ struct Group {
     layout: Layout,
     /// Tag slots per set in `tags`.
     width: usize,
-    /// Per set: its most recent line (INVALID when empty).
-    mru: Box<[u64]>,
-    /// `Swar`: per set, byte w = LRU rank of way w (0 = most recent,
-    /// depth - 1 = least); bytes from `depth` on hold 0x7f and never change.
-    ranks: Box<[u64]>,
+    /// Per set, `1 << meta_shift` words: its most recent line (INVALID when
+    /// empty), then for `Swar` its ranks: byte w = LRU rank of way w (0 =
+    /// most recent, depth - 1 = least; bytes from `depth` on hold 0x7f and
+    /// never change). Side by side, one cache line serves both.
+    meta: Box<[u64]>,
+    meta_shift: u32,
     /// Per set, `width` tags (`Swar`: in place, ranked by `ranks`; `List`:
     /// MRU first).
     tags: Box<[u64]>,
@@ -123,20 +128,20 @@ impl Group {
     fn new(sets: u64, depth: usize) -> Group {
         let (layout, width) = match depth {
             1 => (Layout::Direct, 0),
-            2 => (Layout::Swar(2), 2),
-            3..=4 => (Layout::Swar(4), 4),
-            5..=8 => (Layout::Swar(8), 8),
+            2 => (Layout::Swar2, 2),
+            3..=4 => (Layout::Swar4, 4),
+            5..=8 => (Layout::Swar8, 8),
             _ => (Layout::List, depth),
         };
         let lane_ones = if depth <= 8 { ONES >> (8 * (8 - depth)) } else { 0 };
+        let meta_shift = matches!(layout, Layout::Swar2 | Layout::Swar4 | Layout::Swar8) as u32;
         let mut g = Group {
             mask: sets - 1,
             depth,
             layout,
             width,
-            mru: vec![INVALID; sets as usize].into(),
-            ranks: vec![0; if matches!(layout, Layout::Swar(_)) { sets as usize } else { 0 }]
-                .into(),
+            meta: vec![INVALID; (sets as usize) << meta_shift].into(),
+            meta_shift,
             tags: vec![INVALID; sets as usize * width].into(),
             hist: vec![0; CLASSES * (depth + 1)].into(),
             lane_ones,
@@ -147,14 +152,18 @@ impl Group {
 
     /// Empties every set.
     fn empty(&mut self) {
-        self.mru.fill(INVALID);
         self.tags.fill(INVALID);
         // Way w starts with rank w; unused bytes hold 0x7f.
         let mut r = 0u64;
         for b in 0..8 {
             r |= (if b < self.depth { b as u64 } else { 0x7f }) << (8 * b);
         }
-        self.ranks.fill(r);
+        for m in self.meta.chunks_exact_mut(1 << self.meta_shift) {
+            m[0] = INVALID;
+            if self.meta_shift == 1 {
+                m[1] = r;
+            }
+        }
     }
 
     /// References `line` in this group and returns its LRU stack distance in
@@ -162,42 +171,48 @@ impl Group {
     #[inline(always)]
     fn touch<M: TagMatch>(&mut self, line: u64) -> usize {
         let set = (line & self.mask) as usize;
-        let mru = &mut self.mru[set];
+        let m = set << self.meta_shift;
+        debug_assert!(m + (1 << self.meta_shift) <= self.meta.len());
+        // SAFETY: set <= mask = sets - 1, and meta has 1 << meta_shift words
+        // per set: word m (the MRU line) is in bounds, and so is m + 1 (the
+        // ranks) for the Swar layouts, the only ones that use it.
+        let mru = unsafe { &mut *self.meta.as_mut_ptr().add(m) };
         if *mru == line {
             return 1;
         }
         *mru = line;
+        let (depth, lanes) = (self.depth, self.lane_ones);
+        // At most one past the end (m < len), which `add` allows; it is
+        // dereferenced only by the Swar layouts, where m + 1 < len.
+        // SAFETY: see above.
+        let rp = unsafe { self.meta.as_mut_ptr().add(m + 1) };
         match self.layout {
+            // SAFETY (the three Swar arms): meta_shift = 1, so m + 1 < len.
+            Layout::Swar8 => {
+                swar_touch::<M, 8>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+            }
             Layout::Direct => 0,
-            Layout::Swar(2) => swar_touch::<M, 2>(
-                &mut self.tags,
-                &mut self.ranks[set],
-                set,
-                line,
-                self.depth,
-                self.lane_ones,
-            ),
-            Layout::Swar(4) => swar_touch::<M, 4>(
-                &mut self.tags,
-                &mut self.ranks[set],
-                set,
-                line,
-                self.depth,
-                self.lane_ones,
-            ),
-            Layout::Swar(_) => swar_touch::<M, 8>(
-                &mut self.tags,
-                &mut self.ranks[set],
-                set,
-                line,
-                self.depth,
-                self.lane_ones,
-            ),
+            Layout::Swar4 => {
+                swar_touch::<M, 4>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+            }
+            Layout::Swar2 => {
+                swar_touch::<M, 2>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+            }
             Layout::List => {
                 let base = set * self.width;
                 lru_touch(&mut self.tags[base..base + self.width], line)
             }
         }
+    }
+
+    /// Counts an access of class `cls` at distance `d` (0: beyond the depth).
+    #[inline(always)]
+    fn count(&mut self, cls: usize, d: usize) {
+        let i = cls * (self.depth + 1) + d;
+        debug_assert!(i < self.hist.len());
+        // SAFETY: cls < CLASSES and d <= depth (touch returns at most the
+        // set's depth), and hist has CLASSES * (depth + 1) entries.
+        unsafe { *self.hist.get_unchecked_mut(i) += 1 };
     }
 }
 
@@ -266,7 +281,10 @@ fn swar_touch<M: TagMatch, const W: usize>(
     depth: usize,
     lane_ones: u64,
 ) -> usize {
-    let t: &mut [u64; W] = (&mut tags[set * W..set * W + W]).try_into().unwrap();
+    debug_assert!((set + 1) * W <= tags.len());
+    // SAFETY: set < sets (it is masked by sets - 1), and a group of this
+    // layout has W tags per set.
+    let t = unsafe { &mut *(tags.as_mut_ptr().add(set * W) as *mut [u64; W]) };
     let hit = M::mask(t, line);
     let r = *ranks;
     if hit != 0 {
@@ -540,7 +558,7 @@ impl Chain {
                     self.exits[gi * CLASSES + cls] += 1;
                     return;
                 }
-                g.hist[cls * (g.depth + 1) + d] += 1;
+                g.count(cls, d);
             }
         } else {
             self.last = last;
@@ -558,7 +576,7 @@ impl Chain {
                     }
                     line += 1;
                 }
-                g.hist[cls * (g.depth + 1) + worst] += 1;
+                g.count(cls, worst);
             }
         }
     }
