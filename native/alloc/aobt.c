@@ -66,7 +66,10 @@
  * remainder keeps its address and its place in the tree (as in Knuth's
  * Algorithm A).  The heap grows by whole pages and only by what a free block
  * at its top lacks.  realloc shrinks in place, grows into a free right
- * neighbour, or at the top of the heap by extending it.
+ * neighbour, or at the top of the heap by extending it; then the
+ * page-rounding surplus stays in the block, so that nothing lands above it
+ * and its next growth is in place too (a string grown a few KB at a time
+ * then stays at the top instead of moving every step).
  */
 #include "hl_alloc.h"
 
@@ -369,7 +372,8 @@ static void *ab_realloc(void *p, size_t n) {
             if (nsz) root = t_delete(root, (ab_node_t *)next);
             sz += nsz + got;
             mark_used(b, sz, pin);
-            shrink(b, sz, need);
+            /* no shrink: the page-rounding surplus stays in the block, so that
+             * nothing can be put above it and its next growth is in place too */
             return p;
         }
     }

@@ -67,7 +67,10 @@
  * free block (>= 48 bytes); the upper part is handed out, so the remainder
  * keeps its address.  The heap grows by whole pages and only by what a free
  * block at its top lacks.  realloc shrinks in place, grows into a free right
- * neighbour, or at the top of the heap by extending it.
+ * neighbour, or at the top of the heap by extending it; then the
+ * page-rounding surplus stays in the block, so that nothing lands above it
+ * and its next growth is in place too (a string grown a few KB at a time
+ * then stays at the top instead of moving every step).
  */
 #include "hl_alloc.h"
 
@@ -409,7 +412,8 @@ static void *sb_realloc(void *p, size_t n) {
             if (nsz) fb_delete((sb_node_t *)next);
             sz += nsz + got;
             mark_used(b, sz, pin);
-            shrink(b, sz, need);
+            /* no shrink: the page-rounding surplus stays in the block, so that
+             * nothing can be put above it and its next growth is in place too */
             return p;
         }
     }
