@@ -75,7 +75,7 @@ impl CacheConfig {
             let lo_size = lo * way_bytes;
             let hi_size = lo_size * 2;
             let alt = if lo_size == size || lo_size == 0 {
-                format!("{}", fmt_bytes(hi_size))
+                fmt_bytes(hi_size)
             } else {
                 format!("{} or {}", fmt_bytes(lo_size), fmt_bytes(hi_size))
             };

@@ -280,43 +280,192 @@ impl<R: BufRead> AccessSource for DinSource<R> {
     fn next_batch(&mut self, buf: &mut Vec<Access>) -> Result<Next, DinError> {
         buf.clear();
         let want = buf.capacity().max(BATCH);
+        let io =
+            |name: &str, line: u64, error| DinError::Io { source: name.to_string(), line, error };
         while buf.len() < want {
-            self.line.clear();
-            let n = self.reader.read_until(b'\n', &mut self.line).map_err(|error| {
-                DinError::Io { source: self.name.clone(), line: self.stats.lines, error }
-            })?;
-            if n == 0 {
+            // Whole lines straight from the reader's buffer.
+            let chunk = self.reader.fill_buf().map_err(|e| io(&self.name, self.stats.lines, e))?;
+            if chunk.is_empty() {
                 return Ok(Next::End);
             }
-            self.stats.lines += 1;
-            let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-            match parse_line(text) {
-                Ok(Record::Access(a)) => {
-                    if a.kind == Kind::Fetch && self.fetches == Fetches::Skip {
-                        self.stats.fetches_skipped += 1;
-                        continue;
-                    }
-                    self.stats.accesses += 1;
-                    self.stats.allocator += (a.part == Part::Allocator) as u64;
-                    buf.push(a);
+            let mut pos = 0;
+            let mut next = None;
+            while pos < chunk.len() && buf.len() < want {
+                let rest = &chunk[pos..];
+                if let Some((a, used)) = fast_line(rest) {
+                    self.stats.lines += 1;
+                    pos += used;
+                    take(&mut self.stats, self.fetches, a, buf);
+                    continue;
                 }
-                Ok(Record::Flush) => {
-                    self.stats.flushes += 1;
-                    return Ok(Next::Flush);
+                let Some(k) = rest.iter().position(|&c| c == b'\n') else { break };
+                self.stats.lines += 1;
+                pos += k + 1;
+                if let Some(n) = record(&mut self.stats, self.fetches, &self.name, &rest[..k], buf)?
+                {
+                    next = Some(n);
+                    break;
                 }
-                Ok(Record::Blank) => self.stats.blank += 1,
-                Err(problem) => {
-                    return Err(DinError::Syntax {
-                        source: self.name.clone(),
-                        line: self.stats.lines,
-                        problem,
-                        text: show(text.strip_suffix(b"\r").unwrap_or(text)),
-                    })
+            }
+            let partial = next.is_none() && buf.len() < want && pos < chunk.len();
+            self.reader.consume(pos);
+            if let Some(n) = next {
+                return Ok(n);
+            }
+            if partial {
+                // A line that runs past the reader's buffer (or a last line
+                // without a newline): read it whole.
+                self.line.clear();
+                let n = self
+                    .reader
+                    .read_until(b'\n', &mut self.line)
+                    .map_err(|e| io(&self.name, self.stats.lines, e))?;
+                if n == 0 {
+                    return Ok(Next::End);
+                }
+                self.stats.lines += 1;
+                let line = std::mem::take(&mut self.line);
+                let text = line.strip_suffix(b"\n").unwrap_or(&line);
+                let r = record(&mut self.stats, self.fetches, &self.name, text, buf);
+                self.line = line;
+                if let Some(n) = r? {
+                    return Ok(n);
                 }
             }
         }
         Ok(Next::More)
     }
+}
+
+/// Passes an access on, or counts it as a fetch left out.
+#[inline(always)]
+fn take(stats: &mut DinStats, fetches: Fetches, a: Access, buf: &mut Vec<Access>) {
+    if a.kind == Kind::Fetch && fetches == Fetches::Skip {
+        stats.fetches_skipped += 1;
+        return;
+    }
+    stats.accesses += 1;
+    stats.allocator += (a.part == Part::Allocator) as u64;
+    buf.push(a);
+}
+
+/// Handles one line the fast path left alone (line number `stats.lines`):
+/// says whether a flush follows the batch, or what is wrong.
+fn record(
+    stats: &mut DinStats,
+    fetches: Fetches,
+    name: &str,
+    text: &[u8],
+    buf: &mut Vec<Access>,
+) -> Result<Option<Next>, DinError> {
+    match parse_line(text) {
+        Ok(Record::Access(a)) => take(stats, fetches, a, buf),
+        Ok(Record::Flush) => {
+            stats.flushes += 1;
+            return Ok(Some(Next::Flush));
+        }
+        Ok(Record::Blank) => stats.blank += 1,
+        Err(problem) => {
+            return Err(DinError::Syntax {
+                source: name.to_string(),
+                line: stats.lines,
+                problem,
+                text: show(text.strip_suffix(b"\r").unwrap_or(text)),
+            })
+        }
+    }
+    Ok(None)
+}
+
+/// Hex digit values; 0xff for anything else.
+const HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The common lines, parsed in one pass up to and including their newline:
+/// `L ADDR [SIZE] [app|alloc]` with L in 0..=3 and blanks between fields.
+/// Anything else (flushes, comments, blank lines, CRs, errors, a line not
+/// ended yet) gives None and goes to [`parse_line`], which has the last word.
+#[inline]
+fn fast_line(s: &[u8]) -> Option<(Access, usize)> {
+    let label = s.first()?.wrapping_sub(b'0');
+    if label > 3 || !matches!(s.get(1)?, b' ' | b'\t') {
+        return None;
+    }
+    let mut i = 2;
+    while matches!(s.get(i)?, b' ' | b'\t') {
+        i += 1;
+    }
+    if s[i] == b'0' && matches!(s.get(i + 1), Some(b'x' | b'X')) {
+        i += 2;
+    }
+    let start = i;
+    let mut addr = 0u64;
+    loop {
+        let d = HEX[*s.get(i)? as usize];
+        if d == 0xff {
+            break;
+        }
+        addr = (addr << 4) | d as u64;
+        i += 1;
+    }
+    if i == start || i - start > 16 {
+        return None;
+    }
+    let mut size: Option<u32> = None;
+    let mut part: Option<Part> = None;
+    loop {
+        match *s.get(i)? {
+            b'\n' => break,
+            b' ' | b'\t' => i += 1,
+            b'0'..=b'9' if size.is_none() && part.is_none() && matches!(s[i - 1], b' ' | b'\t') => {
+                let mut n = 0u32;
+                let st = i;
+                while let c @ b'0'..=b'9' = *s.get(i)? {
+                    n = n * 10 + (c - b'0') as u32;
+                    i += 1;
+                    if i - st > 4 {
+                        return None;
+                    }
+                }
+                if n == 0 || n > MAX_SIZE {
+                    return None;
+                }
+                size = Some(n);
+            }
+            b'a' if part.is_none() && matches!(s[i - 1], b' ' | b'\t') => {
+                let word = if s[i..].starts_with(b"alloc") {
+                    part = Some(Part::Allocator);
+                    5
+                } else if s[i..].starts_with(b"app") {
+                    part = Some(Part::Application);
+                    3
+                } else {
+                    return None;
+                };
+                i += word;
+            }
+            _ => return None,
+        }
+    }
+    let kind = Kind::ALL[label as usize];
+    let a = match size {
+        Some(n) => Access::new(addr, n, kind),
+        None => Access::new(addr & !3, 4, kind),
+    };
+    Some((a.with_part(part.unwrap_or(Part::Application)), i + 1))
 }
 
 /// Writes accesses as `din` lines (`label address size [alloc]`), which
@@ -403,6 +552,118 @@ mod tests {
         let e = drive(&mut src, &mut [&mut sink]).unwrap_err().to_string();
         assert!(e.starts_with("t.din:5: label `zz`"), "{e}");
         assert!(e.contains("(in `zz 30`)"), "{e}");
+    }
+
+    /// Random lines, valid and not: whenever the fast path takes a line it
+    /// must read it exactly as `parse_line` does.
+    #[test]
+    fn fast_path_agrees_with_parse_line() {
+        let mut r = crate::gen::Rng::new(9);
+        let pick = |r: &mut crate::gen::Rng, xs: &[&str]| {
+            xs[r.below(xs.len() as u64) as usize].to_string()
+        };
+        let mut taken = 0;
+        for _ in 0..200_000 {
+            let mut line = String::new();
+            line += &pick(&mut r, &["0", "1", "2", "3", "4", "5", "x", "00", "", "#"]);
+            line += &pick(&mut r, &[" ", "\t", "  ", "", " \t"]);
+            line += &pick(&mut r, &["", "0x", "0X"]);
+            line += &pick(
+                &mut r,
+                &[
+                    "1000",
+                    "7ffdAbC0",
+                    "ffffffffffffffff",
+                    "11112222333344445",
+                    "0",
+                    "g1",
+                    "",
+                    "DeadBeef",
+                ],
+            );
+            line += &pick(
+                &mut r,
+                &["", " ", "\t", " 8", " 4096", " 4097", " 0", " 16 ", " 12345", "8", " 8x"],
+            );
+            line += &pick(
+                &mut r,
+                &[
+                    "",
+                    " alloc",
+                    " app",
+                    " allocator",
+                    " application",
+                    " heap",
+                    "alloc",
+                    " alloc 8",
+                    " # c",
+                    "#c",
+                    "\r",
+                ],
+            );
+            line += &pick(&mut r, &["", " ", " # tail", " x"]);
+            let bytes = format!("{line}\n").into_bytes();
+            if let Some((a, used)) = fast_line(&bytes) {
+                taken += 1;
+                assert_eq!(used, bytes.len(), "{line:?}");
+                assert_eq!(parse_line(line.as_bytes()), Ok(Record::Access(a)), "{line:?}");
+            }
+            // Without its newline, a line is never taken by the fast path.
+            assert!(fast_line(line.as_bytes()).is_none());
+        }
+        assert!(taken > 2_000, "{taken}");
+    }
+
+    /// Lines cut by the reader's buffer in every place, a last line without
+    /// a newline, flushes and comments: the same accesses as line by line.
+    #[test]
+    fn buffer_boundaries_do_not_matter() {
+        let mut text = String::new();
+        let mut want = Vec::new();
+        let mut r = crate::gen::Rng::new(4);
+        for i in 0..3000u64 {
+            match r.below(20) {
+                0 => text += "4 0\n",
+                1 => text += "# comment\n\n",
+                _ => {
+                    let a = Access::new(
+                        r.below(1 << 40),
+                        1 + r.below(64) as u32,
+                        Kind::ALL[(i % 4) as usize],
+                    )
+                    .with_part(Part::ALL[r.below(2) as usize]);
+                    write_din(string_writer(&mut text), &[a]).unwrap();
+                    if a.kind != Kind::Fetch {
+                        want.push(a);
+                    }
+                }
+            }
+        }
+        text += "0 abc 2 alloc"; // no newline at the end
+        want.push(Access::new(0xabc, 2, Kind::Read).with_part(Part::Allocator));
+        for cap in [1, 7, 64, 1000, 1 << 20] {
+            let mut src =
+                DinSource::new(std::io::BufReader::with_capacity(cap, text.as_bytes()), "t");
+            let mut sink = Collect(Vec::new(), 0);
+            drive(&mut src, &mut [&mut sink]).unwrap();
+            assert_eq!(sink.0, want, "capacity {cap}");
+            assert_eq!(src.stats().lines as usize, text.lines().count());
+        }
+    }
+
+    /// `write_din` into a String.
+    fn string_writer(s: &mut String) -> impl std::io::Write + '_ {
+        struct W<'a>(&'a mut String);
+        impl std::io::Write for W<'_> {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.push_str(std::str::from_utf8(b).unwrap());
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        W(s)
     }
 
     #[test]

@@ -187,16 +187,21 @@ impl Group {
         // SAFETY: see above.
         let rp = unsafe { self.meta.as_mut_ptr().add(m + 1) };
         match self.layout {
-            // SAFETY (the three Swar arms): meta_shift = 1, so m + 1 < len.
             Layout::Swar8 => {
-                swar_touch::<M, 8>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+                // SAFETY: a Swar layout has meta_shift = 1, so m + 1 < len.
+                let ranks = unsafe { &mut *rp };
+                swar_touch::<M, 8>(&mut self.tags, ranks, set, line, depth, lanes)
             }
             Layout::Direct => 0,
             Layout::Swar4 => {
-                swar_touch::<M, 4>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+                // SAFETY: a Swar layout has meta_shift = 1, so m + 1 < len.
+                let ranks = unsafe { &mut *rp };
+                swar_touch::<M, 4>(&mut self.tags, ranks, set, line, depth, lanes)
             }
             Layout::Swar2 => {
-                swar_touch::<M, 2>(&mut self.tags, unsafe { &mut *rp }, set, line, depth, lanes)
+                // SAFETY: a Swar layout has meta_shift = 1, so m + 1 < len.
+                let ranks = unsafe { &mut *rp };
+                swar_touch::<M, 2>(&mut self.tags, ranks, set, line, depth, lanes)
             }
             Layout::List => {
                 let base = set * self.width;
@@ -489,6 +494,10 @@ impl Bank {
 
     /// The same loop compiled for AVX2, where the tag compares of a set
     /// become two vector compares.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn run_avx2(&mut self, batch: &[Access]) {
