@@ -1,0 +1,428 @@
+/*
+ * agent.c: start-up, configuration, and the ways a process ends or changes:
+ * exit, _exit, exec, fork (writer.c does the work under its lock) and fatal
+ * signals.
+ *
+ *   first malloc (or the constructor) -> resolve real functions -> read the
+ *   environment -> open the trace, write META -> atfork, on_exit, signals
+ *
+ *   exit(status)    on_exit handler (registered first, so it runs after the
+ *                   program's atexit handlers and destructors): END exit
+ *   _exit/_Exit/quick_exit   wrapped: END exit, then the real one
+ *   exec*           wrapped: END exec, then the real one; if it fails the
+ *                   trace goes on (vfork children are left alone)
+ *   fatal signal    handler: the writer drains and writes END signal (at most
+ *                   ~2 s), then the default action runs
+ *
+ * The handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGPIPE
+ * (only where they were SIG_DFL) are hidden from the program: sigaction and
+ * signal report SIG_DFL for them, so a program that installs its own
+ * handlers only when it finds the default (python does) behaves as it would
+ * without the agent.
+ */
+#include "agent.h"
+
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <link.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void hl_hooks_init(void);
+
+hl_config_t hl_cfg;
+_Alignas(HL_CACHELINE) _Atomic uint64_t hl_seq = 1;
+_Alignas(HL_CACHELINE) hl_thread_t *_Atomic hl_threads;
+_Atomic int hl_off;
+_Atomic uint64_t hl_unrecorded;
+pthread_mutex_t hl_wlock = PTHREAD_MUTEX_INITIALIZER;
+pid_t hl_pid;
+_Atomic int hl_writer_running;
+_Atomic int hl_fatal_sig;
+_Atomic int hl_fatal_done;
+_Atomic int hl_exec_hold;
+uint64_t hl_self_lo, hl_self_len;
+
+static _Atomic int init_state; /* 0 not yet, 1 under way, 2 recording, 3 failed */
+static _Atomic int ctor_done;
+static char exe_path[4096];
+
+int hl_agent_ctor_done(void) { return atomic_load(&ctor_done); }
+const char *hl_agent_exe(void) { return exe_path; }
+
+uint64_t hl_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void hl_note(const char *a, const char *b, const char *c) {
+    char line[1024];
+    size_t n = 0;
+    const char *parts[4] = {"heaplab-record: ", a, b, c};
+    for (int i = 0; i < 4; i++)
+        for (const char *p = parts[i]; p && *p && n < sizeof line - 1; p++) line[n++] = *p;
+    line[n++] = '\n';
+    ssize_t w = write(2, line, n);
+    (void)w;
+}
+
+/* ---------------------------------------------------------------- configuration */
+
+static uint64_t env_num(const char *name, uint64_t def, uint64_t lo, uint64_t hi) {
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) {
+        hl_note(name, ": not a number in the allowed range; using the default (see native/record/README.md)", "");
+        return def;
+    }
+    return x;
+}
+
+static void opt(char **p, char *end, const char *key, uint64_t v) {
+    char num[24];
+    hl_fmt_u64(num, v);
+    if (*p != hl_cfg.options && *p < end) *(*p)++ = ' ';
+    for (const char *s = key; *s && *p < end; s++) *(*p)++ = *s;
+    if (*p < end) *(*p)++ = '=';
+    for (const char *s = num; *s && *p < end; s++) *(*p)++ = *s;
+    **p = 0;
+}
+
+static void read_config(void) {
+    hl_config_t *c = &hl_cfg;
+    const char *out = getenv("HEAPLAB_RECORD_OUT");
+    if (!out || !*out) out = "heaplab.hltrace";
+    size_t n = 0;
+    if (out[0] != '/' && getcwd(c->out, sizeof c->out - 2)) {
+        n = strlen(c->out);
+        c->out[n++] = '/';
+    }
+    strncpy(c->out + n, out, sizeof c->out - n - 1);
+    c->stack_depth = (unsigned)env_num("HEAPLAB_RECORD_STACK_DEPTH", 8, 0, HL_MAX_DEPTH);
+    c->free_stacks = (int)env_num("HEAPLAB_RECORD_FREE_STACKS", 0, 0, 1);
+    c->time_unit_ns = env_num("HEAPLAB_RECORD_TIME_UNIT_NS", 1000, 1, 1000000000);
+    c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 3, 0, 19);
+    c->block_events = (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
+    c->flush_ns = env_num("HEAPLAB_RECORD_FLUSH_MS", 200, 1, 3600000) * 1000000u;
+    c->follow_forks = (int)env_num("HEAPLAB_RECORD_FOLLOW_FORKS", 1, 0, 1);
+    uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 1024, 64, 1 << 20);
+    size_t ring = 64 << 10;
+    while (ring < kb << 10) ring <<= 1;
+    c->ring_bytes = ring;
+    c->verbose = (int)env_num("HEAPLAB_RECORD_VERBOSE", 0, 0, 1);
+    char *p = c->options, *end = c->options + sizeof c->options - 1;
+    opt(&p, end, "stack_depth", c->stack_depth);
+    opt(&p, end, "free_stacks", (uint64_t)c->free_stacks);
+    opt(&p, end, "time_unit_ns", c->time_unit_ns);
+    opt(&p, end, "compress", (uint64_t)c->zstd_level);
+    opt(&p, end, "block_events", c->block_events);
+    opt(&p, end, "flush_ms", c->flush_ns / 1000000u);
+    opt(&p, end, "follow_forks", (uint64_t)c->follow_forks);
+    opt(&p, end, "ring_kb", c->ring_bytes >> 10);
+}
+
+/* The text of this library, so that stacks start at the program's frame. */
+static int self_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uint64_t a = (uint64_t)(uintptr_t)arg, lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uint64_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+        if (s < lo) lo = s;
+        if (e > hi) hi = e;
+    }
+    if (a < lo || a >= hi) return 0;
+    hl_self_lo = lo;
+    hl_self_len = hi - lo;
+    return 1;
+}
+
+void hl_agent_meta(hl_meta_t *m, hl_bytes_t *argv, size_t max_argv, char *buf, size_t bufsize) {
+    memset(m, 0, sizeof *m);
+    m->pid = (uint64_t)getpid();
+    m->has_ppid = 1;
+    m->ppid = (uint64_t)getppid();
+    size_t n = hl_os_read_file("/proc/self/cmdline", buf, bufsize);
+    size_t argc = 0, start = 0;
+    for (size_t i = 0; i < n && argc < max_argv; i++) {
+        if (buf[i]) continue;
+        argv[argc++] = (hl_bytes_t){(const uint8_t *)buf + start, i - start};
+        start = i + 1;
+    }
+    m->argv = argv;
+    m->argc = argc;
+    m->start_ns = hl_os_realtime_ns();
+    m->pointer_size = sizeof(void *);
+    m->endian = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
+    m->time_unit_ns = hl_cfg.time_unit_ns;
+    m->stack_depth = hl_cfg.stack_depth;
+    m->recorder = (hl_bytes_t){(const uint8_t *)HL_RECORDER, strlen(HL_RECORDER)};
+    m->executable = (hl_bytes_t){(const uint8_t *)exe_path, strlen(exe_path)};
+    m->options = (hl_bytes_t){(const uint8_t *)hl_cfg.options, strlen(hl_cfg.options)};
+    m->clock = (hl_bytes_t){(const uint8_t *)"CLOCK_MONOTONIC", 15};
+}
+
+/* ---------------------------------------------------------------- fork */
+
+static void atfork_prepare(void) {
+    if (atomic_load(&init_state) != 2) return;
+    hl_busy_enter();
+    hl_fork_prepare();
+    hl_busy_leave();
+}
+
+static void atfork_parent(void) {
+    if (atomic_load(&init_state) != 2) return;
+    hl_fork_parent();
+}
+
+static void atfork_child(void) {
+    if (atomic_load(&init_state) != 2) return;
+    hl_busy_enter();
+    pid_t parent = hl_pid;
+    atomic_store(&hl_fatal_sig, 0);
+    atomic_store(&hl_fatal_done, 0);
+    hl_fork_child(parent);
+    hl_busy_leave();
+}
+
+/* ---------------------------------------------------------------- exit */
+
+void hl_agent_exit(int status) {
+    if (atomic_load(&init_state) != 2 || atomic_load(&hl_off) || getpid() != hl_pid) return;
+    hl_busy_enter();
+    /* _exit may be called from a signal handler that interrupted a thread
+     * holding the lock: give up after a second rather than hang */
+    int locked = 0;
+    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&hl_wlock) == 0); i++) hl_os_sleep_ns(1000000);
+    if (locked) {
+        hl_finish_locked(HL_END_EXIT, (uint64_t)(status & 0xff), 1);
+        pthread_mutex_unlock(&hl_wlock);
+    }
+    hl_busy_leave();
+}
+
+static void on_exit_handler(int status, void *arg) {
+    (void)arg;
+    hl_agent_exit(status);
+}
+
+/* ---------------------------------------------------------------- fatal signals */
+
+static const int fatal_always[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static const int fatal_if_default[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
+static _Atomic uint64_t ours; /* bit per signal whose handler is ours */
+
+static void fatal_handler(int sig, siginfo_t *si, void *uc) {
+    (void)si;
+    (void)uc;
+    int saved = errno;
+    int expected = 0;
+    hl_busy_enter();
+    if (atomic_compare_exchange_strong(&hl_fatal_sig, &expected, sig) && !atomic_load(&hl_writer_running)) {
+        /* no writer thread to do it (a fork child before its first event) */
+        if (pthread_mutex_trylock(&hl_wlock) == 0) {
+            hl_finish_locked(HL_END_SIGNAL, (uint64_t)sig, 1);
+            atomic_store(&hl_fatal_done, 1);
+            pthread_mutex_unlock(&hl_wlock);
+        }
+    }
+    for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done) && atomic_load(&hl_writer_running); i++)
+        hl_os_sleep_ns(1000000);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    hl_real.sigaction(sig, &dfl, NULL);
+    atomic_fetch_and(&ours, ~(1ull << sig));
+    raise(sig); /* delivered, with the default action, when this handler returns */
+    hl_busy_leave();
+    errno = saved;
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fatal_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal_always / sizeof *fatal_always; i++) {
+        struct sigaction old;
+        if (hl_real.sigaction(fatal_always[i], NULL, &old) || old.sa_handler != SIG_DFL) continue;
+        if (hl_real.sigaction(fatal_always[i], &sa, NULL) == 0) atomic_fetch_or(&ours, 1ull << fatal_always[i]);
+    }
+    for (size_t i = 0; i < sizeof fatal_if_default / sizeof *fatal_if_default; i++) {
+        struct sigaction old;
+        if (hl_real.sigaction(fatal_if_default[i], NULL, &old) || old.sa_handler != SIG_DFL) continue;
+        if (hl_real.sigaction(fatal_if_default[i], &sa, NULL) == 0)
+            atomic_fetch_or(&ours, 1ull << fatal_if_default[i]);
+    }
+}
+
+int hl_is_our_handler(void (*h)(int)) { return (void *)h == (void *)fatal_handler; }
+
+HL_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (!hl_real.sigaction) hl_hooks_resolve();
+    int ours_before = sig > 0 && sig < 64 && (atomic_load(&ours) >> sig & 1);
+    int r = hl_real.sigaction(sig, act, old);
+    if (r == 0 && ours_before) {
+        if (old && (void *)old->sa_sigaction == (void *)fatal_handler) {
+            memset(old, 0, sizeof *old);
+            old->sa_handler = SIG_DFL;
+        }
+        if (act) atomic_fetch_and(&ours, ~(1ull << sig)); /* the program's now */
+    }
+    return r;
+}
+
+HL_EXPORT sighandler_t signal(int sig, sighandler_t h) {
+    if (!hl_real.signal) hl_hooks_resolve();
+    int ours_before = sig > 0 && sig < 64 && (atomic_load(&ours) >> sig & 1);
+    sighandler_t r = hl_real.signal(sig, h);
+    if (ours_before && r != SIG_ERR) {
+        atomic_fetch_and(&ours, ~(1ull << sig));
+        if ((void *)r == (void *)fatal_handler) r = SIG_DFL;
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- start-up */
+
+static void init(void) {
+    hl_pid = getpid();
+    read_config();
+    hl_os_readlink("/proc/self/exe", exe_path, sizeof exe_path);
+    dl_iterate_phdr(self_cb, (void *)(uintptr_t)&init);
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    hl_hooks_init();
+    if (hl_writer_init()) {
+        atomic_store(&hl_off, 1);
+        atomic_store(&init_state, 3);
+        return;
+    }
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    on_exit(on_exit_handler, NULL);
+    install_signals();
+    atomic_store(&init_state, 2);
+}
+
+int hl_agent_ready(void) {
+    int s = atomic_load_explicit(&init_state, memory_order_acquire);
+    if (HL_LIKELY(s == 2)) return !atomic_load_explicit(&hl_off, memory_order_relaxed);
+    if (s != 0) return 0;
+    if (!atomic_compare_exchange_strong(&init_state, &s, 1)) return 0;
+    hl_busy_enter();
+    init();
+    hl_busy_leave();
+    return atomic_load(&init_state) == 2;
+}
+
+__attribute__((constructor)) static void agent_ctor(void) {
+    hl_hooks_resolve();
+    atomic_store(&ctor_done, 1);
+    if (hl_agent_ready()) hl_writer_ensure_running();
+}
+
+/* ---------------------------------------------------------------- exec and exit wrappers */
+
+extern char **environ;
+
+static int exec_begin(void) {
+    if (!hl_real.execve) hl_hooks_resolve();
+    /* in a vfork child (another pid, no atfork handler ran) touch nothing */
+    if (atomic_load(&init_state) != 2 || atomic_load(&hl_off) || getpid() != hl_pid) return 0;
+    hl_busy_enter();
+    hl_exec_prepare();
+    hl_busy_leave();
+    return 1;
+}
+
+static void exec_end(int began) {
+    int e = errno;
+    if (began) hl_exec_failed();
+    errno = e;
+}
+
+HL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    int b = exec_begin();
+    int r = hl_real.execve(path, argv, envp);
+    exec_end(b);
+    return r;
+}
+
+HL_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    int b = exec_begin();
+    int r = hl_real.execvpe(file, argv, envp);
+    exec_end(b);
+    return r;
+}
+
+HL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    int b = exec_begin();
+    int r = hl_real.fexecve(fd, argv, envp);
+    exec_end(b);
+    return r;
+}
+
+HL_EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+HL_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+
+/* execl, execle, execlp: the arguments into an array on the stack */
+#define COLLECT_ARGS(first, ap, argv, n)                                                                      \
+    size_t n = 1;                                                                                             \
+    va_start(ap, first);                                                                                      \
+    while (va_arg(ap, char *)) n++;                                                                           \
+    va_end(ap);                                                                                               \
+    char *argv[n + 1];                                                                                        \
+    argv[0] = (char *)first;                                                                                  \
+    va_start(ap, first);                                                                                      \
+    for (size_t i_ = 1; i_ <= n; i_++) argv[i_] = va_arg(ap, char *);
+
+HL_EXPORT int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, ap, argv, n);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+HL_EXPORT int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, ap, argv, n);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+HL_EXPORT int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    COLLECT_ARGS(arg, ap, argv, n);
+    char *const *envp = va_arg(ap, char *const *);
+    va_end(ap);
+    return execve(path, argv, envp);
+}
+
+HL_EXPORT void _exit(int status) {
+    if (!hl_real._exit) hl_hooks_resolve();
+    hl_agent_exit(status);
+    hl_real._exit(status);
+}
+
+HL_EXPORT void _Exit(int status) {
+    if (!hl_real._Exit) hl_hooks_resolve();
+    hl_agent_exit(status);
+    hl_real._Exit(status);
+}
+
+HL_EXPORT void quick_exit(int status) {
+    if (!hl_real.quick_exit) hl_hooks_resolve();
+    hl_agent_exit(status);
+    hl_real.quick_exit(status);
+}
