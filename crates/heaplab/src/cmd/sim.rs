@@ -365,13 +365,19 @@ fn print_tables(
     }
     for c in curves {
         writeln!(out)?;
+        if c.distinct_pages == 0 {
+            writeln!(out, "pages of {}: no page touched", fmt_bytes(c.page_size))?;
+            continue;
+        }
         writeln!(
             out,
-            "pages of {}: {} distinct pages ({}), {} references; LRU faults by memory size:",
+            "pages of {}: {} distinct page{} ({}), {} reference{}; LRU faults by memory size:",
             fmt_bytes(c.page_size),
             human::count(c.distinct_pages),
+            plural(c.distinct_pages),
             human::bytes(c.distinct_pages * c.page_size),
-            human::count(c.references)
+            human::count(c.references),
+            plural(c.references)
         )?;
         writeln!(
             out,
@@ -392,6 +398,14 @@ fn print_tables(
         }
     }
     Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 /// About `rows` memory sizes from 1 frame to `distinct`, spread in log scale,
