@@ -24,6 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a program under the recording agent and write its trace
+    Record(cmd::record::Args),
     /// Print the allocation profile of traces (paper 002's measurement table)
     Stats(cmd::stats::Args),
     /// Convert between .hltrace, .rep, .script and the .txt dump
@@ -44,6 +46,7 @@ fn main() {
     }
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Demo(a) => cmd::demo::run(a),

@@ -2,6 +2,7 @@
 
 pub mod convert;
 pub mod demo;
+pub mod record;
 pub mod sim;
 pub mod stats;
 pub mod workloads;
