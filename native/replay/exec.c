@@ -1,0 +1,469 @@
+/*
+ * exec.c: the executors, which run a chunk of decoded ops against whatever
+ * malloc the process has loaded.  Only these run inside the timed region.
+ *
+ * The lean loop (plain mode, no hints) is direct-threaded: each handler ends
+ * by loading the next op and jumping through a 256-entry table indexed by
+ * the op byte, so a malloc costs the harness a load, a shift, a call, a
+ * store and the dispatch, and a free a load, a call and the dispatch (about
+ * 8 instructions per event; bench/compare.sh measures it).  Op bytes other
+ * than the plain kinds (FAILED, OLD_NULL, realloc_free, the memalign family)
+ * go to `one`, the general path, one op at a time.
+ *
+ * The general loop serves touch, check and site-hint modes.  It calls the
+ * allocator through one noinline function per entry point (rp_call_malloc,
+ * rp_call_free, ...), so that callgrind's inclusive cost of each function's
+ * callees is exactly the allocator's cost of that kind of call: heaplab
+ * compare reads instructions per malloc and per free from there.
+ *
+ * Semantics of the replay (docs/replay.md says it for users):
+ *   - malloc, calloc(1, n), realloc, memalign, posix_memalign, aligned_alloc,
+ *     valloc and pvalloc are called as recorded, free as free, and
+ *     realloc_free as realloc(p, 0); if that returns a block, it is freed.
+ *   - A FAILED allocation is replayed as the same call; if it succeeds now
+ *     the block is freed at once (the program never had it).  A FAILED
+ *     realloc is skipped: replaying it could move or shrink an object that
+ *     the trace says stayed as it was.
+ *   - A call that succeeded when recorded but returns NULL now leaves its
+ *     object NULL (later frees of it are free(NULL)); it is counted.
+ */
+#define _GNU_SOURCE
+#include "rp.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile uint64_t rp_current_event;
+
+#define NOINLINE __attribute__((noinline, noclone)) __attribute__((visibility("default")))
+/* An empty asm after the call keeps it from becoming a tail jump, so that
+ * callgrind sees rp_call_X call the allocator. */
+#define AFTER_CALL() __asm__ volatile("" ::: "memory")
+
+NOINLINE void *rp_call_malloc(size_t n) {
+    void *p = malloc(n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_calloc(size_t n) {
+    void *p = calloc(1, n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_realloc(void *q, size_t n) {
+    void *p = realloc(q, n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_realloc_free(void *q) {
+    void *p = realloc(q, 0);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_memalign(size_t a, size_t n) {
+    void *p = memalign(a, n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_posix_memalign(size_t a, size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, a, n) != 0) p = NULL;
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_aligned_alloc(size_t a, size_t n) {
+    void *p = aligned_alloc(a, n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_valloc(size_t n) {
+    void *p = valloc(n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void *rp_call_pvalloc(size_t n) {
+    void *p = pvalloc(n);
+    AFTER_CALL();
+    return p;
+}
+NOINLINE void rp_call_free(void *p) {
+    free(p);
+    AFTER_CALL();
+}
+
+/* ---------------------------------------------------------------- problem reports */
+
+static const char *kname(unsigned k) {
+    const char *n = hl_kind_name(k);
+    return n ? n : "?";
+}
+
+/* "event N (KIND of SIZE bytes, object ID)" or "event N (KIND of object ID)". */
+static void event_head(rp_buf_t *b, rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t size,
+                       uint64_t id, int with_size) {
+    (void)ctx;
+    rp_puts(b, "event ");
+    rp_putu(b, ev);
+    rp_puts(b, " (");
+    rp_puts(b, kname(kind));
+    if (with_size) {
+        rp_puts(b, " of ");
+        rp_putu(b, size);
+        rp_puts(b, " bytes, object ");
+    } else {
+        rp_puts(b, " of object ");
+    }
+    rp_putu(b, id);
+    rp_puts(b, "): ");
+}
+
+static void report(rp_ctx_t *ctx, rp_buf_t *b) {
+    rp_putc(b, 0);
+    rp_problem(ctx->check, b->p);
+    b->len = 0;
+}
+
+static rp_buf_t *scratch(void) {
+    static rp_buf_t b;
+    if (!b.p) rp_buf_init(&b, 4096);
+    b.len = 0;
+    return &b;
+}
+
+/* Check that `id`'s payload still holds its pattern; `what` says when. */
+static void verify_payload(rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t id) {
+    rp_check_t *c = ctx->check;
+    void *p = ctx->obj[id];
+    if (!p) return;
+    uint64_t size = c->size[id];
+    uint64_t at = rp_verify(p, 0, size, id);
+    if (at == size) return;
+    rp_buf_t *b = scratch();
+    if (ev == UINT64_MAX) {
+        rp_puts(b, "end of trace: live object ");
+        rp_putu(b, id);
+        rp_puts(b, ": ");
+    } else {
+        event_head(b, ctx, ev, kind, 0, id, 0);
+    }
+    rp_puts(b, "payload byte ");
+    rp_putu(b, at);
+    rp_puts(b, " of ");
+    rp_putu(b, size);
+    rp_puts(b, " at ");
+    rp_putx(b, (uintptr_t)p);
+    rp_puts(b, " is ");
+    rp_putx(b, ((const unsigned char *)p)[at]);
+    rp_puts(b, ", expected ");
+    rp_putx(b, rp_pattern_byte(id, at));
+    rp_puts(b, " (written when the object was created at event ");
+    rp_putu(b, c->born[id]);
+    rp_puts(b, "): the allocator damaged a live block");
+    report(ctx, b);
+}
+
+void rp_check_live_at_end(rp_ctx_t *ctx) {
+    rp_check_t *c = ctx->check;
+    for (uint64_t id = 0; id < ctx->nid; id++)
+        if (c->live[id]) verify_payload(ctx, UINT64_MAX, 0, id);
+}
+
+/* ---------------------------------------------------------------- the general path */
+
+static void deliver_hint(rp_ctx_t *ctx, uint64_t i, unsigned kind, uint64_t size, uint64_t align) {
+    const rp_sites_t *s = ctx->sites;
+    uint32_t stack = ctx->op_stack ? ctx->op_stack[i] : 0;
+    heaplab_site_t site = {
+        .version = HEAPLAB_SITE_VERSION,
+        .struct_size = sizeof(heaplab_site_t),
+        .kind = kind,
+        .size = size,
+        .align = align,
+        .stack_id = stack,
+    };
+    if (stack && stack <= s->nstacks) {
+        site.nframes = s->nframes[stack];
+        site.frame_keys = s->keys + s->first[stack];
+        site.site_key = s->site_key[stack];
+    }
+    heaplab_site_hint(&site);
+    ctx->st.hints++;
+}
+
+/* The alignment a block must have: the one asked for, or for plain
+ * allocations the largest power of two <= size, at most 16 (a block of n
+ * bytes must suit any object of n bytes; jemalloc and tcmalloc give 8-byte
+ * blocks 8-byte alignment). */
+static uint64_t need_align(unsigned kind, uint64_t size, uint64_t align) {
+    if (kind == HL_VALLOC || kind == HL_PVALLOC) return 4096;
+    if (hl_kind_has_align(kind) && align) return align;
+    uint64_t a = 16;
+    while (a > 1 && a > size)
+        a >>= 1;
+    return a;
+}
+
+/* The object `nid` was created at p (size bytes; the first `kept` bytes came
+ * from a realloc's old block). */
+static void created(rp_ctx_t *ctx, uint64_t ev, unsigned kind, void *p, uint64_t size,
+                    uint64_t align, uint64_t kept) {
+    uint64_t id = ctx->nid++;
+    ctx->obj[id] = p;
+    if (!p) { /* plain mode counts these after each chunk, lean loop included */
+        if (ctx->mode != RP_PLAIN) ctx->st.unexpected_null++;
+        if (ctx->mode == RP_CHECK) {
+            rp_buf_t *b = scratch();
+            event_head(b, ctx, ev, kind, size, id, 1);
+            rp_puts(b, "returned NULL, but the call succeeded when the trace was recorded");
+            report(ctx, b);
+        }
+        return;
+    }
+    if (ctx->mode == RP_PLAIN) return;
+    ctx->size[id] = size;
+    ctx->st.live_bytes += size;
+    if (ctx->mode == RP_TOUCH) {
+        uint64_t u = malloc_usable_size(p);
+        ctx->usable[id] = u;
+        ctx->st.live_usable += u;
+        if (ctx->st.live_usable > ctx->st.peak_live_usable)
+            ctx->st.peak_live_usable = ctx->st.live_usable;
+        if (ctx->st.live_bytes > ctx->st.peak_live_bytes) {
+            ctx->st.peak_live_bytes = ctx->st.live_bytes;
+            ctx->st.usable_at_peak = ctx->st.live_usable;
+        }
+        if (size > kept) memset((char *)p + kept, 0xa5, size - kept);
+        return;
+    }
+    /* check mode */
+    if (ctx->st.live_bytes > ctx->st.peak_live_bytes) ctx->st.peak_live_bytes = ctx->st.live_bytes;
+    rp_check_t *c = ctx->check;
+    c->born[id] = ev;
+    uint64_t need = need_align(kind, size, align);
+    if ((uintptr_t)p & (need - 1)) {
+        ctx->st.misaligned++;
+        rp_buf_t *b = scratch();
+        event_head(b, ctx, ev, kind, size, id, 1);
+        rp_puts(b, "block ");
+        rp_putx(b, (uintptr_t)p);
+        rp_puts(b, " is not aligned to ");
+        rp_putu(b, need);
+        rp_puts(b, " bytes");
+        report(ctx, b);
+    }
+    if (kind == HL_CALLOC) {
+        const unsigned char *q = p;
+        for (uint64_t i = 0; i < size; i++)
+            if (q[i]) {
+                rp_buf_t *b = scratch();
+                event_head(b, ctx, ev, kind, size, id, 1);
+                rp_puts(b, "calloc's block ");
+                rp_putx(b, (uintptr_t)p);
+                rp_puts(b, " is not zeroed: byte ");
+                rp_putu(b, i);
+                rp_puts(b, " is ");
+                rp_putx(b, q[i]);
+                report(ctx, b);
+                break;
+            }
+    }
+    if (id >= RP_NIL) {
+        c->live[id] = 2;
+    } else {
+        uint32_t other = rp_treap_insert(c, ctx->obj, (uint32_t)id);
+        if (other != RP_NIL) {
+            c->live[id] = 2;
+            rp_buf_t *b = scratch();
+            event_head(b, ctx, ev, kind, size, id, 1);
+            rp_puts(b, "block [");
+            rp_putx(b, (uintptr_t)p);
+            rp_puts(b, ", +");
+            rp_putu(b, size);
+            rp_puts(b, ") overlaps live object ");
+            rp_putu(b, other);
+            rp_puts(b, " [");
+            rp_putx(b, (uintptr_t)ctx->obj[other]);
+            rp_puts(b, ", +");
+            rp_putu(b, c->size[other]);
+            rp_puts(b, ") created at event ");
+            rp_putu(b, c->born[other]);
+            report(ctx, b);
+        }
+    }
+    /* The whole block, the prefix a realloc kept (verified already) included. */
+    rp_fill(p, size, id);
+}
+
+/* Object `id` is released (free, realloc_free, or the old side of realloc). */
+static void released(rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t id) {
+    if (ctx->mode == RP_PLAIN) return;
+    if (!ctx->obj[id]) return; /* its allocation returned NULL: already counted */
+    ctx->st.live_bytes -= ctx->size[id];
+    if (ctx->mode == RP_TOUCH) {
+        ctx->st.live_usable -= ctx->usable[id];
+        return;
+    }
+    verify_payload(ctx, ev, kind, id);
+    rp_treap_remove(ctx->check, ctx->obj, id);
+}
+
+static void *call_alloc(unsigned kind, uint64_t size, uint64_t align) {
+    switch (kind) {
+    case HL_MALLOC:
+        return rp_call_malloc(size);
+    case HL_CALLOC:
+        return rp_call_calloc(size);
+    case HL_MEMALIGN:
+        return rp_call_memalign(align, size);
+    case HL_POSIX_MEMALIGN:
+        return rp_call_posix_memalign(align, size);
+    case HL_ALIGNED_ALLOC:
+        return rp_call_aligned_alloc(align, size);
+    case HL_VALLOC:
+        return rp_call_valloc(size);
+    case HL_PVALLOC:
+        return rp_call_pvalloc(size);
+    default:
+        return NULL;
+    }
+}
+
+/* One op of any kind; i is its index in the chunk. */
+static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
+    uint8_t b = rp_op_byte(op);
+    unsigned kind = b & HL_OP_KIND_MASK;
+    uint64_t size = rp_op_size(op), ev = ctx->event + i;
+    rp_current_event = ev;
+    switch (kind) {
+    case HL_FREE:
+        released(ctx, ev, kind, op->x);
+        rp_call_free(ctx->obj[op->x]);
+        return;
+    case HL_REALLOC_FREE: {
+        released(ctx, ev, kind, op->x);
+        void *q = rp_call_realloc_free(ctx->obj[op->x]);
+        if (q) {
+            ctx->st.realloc0_block++;
+            rp_call_free(q);
+        }
+        return;
+    }
+    case HL_REALLOC: {
+        if (b & HL_OP_FAILED) {
+            ctx->st.failed_realloc_skip++;
+            return;
+        }
+        int has_old = !(b & HL_OP_OLD_NULL);
+        void *p = has_old ? ctx->obj[op->x] : NULL;
+        uint64_t old_size = has_old && ctx->mode != RP_PLAIN && p ? ctx->size[op->x] : 0;
+        if (has_old) released(ctx, ev, kind, op->x);
+        if (ctx->hints) deliver_hint(ctx, i, kind, size, 0);
+        void *q = rp_call_realloc(p, size);
+        uint64_t kept = old_size < size ? old_size : size;
+        if (q && kept && ctx->mode == RP_CHECK) {
+            uint64_t at = rp_verify(q, 0, kept, op->x);
+            if (at < kept) {
+                rp_buf_t *m = scratch();
+                event_head(m, ctx, ev, kind, size, ctx->nid, 1);
+                rp_puts(m, "realloc of object ");
+                rp_putu(m, op->x);
+                rp_puts(m, " lost its payload: byte ");
+                rp_putu(m, at);
+                rp_puts(m, " of the ");
+                rp_putu(m, kept);
+                rp_puts(m, " bytes it must keep is ");
+                rp_putx(m, ((unsigned char *)q)[at]);
+                rp_puts(m, ", expected ");
+                rp_putx(m, rp_pattern_byte(op->x, at));
+                report(ctx, m);
+            }
+        }
+        if (!q && size == 0 && has_old) { /* realloc(p, 0) freed p, as glibc's does */
+            ctx->obj[ctx->nid++] = NULL;
+            return;
+        }
+        created(ctx, ev, kind, q, size, 0, kept);
+        return;
+    }
+    default: {
+        if (kind > HL_PVALLOC) return; /* cannot happen: the reader rejects reserved kinds */
+        uint64_t align = hl_kind_has_align(kind) ? op->x : 0;
+        if (ctx->hints && !(b & HL_OP_FAILED)) deliver_hint(ctx, i, kind, size, align);
+        void *p = call_alloc(kind, size, align);
+        if (b & HL_OP_FAILED) {
+            ctx->st.failed_replayed++;
+            if (p) {
+                ctx->st.failed_now_succeed++;
+                rp_call_free(p);
+            }
+            return;
+        }
+        created(ctx, ev, kind, p, size, align, 0);
+        return;
+    }
+    }
+}
+
+void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx) {
+    for (uint64_t i = 0; rp_op_byte(op) != RP_OP_END; i++, op++)
+        one(ctx, op, i);
+}
+
+/* An op the lean loop does not handle inline: through `one`, the general
+ * path.  Returns the new slot pointer (obj + next id). */
+__attribute__((noinline, visibility("hidden"))) void **rp_lean_rare(const rp_op_t *op, void **slot,
+                                                                    rp_ctx_t *ctx) {
+    ctx->nid = (uint64_t)(slot - ctx->obj);
+    one(ctx, op, (uint64_t)(op - ctx->chunk));
+    return ctx->obj + ctx->nid;
+}
+
+#if defined(__x86_64__)
+/* lean_x86_64.S: the same loop as below, by hand (9 instructions per malloc
+ * and 7 per free, where gcc's code for the C spends 12 and 9). */
+void **rp_lean_x86_64(const rp_op_t *op, void **obj, void **slot, rp_ctx_t *ctx);
+
+uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
+    ctx->chunk = op;
+    return (uint64_t)(rp_lean_x86_64(op, ctx->obj, ctx->obj + ctx->nid, ctx) - ctx->obj);
+}
+#else
+uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+    static const void *const T[256] = {
+        [0 ... 255] = &&rare,       [HL_MALLOC] = &&l_malloc, [HL_CALLOC] = &&l_calloc,
+        [HL_REALLOC] = &&l_realloc, [HL_FREE] = &&l_free,     [RP_OP_END] = &&done,
+    };
+#pragma GCC diagnostic pop
+    void **const obj = ctx->obj;
+    void **slot = obj + ctx->nid; /* where the next new object's pointer goes */
+    uint64_t w = op->w;
+    ctx->chunk = op;
+#define NEXT()                                                                                     \
+    do {                                                                                           \
+        w = (++op)->w;                                                                             \
+        goto *T[(uint8_t)w];                                                                       \
+    } while (0)
+    goto *T[(uint8_t)w];
+l_malloc:
+    *slot++ = malloc(w >> 8);
+    NEXT();
+l_free:
+    free(obj[op->x]);
+    NEXT();
+l_calloc:
+    *slot++ = calloc(1, w >> 8);
+    NEXT();
+l_realloc:
+    *slot++ = realloc(obj[op->x], w >> 8);
+    NEXT();
+rare:
+    slot = rp_lean_rare(op, slot, ctx);
+    NEXT();
+done:
+#undef NEXT
+    return (uint64_t)(slot - obj);
+}
+#endif

@@ -1,0 +1,616 @@
+/*
+ * heaplab-replay: re-executes a heaplab trace against whatever malloc the
+ * process has loaded (LD_PRELOAD picks the allocator), and prints one JSON
+ * object on stdout.  docs/replay.md is the user's manual.
+ *
+ *   pass 1  read the whole trace: validate it (a bad trace fails here, before
+ *           any allocation), count events and objects, peak live bytes, the
+ *           stack table for site hints
+ *   setup   map and touch every table the replay needs (object id -> pointer,
+ *           ...), reset the RSS high-water mark, take the baseline
+ *   pass 2  read again; decode RP_CHUNK events into ops (untimed), run them
+ *           (timed), repeat
+ *   report  footprint (heaplab_alloc_stats when the allocator exports it),
+ *           RSS growth, check results, JSON
+ *
+ * One thread replays every event in trace order, whatever thread recorded it.
+ * Nothing here calls malloc: memory is mmap'd (os.c), output goes through
+ * write(2) (fmt.c), and the allocator's optional exports are weak references,
+ * not dlsym, whose failure path allocates.
+ */
+#include "rp.h"
+
+#include <string.h>
+
+#define VERSION "heaplab-replay 0.1.0"
+
+static const char USAGE[] =
+    "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--general] [--max-problems "
+    "N] TRACE\n"
+    "\n"
+    "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
+    "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
+    "\n"
+    "  --mode plain    the allocator's cost alone: calls only, payloads untouched (default)\n"
+    "  --mode touch    write every new object's bytes, as a program initializes what it\n"
+    "                  allocates; also tracks malloc_usable_size (internal fragmentation)\n"
+    "  --mode check    fill every payload with a per-object pattern, verify it at free,\n"
+    "                  realloc and the end, detect overlapping live blocks, misalignment and\n"
+    "                  calloc blocks that are not zeroed; exit status 3 on any problem\n"
+    "  --site-hints    before each allocation, pass the recorded call site to the\n"
+    "                  allocator's heaplab_site_hint() if it exports one (heaplab_site.h)\n"
+    "  --general       run plain mode through the general loop, which calls the allocator\n"
+    "                  through one function per entry point (rp_call_malloc, ...) so that\n"
+    "                  callgrind attributes instructions to each kind of call\n"
+    "  --max-problems N  check mode: describe at most N problems (default 20; all are counted)\n"
+    "\n"
+    "Events of every thread are replayed on one thread, in trace order. Exit status: 0 done,\n"
+    "1 unreadable trace, 2 bad usage, 3 check found problems, 4 a call that succeeded when\n"
+    "recorded returned NULL.\n";
+
+static void die_usage(const char *what, const char *arg) {
+    rp_buf_t b;
+    rp_buf_init(&b, 4096);
+    rp_puts(&b, "heaplab-replay: ");
+    rp_puts(&b, what);
+    if (arg) {
+        rp_puts(&b, arg);
+    }
+    rp_puts(&b, "\n\n");
+    rp_puts(&b, USAGE);
+    rp_flush(&b, 2);
+    rp_exit(2);
+}
+
+/* ---------------------------------------------------------------- growable arrays */
+
+typedef struct vec {
+    void *p;
+    size_t len, cap, elem;
+} vec_t;
+
+static void vec_push(vec_t *v, const void *e) {
+    if (v->len == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 4096;
+        v->p = rp_remap(v->p, v->cap * v->elem, cap * v->elem);
+        v->cap = cap;
+    }
+    memcpy((char *)v->p + v->len * v->elem, e, v->elem);
+    v->len++;
+}
+
+/* ---------------------------------------------------------------- pass 1 */
+
+typedef struct trace_info {
+    uint64_t events, kinds[HL_KIND_COUNT], failed, inherited, ids, threads;
+    uint64_t live, peak_live, peak_objects;
+    int cut_short;
+    char warning[512];
+    vec_t mod_hash;    /* module id -> fnv1a64(basename); index 0 unused */
+    vec_t stack_first; /* stack id -> first frame index; index 0 unused */
+    vec_t stack_n;     /* stack id -> nframes (uint32) */
+    vec_t frame_mod;   /* uint32 */
+    vec_t frame_off;   /* uint64 */
+} trace_info_t;
+
+static void trace_error(const hl_error_t *e) {
+    char msg[1024];
+    hl_error_format(e, msg, sizeof msg);
+    rp_buf_t b;
+    rp_buf_init(&b, 4096);
+    rp_puts(&b, "heaplab-replay: ");
+    rp_puts(&b, msg);
+    rp_putc(&b, '\n');
+    rp_flush(&b, 2);
+}
+
+static hl_reader_t *open_reader(int fd, const char *path) {
+    hl_error_t err;
+    hl_reader_t *r = hl_reader_new(&rp_mem, hl_fd_read, (void *)(intptr_t)fd, path, &err);
+    if (!r) {
+        trace_error(&err);
+        rp_exit(1);
+    }
+    return r;
+}
+
+static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
+    hl_reader_t *r = open_reader(fd, path);
+    hl_item_t it;
+    int rc;
+    uint64_t zero = 0;
+    uint32_t zero32 = 0;
+    ti->mod_hash.elem = 8;
+    ti->stack_first.elem = 8;
+    ti->stack_n.elem = 4;
+    ti->frame_mod.elem = 4;
+    ti->frame_off.elem = 8;
+    if (want_sites) {
+        vec_push(&ti->mod_hash, &zero);
+        vec_push(&ti->stack_first, &zero);
+        vec_push(&ti->stack_n, &zero32);
+    }
+    while ((rc = hl_reader_next(r, &it)) == 1) {
+        switch (it.kind) {
+        case HL_ITEM_EVENT: {
+            const hl_event_t *e = &it.u.event;
+            ti->events++;
+            ti->kinds[e->kind]++;
+            ti->failed += e->failed;
+            ti->inherited += e->inherited;
+            if (e->has_id) {
+                ti->ids = e->id + 1;
+                ti->live += e->size;
+            }
+            if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old && !e->failed))
+                ti->live -= e->kind == HL_REALLOC ? e->old_size : e->size;
+            if (ti->live > ti->peak_live) ti->peak_live = ti->live;
+            uint64_t lo = hl_reader_live_objects(r);
+            if (lo > ti->peak_objects) ti->peak_objects = lo;
+            break;
+        }
+        case HL_ITEM_THREAD:
+            ti->threads++;
+            break;
+        case HL_ITEM_MODULE:
+            if (want_sites) {
+                /* the key's module half: the same fold heaplab_frame_key does */
+                uint64_t h =
+                    heaplab_frame_key((const char *)it.u.module.path.ptr, it.u.module.path.len, 0);
+                while (ti->mod_hash.len < (size_t)it.u.module.id)
+                    vec_push(&ti->mod_hash, &zero);
+                vec_push(&ti->mod_hash, &h);
+            }
+            break;
+        case HL_ITEM_STACK:
+            if (want_sites) {
+                uint64_t first = ti->frame_off.len;
+                uint32_t n = it.u.stack.nframes;
+                vec_push(&ti->stack_first, &first);
+                vec_push(&ti->stack_n, &n);
+                for (uint32_t i = 0; i < n; i++) {
+                    vec_push(&ti->frame_mod, &it.u.stack.frames[i].module);
+                    vec_push(&ti->frame_off, &it.u.stack.frames[i].offset);
+                }
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0) {
+        const hl_error_t *e = hl_reader_error(r);
+        if (!hl_error_is_cut_short(e)) {
+            trace_error(e);
+            rp_exit(1);
+        }
+        ti->cut_short = 1;
+        hl_error_format(e, ti->warning, sizeof ti->warning);
+    }
+    hl_reader_free(r);
+}
+
+/* Frame keys from the trace's (module, offset) frames (heaplab_site.h). */
+static void build_sites(trace_info_t *ti, rp_sites_t *s) {
+    s->nstacks = ti->stack_n.len ? ti->stack_n.len - 1 : 0;
+    s->first = ti->stack_first.p;
+    s->nframes = ti->stack_n.p;
+    s->keys = rp_map((ti->frame_off.len + 1) * 8);
+    s->site_key = rp_map((s->nstacks + 1) * 8);
+    const uint32_t *fm = ti->frame_mod.p;
+    const uint64_t *fo = ti->frame_off.p;
+    const uint64_t *mh = ti->mod_hash.p;
+    uint64_t empty = heaplab_frame_key("", 0, 0);
+    for (size_t i = 0; i < ti->frame_off.len; i++) {
+        uint64_t h = fm[i] && fm[i] < ti->mod_hash.len ? mh[fm[i]] : empty;
+        s->keys[i] = h ^ (fo[i] * 0x9E3779B97F4A7C15ull);
+    }
+    for (uint64_t id = 1; id <= s->nstacks; id++)
+        s->site_key[id] = heaplab_site_hash(s->keys + s->first[id], s->nframes[id]);
+}
+
+/* ---------------------------------------------------------------- crash report */
+
+static rp_ctx_t *crash_ctx;
+static int crash_lean;
+
+static void on_crash(int sig) {
+    char tmp[400];
+    rp_buf_t b = {tmp, 0, sizeof tmp};
+    rp_puts(&b, "heaplab-replay: died of ");
+    rp_puts(&b, rp_signal_name(sig));
+    if (crash_ctx) {
+        if (crash_lean) {
+            rp_puts(&b, " in the chunk of events starting at event ");
+            rp_putu(&b, crash_ctx->event);
+        } else {
+            rp_puts(&b, " while replaying event ");
+            rp_putu(&b, rp_current_event);
+        }
+        rp_puts(&b, " (in the allocator, or writing a block it handed out)\n");
+    } else {
+        rp_puts(&b, " before the replay began\n");
+    }
+    rp_write_all(2, b.p, b.len);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void *touch_table(uint64_t n, size_t elem) {
+    size_t bytes = (size_t)(n ? n : 1) * elem;
+    void *p = rp_map(bytes);
+    memset(p, 0, bytes); /* fault every page in now, so that it is in the baseline */
+    return p;
+}
+
+int main(int argc, char **argv) {
+    int mode = RP_PLAIN, hints = 0, general = 0;
+    uint64_t max_problems = 20;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            rp_write_all(1, USAGE, sizeof USAGE - 1);
+            return 0;
+        } else if (!strcmp(a, "--version")) {
+            rp_write_all(1, VERSION "\n", sizeof VERSION);
+            return 0;
+        } else if (!strcmp(a, "--mode") || !strncmp(a, "--mode=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) die_usage("--mode needs a value: plain, touch or check", NULL);
+            if (!strcmp(v, "plain"))
+                mode = RP_PLAIN;
+            else if (!strcmp(v, "touch"))
+                mode = RP_TOUCH;
+            else if (!strcmp(v, "check"))
+                mode = RP_CHECK;
+            else
+                die_usage("--mode takes plain, touch or check, not ", v);
+        } else if (!strcmp(a, "--site-hints")) {
+            hints = 1;
+        } else if (!strcmp(a, "--general")) {
+            general = 1;
+        } else if (!strcmp(a, "--max-problems")) {
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            if (!v || !*v) die_usage("--max-problems needs a number", NULL);
+            max_problems = 0;
+            for (const char *s = v; *s; s++) {
+                if (*s < '0' || *s > '9') die_usage("--max-problems takes a number, not ", v);
+                max_problems = max_problems * 10 + (uint64_t)(*s - '0');
+            }
+        } else if (a[0] == '-' && a[1]) {
+            die_usage("unknown option ", a);
+        } else if (!path) {
+            path = a;
+        } else {
+            die_usage("one trace at a time; extra argument ", a);
+        }
+    }
+    if (!path) die_usage("no trace given", NULL);
+
+    int fd = rp_open(path);
+    if (fd < 0) {
+        rp_buf_t b;
+        rp_buf_init(&b, 4096);
+        rp_puts(&b, "heaplab-replay: ");
+        rp_puts(&b, path);
+        rp_puts(&b, ": ");
+        rp_puts(&b, rp_strerror(rp_errno()));
+        rp_putc(&b, '\n');
+        rp_flush(&b, 2);
+        return 1;
+    }
+
+    /* pass 1 */
+    static trace_info_t ti;
+    uint64_t t_decode0 = rp_now_ns();
+    pass1(fd, path, hints, &ti);
+    if (ti.ids >= RP_NIL && mode == RP_CHECK)
+        die_usage("check mode handles fewer than 2^32 objects", NULL);
+
+    /* setup: every table now, touched */
+    static rp_ctx_t ctx;
+    static rp_check_t chk;
+    static rp_sites_t sites;
+    rp_buf_t msgs, jprobs, out;
+    rp_buf_init(&msgs, 1 << 16);
+    rp_buf_init(&jprobs, 1 << 16);
+    rp_buf_init(&out, 1 << 16);
+    ctx.mode = mode;
+    ctx.hints = hints && heaplab_site_hint != NULL;
+    ctx.obj = touch_table(ti.ids, sizeof(void *));
+    if (mode == RP_TOUCH) {
+        ctx.usable = touch_table(ti.ids, 8);
+        ctx.size = touch_table(ti.ids, 8);
+    }
+    if (mode == RP_CHECK) {
+        rp_check_init(&chk, ti.ids, max_problems, &msgs, &jprobs);
+        memset(chk.size, 0, (ti.ids ? ti.ids : 1) * 8);
+        memset(chk.born, 0, (ti.ids ? ti.ids : 1) * 8);
+        ctx.check = &chk;
+        ctx.size = chk.size;
+    }
+    uint32_t *op_stack = NULL;
+    if (ctx.hints) {
+        build_sites(&ti, &sites);
+        ctx.sites = &sites;
+        op_stack = touch_table(RP_CHUNK + 1, sizeof *op_stack);
+        ctx.op_stack = op_stack;
+    }
+    rp_op_t *ops = touch_table(RP_CHUNK + 1, sizeof *ops);
+    int lean = mode == RP_PLAIN && !ctx.hints && !general;
+
+    /* pass 2 */
+    if (rp_rewind(fd) != 0) {
+        die_usage("cannot read the trace twice (it must be a regular file): ", path);
+    }
+    hl_reader_t *r = open_reader(fd, path);
+    uint64_t decode_ns = rp_now_ns() - t_decode0;
+    heaplab_alloc_stats_t st0;
+    memset(&st0, 0, sizeof st0);
+    if (heaplab_alloc_stats_reset_peak) heaplab_alloc_stats_reset_peak();
+    int hwm_reset = rp_reset_hwm();
+    uint64_t rss0, hwm0;
+    rp_rss(&rss0, &hwm0);
+    crash_ctx = &ctx;
+    crash_lean = lean;
+    rp_on_crash(on_crash);
+
+    uint64_t timed_ns = 0, chunks = 0;
+    hl_item_t it;
+    int rc = 1;
+    while (rc == 1) {
+        uint64_t t0 = rp_now_ns();
+        size_t n = 0;
+        while (n < RP_CHUNK && (rc = hl_reader_next(r, &it)) == 1) {
+            if (it.kind != HL_ITEM_EVENT) continue;
+            const hl_event_t *e = &it.u.event;
+            uint8_t b = e->kind;
+            uint64_t x = 0;
+            if (e->failed) b |= HL_OP_FAILED;
+            if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old))
+                x = e->old;
+            else if (e->kind == HL_REALLOC)
+                b |= HL_OP_OLD_NULL;
+            else if (hl_kind_has_align(e->kind))
+                x = e->align;
+            uint64_t size = e->size > RP_SIZE_MAX ? RP_SIZE_MAX : e->size;
+            if (hl_kind_is_release(e->kind)) size = 0;
+            ops[n].w = size << 8 | b;
+            ops[n].x = x;
+            if (op_stack) op_stack[n] = e->stack;
+            n++;
+        }
+        ops[n].w = RP_OP_END;
+        ops[n].x = 0;
+        uint64_t t1 = rp_now_ns();
+        decode_ns += t1 - t0;
+        if (n == 0) break;
+        uint64_t nid0 = ctx.nid;
+        if (lean) {
+            uint64_t s = rp_now_ns();
+            ctx.nid = rp_exec_lean(ops, &ctx);
+            timed_ns += rp_now_ns() - s;
+            for (uint64_t id = nid0; id < ctx.nid; id++)
+                ctx.st.unexpected_null += ctx.obj[id] == NULL;
+        } else {
+            uint64_t s = rp_now_ns();
+            rp_exec_general(ops, &ctx);
+            timed_ns += rp_now_ns() - s;
+            if (mode == RP_PLAIN)
+                for (uint64_t id = nid0; id < ctx.nid; id++)
+                    ctx.st.unexpected_null += ctx.obj[id] == NULL;
+        }
+        ctx.event += n;
+        chunks++;
+    }
+    crash_ctx = NULL;
+    /* rc < 0 here is the cut-short tail pass 1 already reported */
+
+    uint64_t rss1, hwm1;
+    rp_rss(&rss1, &hwm1);
+    heaplab_alloc_stats_t st1;
+    int have_stats = heaplab_alloc_stats != NULL;
+    if (have_stats) {
+        memset(&st1, 0, sizeof st1);
+        heaplab_alloc_stats(&st1, sizeof st1);
+    }
+    if (mode == RP_CHECK) rp_check_live_at_end(&ctx);
+
+    /* ---- the report ---- */
+    int f = 1;
+    rp_putc(&out, '{');
+    rp_key(&out, &f, "replayer");
+    rp_put_jstr(&out, VERSION);
+    rp_key(&out, &f, "trace");
+    rp_put_jstr(&out, path);
+    rp_key(&out, &f, "mode");
+    rp_put_jstr(&out, mode == RP_PLAIN ? "plain" : mode == RP_TOUCH ? "touch" : "check");
+    rp_key(&out, &f, "loop");
+    rp_put_jstr(&out, lean ? "lean" : "general");
+    rp_key(&out, &f, "allocator");
+    if (heaplab_alloc_info && heaplab_alloc_info())
+        rp_put_jstr(&out, heaplab_alloc_info()->name);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "events");
+    rp_putu(&out, ti.events);
+    rp_key(&out, &f, "kinds");
+    rp_putc(&out, '{');
+    for (unsigned k = 0; k < HL_KIND_COUNT; k++) {
+        if (k) rp_putc(&out, ',');
+        rp_put_jstr(&out, hl_kind_name(k));
+        rp_putc(&out, ':');
+        rp_putu(&out, ti.kinds[k]);
+    }
+    rp_putc(&out, '}');
+    rp_key(&out, &f, "failed_events");
+    rp_putu(&out, ti.failed);
+    rp_key(&out, &f, "inherited_events");
+    rp_putu(&out, ti.inherited);
+    rp_key(&out, &f, "objects");
+    rp_putu(&out, ti.ids);
+    rp_key(&out, &f, "trace_threads");
+    rp_putu(&out, ti.threads);
+    rp_key(&out, &f, "replay_threads");
+    rp_putu(&out, 1);
+    rp_key(&out, &f, "cut_short");
+    rp_puts(&out, ti.cut_short ? "true" : "false");
+    rp_key(&out, &f, "trace_warning");
+    if (ti.cut_short)
+        rp_put_jstr(&out, ti.warning);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "timed_ns");
+    rp_putu(&out, timed_ns);
+    rp_key(&out, &f, "decode_ns");
+    rp_putu(&out, decode_ns);
+    rp_key(&out, &f, "chunks");
+    rp_putu(&out, chunks);
+    rp_key(&out, &f, "peak_live_bytes");
+    rp_putu(&out, ti.peak_live);
+    rp_key(&out, &f, "peak_live_objects");
+    rp_putu(&out, ti.peak_objects);
+
+    rp_key(&out, &f, "footprint");
+    if (have_stats) {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "source");
+        rp_put_jstr(&out, "heaplab_alloc_stats");
+        rp_key(&out, &g, "peak_bytes");
+        rp_putu(&out, st1.footprint_peak_bytes);
+        rp_key(&out, &g, "end_bytes");
+        rp_putu(&out, st1.footprint_bytes);
+        rp_key(&out, &g, "heap_peak_bytes");
+        rp_putu(&out, st1.heap_peak_bytes);
+        rp_key(&out, &g, "mapped_peak_bytes");
+        rp_putu(&out, st1.mapped_peak_bytes);
+        rp_key(&out, &g, "os_calls");
+        rp_putu(&out, st1.os_calls);
+        rp_key(&out, &g, "mallocs");
+        rp_putu(&out, st1.mallocs);
+        rp_key(&out, &g, "frees");
+        rp_putu(&out, st1.frees);
+        rp_key(&out, &g, "reallocs");
+        rp_putu(&out, st1.reallocs);
+        rp_key(&out, &g, "memaligns");
+        rp_putu(&out, st1.memaligns);
+        rp_key(&out, &g, "pad");
+        rp_putu(&out, st1.pad);
+        rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+
+    rp_key(&out, &f, "rss");
+    {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "baseline_bytes");
+        rp_putu(&out, rss0);
+        rp_key(&out, &g, "peak_bytes");
+        rp_putu(&out, hwm1);
+        rp_key(&out, &g, "growth_bytes");
+        rp_putu(&out, hwm1 > rss0 ? hwm1 - rss0 : 0);
+        rp_key(&out, &g, "end_bytes");
+        rp_putu(&out, rss1);
+        rp_key(&out, &g, "hwm_reset");
+        rp_puts(&out, hwm_reset ? "true" : "false");
+        rp_putc(&out, '}');
+    }
+
+    rp_key(&out, &f, "usable");
+    if (mode == RP_TOUCH) {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "peak_live_usable_bytes");
+        rp_putu(&out, ctx.st.peak_live_usable);
+        rp_key(&out, &g, "usable_at_peak_live_bytes");
+        rp_putu(&out, ctx.st.usable_at_peak);
+        rp_key(&out, &g, "peak_live_bytes");
+        rp_putu(&out, ctx.st.peak_live_bytes);
+        rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+
+    rp_key(&out, &f, "site_hints");
+    {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "requested");
+        rp_puts(&out, hints ? "true" : "false");
+        rp_key(&out, &g, "hook");
+        rp_puts(&out, heaplab_site_hint ? "true" : "false");
+        rp_key(&out, &g, "delivered");
+        rp_putu(&out, ctx.st.hints);
+        rp_key(&out, &g, "stacks");
+        rp_putu(&out, sites.nstacks);
+        rp_putc(&out, '}');
+    }
+
+    rp_key(&out, &f, "replay");
+    {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "unexpected_null");
+        rp_putu(&out, ctx.st.unexpected_null);
+        rp_key(&out, &g, "failed_replayed");
+        rp_putu(&out, ctx.st.failed_replayed);
+        rp_key(&out, &g, "failed_now_succeeded");
+        rp_putu(&out, ctx.st.failed_now_succeed);
+        rp_key(&out, &g, "failed_realloc_skipped");
+        rp_putu(&out, ctx.st.failed_realloc_skip);
+        rp_key(&out, &g, "realloc0_returned_block");
+        rp_putu(&out, ctx.st.realloc0_block);
+        rp_putc(&out, '}');
+    }
+
+    rp_key(&out, &f, "check");
+    if (mode == RP_CHECK) {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "problems");
+        rp_putu(&out, chk.problems);
+        rp_key(&out, &g, "misaligned");
+        rp_putu(&out, ctx.st.misaligned);
+        rp_key(&out, &g, "reported");
+        rp_putc(&out, '[');
+        rp_putn(&out, jprobs.p, jprobs.len);
+        rp_putc(&out, ']');
+        rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+    rp_puts(&out, "}\n");
+    rp_flush(&out, 1);
+
+    if (ti.cut_short) {
+        rp_buf_t b;
+        rp_buf_init(&b, 4096);
+        rp_puts(&b, "heaplab-replay: warning: ");
+        rp_puts(&b, ti.warning);
+        rp_puts(&b, "; replayed the events before it\n");
+        rp_flush(&b, 2);
+    }
+    if (mode == RP_CHECK && chk.problems) {
+        if (chk.problems > max_problems) {
+            rp_puts(&msgs, "heaplab-replay: check: ... and ");
+            rp_putu(&msgs, chk.problems - max_problems);
+            rp_puts(&msgs, " more problems\n");
+        }
+        rp_flush(&msgs, 2);
+        return 3;
+    }
+    if (ctx.st.unexpected_null) {
+        rp_buf_t b;
+        rp_buf_init(&b, 4096);
+        rp_puts(&b, "heaplab-replay: ");
+        rp_putu(&b, ctx.st.unexpected_null);
+        rp_puts(&b, " allocations that succeeded when recorded returned NULL\n");
+        rp_flush(&b, 2);
+        return 4;
+    }
+    return 0;
+}

@@ -1,0 +1,221 @@
+/*
+ * os.c: the only file of the replayer that talks to the OS.
+ *
+ * Memory is mmap'd pages, never malloc.  The trace reader gets `rp_mem`, an
+ * hl_mem_t that keeps every region it hands out mapped after release and
+ * hands it out again (smallest cached region that fits, zeroed), so that the
+ * second pass over a trace allocates exactly what the first pass left
+ * behind: the replayer's resident memory does not grow while it replays, and
+ * "peak RSS minus the baseline" is the allocator's.
+ */
+#define _GNU_SOURCE
+#include "rp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die_nomem(size_t bytes) {
+    rp_buf_t b;
+    char tmp[160];
+    b.p = tmp;
+    b.len = 0;
+    b.cap = sizeof tmp;
+    rp_puts(&b, "heaplab-replay: mmap of ");
+    rp_putu(&b, bytes);
+    rp_puts(&b, " bytes failed: ");
+    rp_puts(&b, strerror(errno));
+    rp_putc(&b, '\n');
+    rp_write_all(2, b.p, b.len);
+    _exit(1);
+}
+
+static size_t page_round(size_t n) {
+    return (n + 4095) & ~(size_t)4095;
+}
+
+void *rp_map(size_t bytes) {
+    bytes = page_round(bytes ? bytes : 1);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) die_nomem(bytes);
+    return p;
+}
+
+void rp_unmap(void *p, size_t bytes) {
+    if (p) munmap(p, page_round(bytes ? bytes : 1));
+}
+
+void *rp_remap(void *p, size_t old_bytes, size_t new_bytes) {
+    if (!p) return rp_map(new_bytes);
+    void *q =
+        mremap(p, page_round(old_bytes ? old_bytes : 1), page_round(new_bytes), MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) die_nomem(new_bytes);
+    return q;
+}
+
+/* ---------------------------------------------------------------- the caching hl_mem_t */
+
+#define CACHE_SLOTS 512
+static struct {
+    void *p;
+    size_t cap;
+    int used;
+} cache[CACHE_SLOTS];
+
+static void *cache_alloc(void *ctx, size_t size) {
+    (void)ctx;
+    size_t need = page_round(size ? size : 1);
+    int best = -1;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].p && !cache[i].used && cache[i].cap >= need &&
+            (best < 0 || cache[i].cap < cache[best].cap))
+            best = i;
+    if (best >= 0) {
+        cache[best].used = 1;
+        memset(cache[best].p, 0, need);
+        return cache[best].p;
+    }
+    void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (!cache[i].p) {
+            cache[i].p = p;
+            cache[i].cap = need;
+            cache[i].used = 1;
+            return p;
+        }
+    return p; /* table full: an uncached region, unmapped at release */
+}
+
+static void cache_release(void *ctx, void *p, size_t size) {
+    (void)ctx;
+    if (!p) return;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].p == p) {
+            cache[i].used = 0;
+            return;
+        }
+    munmap(p, page_round(size ? size : 1));
+}
+
+const hl_mem_t rp_mem = {cache_alloc, cache_release, NULL};
+
+/* ---------------------------------------------------------------- files, clocks, exit */
+
+uint64_t rp_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int rp_open(const char *path) {
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+int rp_rewind(int fd) {
+    return lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1;
+}
+void rp_close(int fd) {
+    close(fd);
+}
+int rp_errno(void) {
+    return errno;
+}
+const char *rp_strerror(int err) {
+    return strerror(err);
+}
+
+void rp_write_all(int fd, const char *buf, size_t len) {
+    while (len) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void rp_exit(int code) {
+    _exit(code);
+}
+
+/* ---------------------------------------------------------------- /proc */
+
+static uint64_t status_field(const char *text, const char *name) {
+    const char *s = strstr(text, name);
+    if (!s) return 0;
+    s += strlen(name);
+    while (*s == ' ' || *s == '\t')
+        s++;
+    uint64_t v = 0;
+    while (*s >= '0' && *s <= '9')
+        v = v * 10 + (uint64_t)(*s++ - '0');
+    return v * 1024; /* kB */
+}
+
+void rp_rss(uint64_t *rss, uint64_t *hwm) {
+    static char text[8192];
+    *rss = *hwm = 0;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return;
+    text[n] = 0;
+    *rss = status_field(text, "VmRSS:");
+    *hwm = status_field(text, "VmHWM:");
+}
+
+int rp_reset_hwm(void) {
+    int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int ok = write(fd, "5", 1) == 1;
+    close(fd);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- crashes */
+
+static void (*crash_handler)(int);
+
+static void on_signal(int sig) {
+    crash_handler(sig);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void rp_on_crash(void (*handler)(int)) {
+    static char altstack[65536];
+    stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    crash_handler = handler;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
+const char *rp_signal_name(int sig) {
+    switch (sig) {
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGABRT:
+        return "SIGABRT";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGILL:
+        return "SIGILL";
+    default:
+        return "a signal";
+    }
+}

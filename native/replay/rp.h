@@ -1,0 +1,176 @@
+/*
+ * rp.h: what the files of the replayer (native/replay) share.
+ *
+ *   main.c    flags, the two passes over the trace, the JSON report
+ *   exec.c    the executors: a lean threaded loop (plain mode) and a general
+ *             one (touch, check, site hints, per-kind call counting)
+ *   check.c   payload patterns and the address-ordered treap of live blocks
+ *   fmt.c     a string builder for messages and JSON (no malloc, no stdio)
+ *   os.c      the only file that talks to the OS: mmap, files, clocks, /proc
+ *
+ * The replayer never calls malloc for its own needs: every buffer comes from
+ * mmap (os.c), so the heap it measures holds only the trace's objects.
+ *
+ * An op (16 bytes), decoded from one trace event outside the timed region:
+ *
+ *    w = size << 8 | op byte          x = old object id   (free, realloc_free, realloc)
+ *        op byte = kind | FAILED | OLD_NULL                 alignment (memalign family)
+ *                                                           0 (malloc, calloc)
+ *
+ * New object ids are not stored: they are assigned in stream order, so the
+ * executor counts them (`nid`) exactly as the recorder did.  A sentinel op
+ * (byte RP_OP_END) closes every chunk, so the lean loop has no bounds test.
+ */
+#ifndef RP_H
+#define RP_H
+
+#include "hltrace.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RP_OP_END   0xffu
+#define RP_SIZE_MAX ((UINT64_C(1) << 56) - 1) /* sizes above are clamped (failed calls only) */
+#define RP_CHUNK    65536                     /* ops decoded, then executed, at a time */
+
+typedef struct rp_op {
+    uint64_t w;
+    uint64_t x;
+} rp_op_t;
+
+static inline uint8_t rp_op_byte(const rp_op_t *o) {
+    return (uint8_t)o->w;
+}
+static inline uint64_t rp_op_size(const rp_op_t *o) {
+    return o->w >> 8;
+}
+
+enum { RP_PLAIN = 0, RP_TOUCH = 1, RP_CHECK = 2 };
+
+/* ---------------------------------------------------------------- os.c */
+
+void *rp_map(size_t bytes); /* zeroed pages; exits with a message on failure */
+void rp_unmap(void *p, size_t bytes);
+void *rp_remap(void *p, size_t old_bytes, size_t new_bytes); /* exits on failure */
+extern const hl_mem_t rp_mem;  /* a caching hl_mem_t for the trace reader */
+uint64_t rp_now_ns(void);      /* CLOCK_MONOTONIC */
+int rp_open(const char *path); /* -1 with errno */
+int rp_rewind(int fd);         /* 0 or -1 */
+void rp_close(int fd);
+void rp_write_all(int fd, const char *buf, size_t len);
+__attribute__((noreturn)) void rp_exit(int code);
+const char *rp_strerror(int err);
+int rp_errno(void);
+/* Resident set now and its high-water mark, in bytes, from /proc/self/status
+ * (0 when unreadable). */
+void rp_rss(uint64_t *rss, uint64_t *hwm);
+int rp_reset_hwm(void); /* writes 5 to /proc/self/clear_refs: 1 if it worked */
+/* Calls handler(signal) on SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL. */
+void rp_on_crash(void (*handler)(int));
+const char *rp_signal_name(int sig);
+
+/* ---------------------------------------------------------------- fmt.c */
+
+typedef struct rp_buf {
+    char *p;
+    size_t len, cap;
+} rp_buf_t;
+
+void rp_buf_init(rp_buf_t *b, size_t cap); /* mmap'd; grows with mremap */
+void rp_puts(rp_buf_t *b, const char *s);
+void rp_putn(rp_buf_t *b, const char *s, size_t n);
+void rp_putc(rp_buf_t *b, char c);
+void rp_putu(rp_buf_t *b, uint64_t v);
+void rp_putx(rp_buf_t *b, uint64_t v);                                 /* 0x... */
+void rp_putfix(rp_buf_t *b, uint64_t num, uint64_t den, int decimals); /* num/den, rounded */
+void rp_put_jstr(rp_buf_t *b, const char *s); /* a JSON string, quoted and escaped */
+void rp_put_jstrn(rp_buf_t *b, const char *s, size_t n);
+void rp_key(rp_buf_t *b, int *first, const char *key); /* ,"key": */
+void rp_flush(rp_buf_t *b, int fd);
+
+/* ---------------------------------------------------------------- check.c */
+
+/* Per-object state of check mode, indexed by object id. */
+typedef struct rp_check {
+    uint64_t *size; /* requested size */
+    uint64_t *born; /* event index that created the object */
+    uint32_t *left, *right;
+    uint8_t *live; /* 1 live and in the treap, 2 live but not in the treap (it overlapped) */
+    uint32_t root;
+    uint64_t problems;
+    uint64_t max_report;
+    rp_buf_t *msgs; /* each problem, one line (up to max_report) */
+    rp_buf_t *json; /* the same as JSON strings, comma-separated */
+} rp_check_t;
+
+#define RP_NIL UINT32_MAX
+
+void rp_check_init(rp_check_t *c, uint64_t ids, uint64_t max_report, rp_buf_t *msgs,
+                   rp_buf_t *json);
+void rp_fill(void *p, uint64_t size, uint64_t id);
+/* First byte in [from, size) of p that differs from id's pattern, or size. */
+uint64_t rp_verify(const void *p, uint64_t from, uint64_t size, uint64_t id);
+uint8_t rp_pattern_byte(uint64_t id, uint64_t offset);
+/* Inserts id (at obj[id], c->size[id] bytes); if it overlaps a live block,
+ * returns that block's id and leaves id out of the treap, else RP_NIL. */
+uint32_t rp_treap_insert(rp_check_t *c, void *const *obj, uint32_t id);
+void rp_treap_remove(rp_check_t *c, void *const *obj, uint32_t id);
+void rp_problem(rp_check_t *c, const char *text); /* records one problem */
+
+/* ---------------------------------------------------------------- exec.c */
+
+typedef struct rp_stats {
+    uint64_t unexpected_null;     /* a call that succeeded when recorded returned NULL */
+    uint64_t failed_replayed;     /* FAILED allocations replayed as the same call */
+    uint64_t failed_now_succeed;  /* ... that succeeded now (the block is freed at once) */
+    uint64_t failed_realloc_skip; /* FAILED reallocs, skipped */
+    uint64_t realloc0_block;      /* realloc(p, 0) returned a block (freed at once) */
+    uint64_t hints;               /* site hints delivered */
+    uint64_t misaligned;          /* blocks not aligned as asked */
+    uint64_t live_bytes, peak_live_bytes;
+    uint64_t live_usable, usable_at_peak, peak_live_usable;
+} rp_stats_t;
+
+typedef struct rp_sites {
+    uint64_t nstacks;   /* stack ids 1..nstacks */
+    uint64_t *first;    /* per stack id: index of its first key in keys */
+    uint32_t *nframes;  /* per stack id */
+    uint64_t *site_key; /* per stack id */
+    uint64_t *keys;     /* frame keys */
+} rp_sites_t;
+
+typedef struct rp_ctx {
+    int mode;
+    int hints;                /* deliver site hints */
+    void **obj;               /* object id -> pointer */
+    uint64_t *usable;         /* touch: object id -> usable size */
+    uint64_t *size;           /* touch: object id -> requested size */
+    uint64_t nid;             /* the next object id */
+    uint64_t event;           /* index of the first event of the chunk being run */
+    const uint32_t *op_stack; /* hints: stack id of each op of the chunk */
+    const rp_op_t *chunk;     /* the chunk being run (the lean loop's rare path) */
+    const rp_sites_t *sites;
+    rp_check_t *check;
+    rp_stats_t st;
+} rp_ctx_t;
+
+extern volatile uint64_t rp_current_event; /* for the crash report (general loop only) */
+
+/* The lean loop: plain mode, no hints. Runs ops up to the sentinel. */
+uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx);
+/* The general loop: every mode; calls go through one noinline function per
+ * entry point (rp_call_malloc, ...), which callgrind reports one by one. */
+void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx);
+/* Check mode: verify the payload of every object still live. */
+void rp_check_live_at_end(rp_ctx_t *ctx);
+
+/* The optional exports of heaplab's allocators, as weak references: no
+ * dlsym, whose failure path would call malloc. */
+#include "../alloc/hl_alloc.h"
+#include "heaplab_site.h"
+#pragma weak heaplab_alloc_stats
+#pragma weak heaplab_alloc_stats_reset_peak
+#pragma weak heaplab_alloc_info
+#pragma weak heaplab_site_hint
+
+#endif

@@ -1,0 +1,46 @@
+# native/replay: the replayer and its tests.
+#
+#   build/bin/heaplab-replay               replays a trace against the malloc it has loaded
+#   build/lib/libheaplab-test-bump.so      test allocator: a bump pointer, free does nothing
+#   build/lib/libheaplab-test-overlap.so   test allocator, broken: hands out overlapping blocks
+#   build/lib/libheaplab-test-corrupt.so   test allocator, broken: damages a live payload
+#   build/lib/libheaplab-test-log.so       test allocator: logs every call and site hint it receives
+#
+#   make -C native replay-test             run the replayer's tests
+
+REPLAY_DIR  := $(NATIVE)/replay
+REPLAY_OBJ  := $(OBJDIR)/replay
+REPLAY_SRCS := main.c exec.c check.c fmt.c os.c
+REPLAY_OBJS := $(addprefix $(REPLAY_OBJ)/,$(REPLAY_SRCS:.c=.o))
+ifeq ($(shell uname -m),x86_64)
+REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o
+endif
+REPLAY_CFLAGS := $(CFLAGS) -Werror -Wshadow -fno-builtin-malloc -fno-builtin-calloc \
+                 -fno-builtin-realloc -fno-builtin-free -fno-plt
+REPLAY_HDRS := $(REPLAY_DIR)/rp.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/heaplab_site.h $(NATIVE)/alloc/hl_alloc.h
+
+$(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.c $(REPLAY_HDRS) | dirs
+	@mkdir -p $(REPLAY_OBJ)
+	$(CC) $(REPLAY_CFLAGS) -c $< -o $@
+
+$(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.S | dirs
+	@mkdir -p $(REPLAY_OBJ)
+	$(CC) -c $< -o $@
+
+# -z now: no lazy binding, so the dynamic linker's resolver never runs inside
+# the timed region (nor shows up as a callee under callgrind).
+$(BINDIR)/heaplab-replay: $(REPLAY_OBJS) $(HLTRACE_OBJ)
+	$(CC) -Wl,-z,now -o $@ $^ $(HLTRACE_LIBS)
+
+REPLAY_TESTLIBS := $(addprefix $(LIBDIR)/libheaplab-test-,bump.so overlap.so corrupt.so log.so)
+
+$(LIBDIR)/libheaplab-test-%.so: $(REPLAY_DIR)/tests/%.c $(REPLAY_DIR)/tests/bumpcore.h $(COMMON_DIR)/heaplab_site.h | dirs
+	$(CC) $(CFLAGS) -fno-builtin -shared -Wl,-z,now -o $@ $<
+
+ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS)
+
+.PHONY: replay-test
+replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script
+	$(REPLAY_DIR)/tests/run.sh $(BINDIR) $(LIBDIR) $(BUILD)/replay-test
+
+TEST_TARGETS += replay-test

@@ -1,0 +1,477 @@
+#!/usr/bin/env python3
+"""Tests of heaplab-replay (native/replay), run by tests/run.sh.
+
+Oracles are independent of the replayer: the trace's text dump (hltrace-dump)
+read here, a logging test allocator (tests/log.c) that writes down every call
+it receives, site keys computed here from the dump's module paths and frame
+offsets, and the instruction count of the bump allocator's malloc read from
+its disassembly (objdump).
+
+usage: test_replay.py BINDIR LIBDIR WORKDIR VECTORDIR
+"""
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+
+BIN, LIB, WORK, VEC = sys.argv[1:5]
+REPLAY = os.path.join(BIN, "heaplab-replay")
+MASK = (1 << 64) - 1
+failures = []
+passes = 0
+
+
+def lib(name):
+    return os.path.join(LIB, f"libheaplab-test-{name}.so")
+
+
+def run(args, preload=None, env=None):
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    if preload:
+        e["LD_PRELOAD"] = preload
+    if env:
+        e.update(env)
+    p = subprocess.run([REPLAY] + args, capture_output=True, text=True, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    global passes
+    if cond:
+        passes += 1
+    else:
+        failures.append(what)
+        print(f"FAIL replay: {what}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- the dump, read here
+
+def dump(trace):
+    out = subprocess.run([os.path.join(BIN, "hltrace-dump"), trace], capture_output=True, text=True)
+    modules, stacks, events = {}, {}, []
+    for line in out.stdout.splitlines():
+        f = line.split(" ")
+        if f[0] == "module":
+            path = re.search(r'path="((?:[^"\\]|\\.)*)"', line).group(1)
+            modules[int(f[1])] = path.encode().decode("unicode_escape").encode("latin-1")
+        elif f[0] == "stack":
+            frames = line.split("frames=")[1].split()
+            stacks[int(f[1])] = [(int(m), int(o, 16)) for m, o in (x.split(":") for x in frames)]
+        elif f[0] == "event":
+            e = {"kind": f[2], "failed": "failed" in f}
+            for kv in f[3:]:
+                if "=" in kv:
+                    k, v = kv.split("=", 1)
+                    e[k] = v
+            events.append(e)
+    return modules, stacks, events
+
+
+def peak_live(events):
+    live = peak = 0
+    sizes = {}
+    for e in events:
+        if e["kind"] in ("free", "realloc_free"):
+            live -= sizes.pop(int(e["old"]))
+        elif e["kind"] == "realloc" and not e["failed"] and e.get("old", "null") != "null":
+            live -= sizes.pop(int(e["old"]))
+        if "id" in e:
+            sizes[int(e["id"])] = int(e["size"])
+            live += int(e["size"])
+        peak = max(peak, live)
+    return peak
+
+
+# ---------------------------------------------------------------- synthetic traces
+
+def make_trace(name, events_spec, modules=None, stacks=None):
+    """events_spec: list of (kind, dict) in the dump's event syntax; ids and
+    the writer's bookkeeping are filled in here. Returns the trace path."""
+    lines = ["writer codec=zstd block_events=1000", "hltrace 1",
+             "meta pid=7 ppid=1 start_ns=1 pointer_size=8 endian=little time_unit_ns=1 stack_depth=4",
+             "meta argv=\"synthetic\"",
+             "meta recorder=\"test\" executable=\"/bin/synthetic\" options=\"\" clock=\"\" parent_pid=-"]
+    for mid, path in (modules or {}).items():
+        lines.append(f'module {mid} base=0x1000 size=0x1000 path="{path}" build_id=')
+    for sid, frames in (stacks or {}).items():
+        lines.append(f"stack {sid} frames=" + " ".join(f"{m}:0x{o:x}" for m, o in frames))
+    lines.append('thread 0 tid=7 name=""')
+    nid = 0
+    for i, (kind, kv) in enumerate(events_spec):
+        kv = dict(kv)
+        parts = [f"event {i} {kind} thread=0 time={i}"]
+        if "old" in kv:
+            parts.append(f"old={kv.pop('old')}")
+        if kv.pop("failed", False):
+            parts.append("failed")
+        elif kind not in ("free", "realloc_free"):
+            parts.append(f"id={nid}")
+            nid += 1
+        parts.append(f"size={kv.pop('size')}")
+        if "align" in kv:
+            parts.append(f"align={kv.pop('align')}")
+        parts.append(f"stack={kv.pop('stack', 0)}")
+        lines.append(" ".join(parts))
+    lines.append(f"end reason=exit status=0 end_ns=2 events={len(events_spec)} objects={nid} unrecorded=0 unknown_frees=0")
+    script = os.path.join(WORK, name + ".script.txt")
+    with open(script, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = os.path.join(WORK, name + ".hltrace")
+    subprocess.run([os.path.join(BIN, "hltrace-script"), script, out], check=True)
+    return out
+
+
+def random_spec(n, seed, stack_ids=0):
+    """n events over every kind, frees in random order; sizes 1..600 and a few large."""
+    rng = random.Random(seed)
+    live, spec, nid = [], [], 0
+    for _ in range(n):
+        r = rng.random()
+        stack = rng.randint(1, stack_ids) if stack_ids and rng.random() < 0.8 else 0
+        size = rng.randint(4096, 70000) if rng.random() < 0.03 else rng.choice([rng.randint(1, 64), rng.randint(1, 600)])
+        if live and r < 0.40:
+            old = live.pop(rng.randrange(len(live)))
+            spec.append(("realloc_free" if rng.random() < 0.02 else "free", {"old": old, "size": 0}))
+        elif live and r < 0.47:
+            old = live.pop(rng.randrange(len(live)))
+            spec.append(("realloc", {"old": old, "size": size, "stack": stack}))
+            live.append(nid)
+            nid += 1
+        else:
+            kind = rng.choice(["malloc"] * 12 + ["calloc", "memalign", "posix_memalign", "aligned_alloc",
+                                                  "valloc", "pvalloc", "realloc"])
+            extra = {}
+            if kind in ("memalign", "posix_memalign", "aligned_alloc"):
+                extra["align"] = rng.choice([32, 64, 256, 4096])
+            if kind in ("valloc", "pvalloc"):
+                extra["align"] = 4096
+            if kind == "realloc":
+                extra["old"] = "null"
+            spec.append((kind, dict(size=size, stack=stack, **extra)))
+            live.append(nid)
+            nid += 1
+    return spec
+
+
+# ---------------------------------------------------------------- the tests
+
+ALLOC_CALL = {"malloc": "malloc", "calloc": "calloc", "memalign": "memalign", "posix_memalign": "posix_memalign",
+              "aligned_alloc": "aligned_alloc", "valloc": "valloc", "pvalloc": "pvalloc"}
+
+
+def expected_calls(events):
+    """What the log allocator must see, with pointers as ('id', n) placeholders."""
+    out = []
+    for e in events:
+        k, size = e["kind"], int(e["size"])
+        if k == "free":
+            out.append(("free", ("id", int(e["old"]))))
+        elif k == "realloc_free":
+            out.append(("realloc", ("id", int(e["old"])), 0, None))
+        elif k == "realloc":
+            if e["failed"]:
+                continue  # skipped, as documented
+            old = None if e["old"] == "null" else ("id", int(e["old"]))
+            out.append(("realloc", old, size, int(e["id"])))
+        else:
+            args = []
+            if k == "calloc":
+                args = [1]
+            elif k in ("memalign", "posix_memalign", "aligned_alloc"):
+                args = [int(e["align"])]
+            out.append((ALLOC_CALL[k], tuple(args), size, None if e["failed"] else int(e["id"])))
+    return out
+
+
+def parse_log(path):
+    calls = []
+    for line in open(path):
+        f = line.split()
+        if f[0] == "hint":
+            calls.append(("hint",) + tuple(f[1:]))
+        elif f[0] == "free":
+            calls.append(("free", int(f[1], 16)))
+        else:
+            ret = int(f[-1], 16)
+            nums = f[1:-2]
+            if f[0] == "realloc":
+                calls.append(("realloc", int(nums[0], 16), int(nums[1]), ret))
+            else:
+                calls.append((f[0], tuple(int(x) for x in nums[:-1]), int(nums[-1]), ret))
+    return calls
+
+
+def test_mapping(name, trace):
+    logf = os.path.join(WORK, name + ".log")
+    if os.path.exists(logf):
+        os.unlink(logf)
+    rc, out, err = run([trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": logf})
+    check(rc == 0, f"{name}: plain replay under the log allocator exits 0 (rc={rc}, {err.strip()})")
+    _, _, events = dump(trace)
+    want = expected_calls(events)
+    got = [c for c in parse_log(logf) if c[0] != "hint"]
+    ptr = {}
+    i = 0
+    ok = True
+    for w in want:
+        if i >= len(got):
+            check(False, f"{name}: the log ends before the call {w}")
+            return
+        g = got[i]
+        i += 1
+        if w[0] == "free":
+            ok &= g == ("free", ptr[w[1][1]])
+        elif w[0] == "realloc":
+            oldp = 0 if w[1] is None else ptr[w[1][1]]
+            ok &= g[0] == "realloc" and g[1] == oldp and g[2] == w[2]
+            if w[3] is not None:
+                ptr[w[3]] = g[3]
+            elif g[3]:  # realloc(p, 0) that returned a block: freed at once
+                ok &= got[i] == ("free", g[3])
+                i += 1
+        else:
+            ok &= g[0] == w[0] and g[1] == w[1] and g[2] == w[2]
+            if w[3] is not None:
+                ptr[w[3]] = g[3]
+            elif g[3]:  # a failed allocation that succeeds now is freed at once
+                ok &= got[i] == ("free", g[3])
+                i += 1
+        if not ok:
+            check(False, f"{name}: call {i - 1} is {g}, expected {w}")
+            return
+    check(i == len(got), f"{name}: {len(got) - i} calls beyond the trace")
+    check(True, f"{name}: object mapping")
+
+
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & MASK
+    return h
+
+
+def site_hash(keys):
+    if not keys:
+        return 0
+    h = 0xcbf29ce484222325
+    for k in keys:
+        h = ((h ^ k) * 0x100000001b3) & MASK
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & MASK
+    h ^= h >> 33
+    return h
+
+
+def test_site_hints(name, trace):
+    logf = os.path.join(WORK, name + ".hints.log")
+    if os.path.exists(logf):
+        os.unlink(logf)
+    rc, out, err = run(["--site-hints", trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": logf})
+    check(rc == 0, f"{name}: --site-hints replay exits 0 ({err.strip()})")
+    modules, stacks, events = dump(trace)
+    log = parse_log(logf)
+    hints = [c for c in log if c[0] == "hint"]
+    allocs = [e for e in events if e["kind"] not in ("free", "realloc_free") and not e["failed"]]
+    check(len(hints) == len(allocs), f"{name}: one hint per allocation ({len(hints)} vs {len(allocs)})")
+    kinds = ["malloc", "calloc", "realloc", "memalign", "posix_memalign", "aligned_alloc", "valloc", "pvalloc"]
+    bad = 0
+    for h, e in zip(hints, allocs):
+        stack = int(e["stack"])
+        keys = []
+        for m, off in stacks.get(stack, []):
+            path = modules.get(m, b"")
+            keys.append(fnv(path.rsplit(b"/", 1)[-1]) ^ ((off * 0x9E3779B97F4A7C15) & MASK))
+        want = (str(kinds.index(e["kind"])), e["size"], e.get("align", "0") if e["kind"] not in ("malloc", "calloc", "realloc") else "0",
+                str(stack), str(len(keys)), hex(site_hash(keys))) + tuple(hex(k) for k in keys)
+        if h[1:] != want:
+            bad += 1
+            if bad == 1:
+                print(f"  hint {h[1:]} != expected {want}", file=sys.stderr)
+    check(bad == 0, f"{name}: site hints carry the keys computed from the dump ({bad} differ)")
+    # each hint immediately precedes its allocation
+    seq = [c[0] for c in log]
+    paired = all(seq[i + 1] != "hint" and seq[i + 1] != "free" for i, c in enumerate(seq) if c == "hint")
+    check(paired, f"{name}: each hint comes just before its allocation")
+
+
+def test_modes(name, trace, preloads):
+    _, _, events = dump(trace)
+    kinds = {}
+    for e in events:
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+    peak = peak_live(events)
+    nobj = sum(1 for e in events if "id" in e)
+    for pre_name, pre in preloads:
+        for mode in ("plain", "touch", "check"):
+            rc, out, err = run(["--mode", mode, trace], preload=pre)
+            label = f"{name} under {pre_name}, {mode} mode"
+            check(rc == 0, f"{label}: exits 0 (rc={rc}: {err.strip()[:300]})")
+            try:
+                j = json.loads(out)
+            except ValueError:
+                check(False, f"{label}: stdout is one JSON object: {out[:200]!r}")
+                continue
+            check(j["events"] == len(events), f"{label}: events {j['events']} == {len(events)}")
+            check(all(j["kinds"][k] == v for k, v in kinds.items()), f"{label}: per-kind counts")
+            check(j["objects"] == nobj, f"{label}: objects {j['objects']} == {nobj}")
+            check(j["peak_live_bytes"] == peak, f"{label}: peak live bytes {j['peak_live_bytes']} == {peak}")
+            check(j["mode"] == mode and j["replay_threads"] == 1, f"{label}: mode and threads")
+            if mode == "touch":
+                u = j["usable"]
+                check(u["peak_live_bytes"] == peak, f"{label}: live bytes tracked while replaying peak at {peak}")
+                check(u["usable_at_peak_live_bytes"] >= peak, f"{label}: usable bytes >= requested at the peak")
+            if mode == "check":
+                check(j["check"]["problems"] == 0, f"{label}: no problems: {j['check']['reported'][:2]}")
+
+
+def test_broken():
+    # mallocs that stay live long enough for every 50th to meet a live predecessor
+    spec = []
+    for i in range(400):
+        spec.append(("malloc", {"size": 24 + (i % 5) * 8}))
+        if i >= 10:
+            spec.append(("free", {"old": i - 10, "size": 0}))
+    trace = make_trace("broken", spec)
+    rc, out, err = run(["--mode", "check", trace], preload=lib("overlap"))
+    check(rc == 3, f"check mode exits 3 on the overlapping allocator (rc={rc})")
+    check("overlaps live object" in err and json.loads(out)["check"]["problems"] > 0,
+          f"check mode names the overlap: {err[:300]!r}")
+    m = re.search(r"event (\d+) \(malloc of (\d+) bytes, object (\d+)\): block \[0x[0-9a-f]+, \+\d+\) overlaps live object (\d+)", err)
+    check(m is not None and int(m.group(3)) == 49 and int(m.group(4)) == 48,
+          f"the first overlap is object 49 over object 48 (the 50th malloc over the 49th): {m and m.groups()}")
+    rc, out, err = run(["--mode", "check", trace], preload=lib("corrupt"))
+    check(rc == 3, f"check mode exits 3 on the corrupting allocator (rc={rc})")
+    m = re.search(r"free of object (\d+)\): payload byte 3 of \d+ at 0x[0-9a-f]+ is 0x0, expected", err)
+    check(m is not None and int(m.group(1)) == 48, f"check mode names the damaged byte of object 48: {err[:300]!r}")
+    for l in ("bump",):
+        rc, out, err = run(["--mode", "check", trace], preload=lib(l))
+        check(rc == 0, f"check mode passes the sound {l} allocator (rc={rc}: {err[:200]})")
+    rc, out, err = run(["--mode", "check", trace])
+    check(rc == 0, f"check mode passes glibc (rc={rc}: {err[:200]})")
+
+
+def test_bad_input():
+    for f in sorted(os.listdir(VEC)):
+        if not f.endswith(".err"):
+            continue
+        name = f[:-4]
+        spec = open(os.path.join(VEC, f)).read().strip()
+        offset = re.search(r"offset=(\d+)", spec).group(1)
+        events = re.search(r"events=(\d+)", spec).group(1)
+        phrase = spec.split("problem=", 1)[1]
+        rc, out, err = run([os.path.join(VEC, name + ".hltrace")])
+        if "cut short" in phrase or "truncated" in phrase or "no END block" in phrase:
+            check(rc == 0 and json.loads(out)["cut_short"] and "warning" in err,
+                  f"{name}: a cut-short trace replays its good events with a warning (rc={rc})")
+            check(f"byte {offset}" in err and phrase in err, f"{name}: warning names offset and problem: {err!r}")
+        else:
+            check(rc == 1 and out == "", f"{name}: exit 1 and no JSON on a bad trace (rc={rc})")
+            check(f"byte {offset}:" in err and f"({events} events read before this point)" in err and phrase in err,
+                  f"{name}: the error names the file, offset {offset}, {events} events and {phrase!r}: {err!r}")
+    rc, out, err = run([os.path.join(WORK, "does-not-exist.hltrace")])
+    check(rc == 1 and "No such file" in err, f"a missing trace is named: {err!r}")
+    rc, out, err = run(["--mode", "fast", "x"])
+    check(rc == 2 and "plain, touch or check" in err, f"a bad --mode says what is allowed: {err[:120]!r}")
+    rc, out, err = run(["--frobnicate", "x"])
+    check(rc == 2 and "unknown option --frobnicate" in err and "usage:" in err, f"an unknown flag is named: {err[:120]!r}")
+
+
+def objdump_count(so, fn):
+    """Instructions of `fn` from its entry to its first ret (its straight fast path)."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True).stdout
+    body = out.split(f"<{fn}>:\n", 1)[1].split("\n\n", 1)[0]
+    n = 0
+    for line in body.splitlines():
+        if re.match(r"\s+[0-9a-f]+:\s+\S", line):
+            n += 1
+            if re.search(r"\bret", line):
+                return n
+    return None
+
+
+def callgrind(args, preload):
+    out = os.path.join(WORK, "cg.out")
+    e = dict(os.environ)
+    e["LD_PRELOAD"] = preload
+    subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, REPLAY] + args,
+                   capture_output=True, env=e, check=True)
+    names = {}
+    fn = cfn = None
+    selfc, calls, pending = {}, {}, None
+    for line in open(out):
+        line = line.rstrip("\n")
+        m = re.match(r"(c?fn)=\((\d+)\)(?: (.*))?$", line)
+        if m:
+            if m.group(3):
+                names[m.group(2)] = m.group(3)
+            if m.group(1) == "fn":
+                fn = names[m.group(2)]
+            else:
+                cfn = names[m.group(2)]
+            continue
+        if line.startswith("calls="):
+            pending = int(line[6:].split()[0])
+        elif (line[:1].isdigit() or line[:1] in "+-*") and len(line.split()) > 1:
+            c = int(line.split()[-1])
+            if pending is not None:
+                n, s = calls.get((fn, cfn), (0, 0))
+                calls[(fn, cfn)] = (n + pending, s + c)
+                pending = None
+            else:
+                selfc[fn] = selfc.get(fn, 0) + c
+    return selfc, calls
+
+
+def test_instructions():
+    if not shutil.which("valgrind") or not shutil.which("objdump"):
+        print("SKIP replay: instruction counts (valgrind or objdump missing)", file=sys.stderr)
+        failures.append("valgrind and objdump are needed for the instruction tests")
+        return
+    spec = []
+    for i in range(3000):
+        spec.append(("malloc", {"size": 1 + i % 200}))
+        if i >= 5:
+            spec.append(("free", {"old": i - 5, "size": 0}))
+    trace = make_trace("bumpcount", spec)
+    bump = lib("bump")
+    want_malloc = objdump_count(bump, "malloc")
+    want_free = objdump_count(bump, "free")
+    selfc, calls = callgrind(["--general", trace], bump)
+    n, cost = next(((n, c) for (f, g), (n, c) in calls.items() if f == "rp_call_malloc"), (0, 0))
+    check(n == 3000 and cost == 3000 * want_malloc,
+          f"callgrind: bump's malloc costs exactly {want_malloc} instructions (objdump) per call: {cost}/{n}")
+    n, cost = next(((n, c) for (f, g), (n, c) in calls.items() if f == "rp_call_free"), (0, 0))
+    check(n == 2995 and cost == 2995 * want_free, f"callgrind: bump's free costs {want_free}: {cost}/{n}")
+    selfc, calls = callgrind([trace], bump)
+    lean = [f for f in selfc if f.startswith("rp_lean_x86_64") or f == "rp_exec_lean"]
+    harness = sum(selfc[f] for f in lean)
+    per_event = harness / len(spec)
+    check(per_event <= 10, f"harness: {per_event:.2f} instructions per replayed event (<= 10)")
+    print(f"  harness: {per_event:.2f} instructions per event on {len(spec)} events (bump malloc {want_malloc}, free {want_free})")
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    vectors = {n: os.path.join(VEC, n + ".hltrace") for n in ("basic", "fork-child", "exec-continue", "many-zstd", "skippable")}
+    mods = {1: "/usr/bin/perl", 2: "/usr/lib/x86_64-linux-gnu/libc.so.6", 3: "relative/name.so"}
+    stacks = {s: [(random.Random(s).randint(0, 3), random.Random(s * 7).randint(0, 1 << 40)) for _ in range(1 + s % 5)]
+              for s in range(1, 40)}
+    synthetic = make_trace("random", random_spec(6000, 1, stack_ids=39), modules=mods, stacks=stacks)
+    for name, t in list(vectors.items()) + [("random", synthetic)]:
+        test_mapping(name, t)
+    for name in ("basic", "random"):
+        test_site_hints(name, vectors.get(name, synthetic))
+    for name, t in [("basic", vectors["basic"]), ("fork-child", vectors["fork-child"]), ("random", synthetic)]:
+        test_modes(name, t, [("glibc", None), ("bump", lib("bump"))])
+    test_broken()
+    test_bad_input()
+    test_instructions()
+    print(f"replay tests: {passes} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+main()
