@@ -4,6 +4,12 @@
 //!
 //!   cargo bench -p heaplab-sim --bench sim            # 16 M accesses per stream
 //!   cargo bench -p heaplab-sim --bench sim -- --quick # 2 M, for a smoke run
+//!   cargo bench -p heaplab-sim --bench sim -- --din FILE.din   # also a recorded stream
+//!
+//! A recorded stream in din form can be made with valgrind's lackey, e.g.:
+//!
+//!   valgrind --tool=lackey --trace-mem=yes --log-fd=3 PROGRAM 3>&1 >/dev/null 2>&1 \
+//!     | awk '/^ [LSM] /{split($2,a,","); print ($1=="L")?0:1, a[1], a[2]}' > FILE.din
 //!
 //! Every figure is the best of several runs over an in-memory stream (so it
 //! measures the simulator, not parsing); `din parse` measures the text reader
@@ -107,6 +113,10 @@ impl Row {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let din = args
+        .iter()
+        .position(|a| a == "--din")
+        .map(|i| args.get(i + 1).expect("--din FILE").clone());
     let n = if quick { 2 << 20 } else { 16 << 20 };
     let reps = if quick { 2 } else { 5 };
     let naive_n = n / 16;
@@ -226,6 +236,44 @@ fn main() {
     });
     push("din parse + Cache 16K:32:1", n / 4, t);
 
+    // A recorded stream, if one was given: read once, then simulated from memory.
+    if let Some(path) = &din {
+        struct Keep(Vec<Access>);
+        impl Simulator for Keep {
+            fn run(&mut self, b: &[Access]) {
+                self.0.extend_from_slice(b);
+            }
+            fn flush(&mut self) {}
+        }
+        let f = std::io::BufReader::with_capacity(
+            1 << 20,
+            std::fs::File::open(path).expect("--din FILE"),
+        );
+        let mut keep = Keep(Vec::new());
+        let mut src = DinSource::new(f, path.clone());
+        let t = best(1, || {
+            drive(&mut src, &mut [&mut keep]).expect("a readable din file");
+        });
+        let rec = keep.0;
+        let m = rec.len();
+        eprintln!("recorded stream {path}: {m} accesses");
+        push("recorded: din parse into memory (file)", m, t);
+        let t = best(reps, || run_sim(&mut Cache::new(dm), &rec));
+        push("recorded: Cache 16K:32:1", m, t);
+        let t = best(reps, || run_sim(&mut CacheSweep::new(&all, &[Mode::Unified]), &rec));
+        push("recorded: CacheSweep 96 configs, unified", m, t);
+        let t = best(reps, || {
+            let mut p = PageSim::new(4096).unwrap();
+            run_sim(&mut p, &rec);
+            black_box(p.curve());
+        });
+        push("recorded: PageSim 4K, full curve", m, t);
+        let t = best(1, || {
+            black_box(plain_fenwick_pages(&rec, 12));
+        });
+        push("recorded: plain Fenwick probe 4K", m, t);
+    }
+
     let rate = |name: &str| rows.iter().find(|r| r.name.starts_with(name)).map(Row::rate).unwrap();
     let base = rate("baseline");
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -274,6 +322,17 @@ fn main() {
         "  PageSim 4K / NaivePages                     {:>8.1}x",
         rate("PageSim 4K, full curve (heap") / rate("oracle NaivePages")
     );
+    if din.is_some() {
+        println!(
+            "  recorded: PageSim 4K / plain Fenwick probe  {:>8.1}x",
+            rate("recorded: PageSim") / rate("recorded: plain Fenwick")
+        );
+        println!(
+            "  recorded: CacheSweep 96 / Cache 16K:32:1    {:>8.3}x (96 configs for the price of {:.0})",
+            rate("recorded: CacheSweep") / rate("recorded: Cache 16K"),
+            rate("recorded: Cache 16K") / rate("recorded: CacheSweep")
+        );
+    }
     println!();
     let dm_rate = rate("Cache 16K:32:1 (heap") / 1e6;
     let pg_rate = rate("PageSim 4K, full curve (heap") / 1e6;

@@ -57,6 +57,42 @@
 //! assert_eq!(curve.distinct_pages, 9);
 //! assert_eq!(curve.faults_at(2), 9); // the header's page stays, the array streams
 //! ```
+//!
+//! # Another source of accesses
+//!
+//! A new input format (heaplab's own reference stream, say) is an
+//! [`AccessSource`]: it fills a batch of accesses, marks each with its
+//! [`Part`] and [`Kind`], and says whether a cache flush or the end follows.
+//! It keeps its own counts of what it leaves out.
+//!
+//! ```
+//! use heaplab_sim::{drive, Access, AccessSource, Cache, CacheConfig, Kind, Next, Part};
+//!
+//! /// (address, size, is_store, in_allocator) records from somewhere.
+//! struct Records<'a> { recs: &'a [(u64, u32, bool, bool)], at: usize }
+//!
+//! impl AccessSource for Records<'_> {
+//!     type Error = std::convert::Infallible;
+//!     fn next_batch(&mut self, buf: &mut Vec<Access>) -> Result<Next, Self::Error> {
+//!         buf.clear();
+//!         let end = (self.at + 4096).min(self.recs.len());
+//!         for &(addr, size, store, alloc) in &self.recs[self.at..end] {
+//!             let kind = if store { Kind::Write } else { Kind::Read };
+//!             let part = if alloc { Part::Allocator } else { Part::Application };
+//!             buf.push(Access::new(addr, size, kind).with_part(part));
+//!         }
+//!         self.at = end;
+//!         Ok(if end == self.recs.len() { Next::End } else { Next::More })
+//!     }
+//! }
+//!
+//! let recs = [(0x1000, 8, false, false), (0x1008, 8, true, true), (0x2000, 4, false, false)];
+//! let mut cache = Cache::new(CacheConfig::new(4096, 32, 1).unwrap());
+//! let seen = drive(&mut Records { recs: &recs, at: 0 }, &mut [&mut cache]).unwrap();
+//! assert_eq!(seen.total(), 3);
+//! assert_eq!(cache.counts().part_accesses(Part::Allocator), 1);
+//! assert_eq!(cache.counts().total_misses(), 2);
+//! ```
 
 #![warn(missing_docs)]
 

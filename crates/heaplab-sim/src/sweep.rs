@@ -5,10 +5,13 @@
 //!
 //! ```text
 //!   bank (one per cache instance: unified | split-application | split-allocator)
-//!    └ chain per line size L (32, 64, ...)          groups in increasing number of sets
-//!       └ group per number of sets S:  tags [S x depth] (MRU first), depth = max ways asked
-//!                                      hist[class][d]: accesses whose LRU stack distance
-//!                                      in their set was d (1..=depth), d = 0 for beyond
+//!    └ chain per line size L (32, 64, ...), with the line of its last access
+//!       └ group per number of sets S (increasing), depth = the most ways asked at S:
+//!           meta[set]  = [MRU line, ranks]     ranks: one byte per way, 0 = MRU .. depth-1 = LRU
+//!           tags[set]  = [way 0 .. way W-1]    W = 2, 4 or 8 slots, tags stay in their way
+//!                        (depth 1: meta holds the line alone; depth > 8: tags kept MRU first)
+//!           hist[class][d]: accesses whose LRU stack distance in their set was d
+//!                           (1..=depth), d = 0 for beyond the depth
 //! ```
 //!
 //! Configurations that share a line size and a number of sets differ only in
@@ -17,9 +20,11 @@
 //! et al. 1970). An access hits in an A-way cache exactly when its distance is
 //! 1..=A, so `misses(A) = hist[0] + sum(hist[A+1..=depth])`.
 //!
-//! Invariants: within a set the valid tags are distinct, MRU first, invalid
-//! ones last; each access adds exactly 1 to every group's histogram (directly,
-//! or through the early-exit count below).
+//! Invariants: within a set the valid tags are distinct; the ranks of the
+//! ways below the depth are a permutation of 0..depth, empty ways ranking
+//! below (higher than) every filled one; the MRU line in `meta` is the tag of
+//! the way of rank 0. Each access adds exactly 1 to every group's histogram,
+//! directly or through the early-exit counts below.
 //!
 //! Early exit (set refinement, Hill and Smith 1989): with bit-selection
 //! indexing, the sets of a cache with 2S sets split those of a cache with S
@@ -28,7 +33,10 @@
 //! associativity. So once a line is found in MRU position, it is in MRU
 //! position in every larger group of the same chain, where the access
 //! changes nothing: the chain stops there and `exits[g]` remembers that all
-//! groups from `g` on had distance 1.
+//! groups from `g` on had distance 1. An access to the same line as the
+//! chain's previous access stops before the first group. On the heap-like
+//! test stream this leaves about 3.7 group lookups per access and chain, of
+//! 15.
 //!
 //! Notes (the cache model is the one of `cache.rs`, and gives identical
 //! counts to `Cache` and to the naive oracle):
