@@ -189,6 +189,15 @@ pub fn sql(variant: u32, rows: usize) -> String {
     s
 }
 
+/// `/usr/bin/python3` when present (scripts/setup.sh installs it), else `python3` from PATH.
+pub fn system_python() -> String {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3".into()
+    } else {
+        "python3".into()
+    }
+}
+
 fn write_once(path: &Path, make: impl FnOnce() -> String) -> Result<()> {
     if !path.exists() {
         let tmp = path.with_extension("tmp");
@@ -228,7 +237,9 @@ impl Workload {
                 Prepared { argv: vec!["make".into(), "-n".into(), "-r".into(), "-f".into(), p(&mk)], env: vec![], stdin: None }
             }
             "python" => Prepared {
-                argv: vec!["python3".into(), p(&home.join("pywork.py")), variant.to_string(), scale.to_string()],
+                // Debian's python3, not a pyenv shim: a shim is a shell script
+                // that execs the interpreter, and the recording would be the shell's.
+                argv: vec![system_python(), p(&home.join("pywork.py")), variant.to_string(), scale.to_string()],
                 env: vec![("PYTHONMALLOC".into(), "malloc".into()), ("PYTHONHASHSEED".into(), "0".into())],
                 stdin: None,
             },
