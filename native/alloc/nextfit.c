@@ -40,7 +40,9 @@
  * prologue and epilogue tags are allocated; no two free blocks are adjacent
  * unless their sizes add up to more than a 4-byte tag holds; `last_stop` is the
  * start of a block or the epilogue; `max_free` is at least the size of every
- * free block; every page-backed block is on the big list with a BIG tag.
+ * free block; nfree_log[k] counts the free blocks of sizes in [2^k, 2^(k+1))
+ * and bit k of `logmap` is set iff it is not 0; every page-backed block is on
+ * the big list with a BIG tag.
  *
  * From the paper, as written: 4-byte header and footer holding the size with
  * the allocated flag in the least significant bit; an 8-byte prologue and a
@@ -50,8 +52,9 @@
  * block that is big enough, which is NOT divided (HEAPLAB_NEXTFIT_SPLIT=0, the
  * default; a positive value splits when the remainder would be at least that
  * many bytes); `last_stop` records where find_fit stopped, and is moved to the
- * merged block whenever a free coalesces and to the block realloc returns
- * when it grows in place, so it never points into the middle of a block;
+ * (merged) block of every free, which goes through coalesce, and to the block
+ * realloc returns when it grows in place, so it never points into the middle
+ * of a block;
  * coalescing is immediate, with both neighbours, through the footers; realloc
  * tries, in turn, (1) a smaller size: keep the block, undivided; (2) the next
  * block is free and big enough: absorb it whole; (3) the previous block is
@@ -68,11 +71,15 @@
  * 4-byte tag only below 4 GiB, so larger requests take whole pages (above),
  * and two free neighbours whose sum would not fit stay apart.  memalign
  * (absent from the paper) carves an aligned block out of a bigger one and
- * gives back both ends.  A search whose failure is certain is skipped:
- * `max_free`, an upper bound on the largest free block (exact after every
- * full, fruitless walk), is checked first; this changes no placement decision
- * and only saves walking a heap that has no fit, which would otherwise make
- * every heap-growing malloc cost a walk of the whole heap.  Realloc's
+ * gives back both ends.  A search whose failure is certain is skipped
+ * (HEAPLAB_NEXTFIT_SKIP=1, the default): when no free block has a size of the
+ * request's power of two or more, or the request exceeds `max_free`, an upper
+ * bound on the largest free block that every fruitless walk makes exact.
+ * This changes no placement decision (the walk would fail and the heap would
+ * grow all the same); it only saves walking a heap that has no fit, which
+ * otherwise makes every heap-growing malloc walk the whole heap.
+ * HEAPLAB_NEXTFIT_SKIP=0 walks every time, as the paper does, for instruction
+ * counts of the paper's design.  Realloc's
  * over-allocation is not applied when three times the size would leave the
  * heap for whole pages.
  */
@@ -96,10 +103,13 @@ typedef struct nf_big {
     uint32_t tag;    /* BIGTAG */
 } nf_big_t;
 
-static char *heap_lo;     /* the first block (== end when the heap is empty) */
-static char *end;         /* the epilogue header */
-static char *last_stop;   /* where the next search starts: a block, or end */
-static size_t max_free;   /* >= every free block's size */
+static char *heap_lo;          /* the first block (== end when the heap is empty) */
+static char *end;              /* the epilogue header */
+static char *last_stop;        /* where the next search starts: a block, or end */
+static size_t max_free;        /* >= every free block's size */
+static uint32_t nfree_log[32]; /* free blocks by floor(log2(size)) */
+static uint32_t logmap;        /* bit k: nfree_log[k] != 0 */
+static bool skip;
 static nf_big_t big_head; /* circular list of page-backed blocks */
 static size_t split_min;  /* 0: never split (the paper) */
 static size_t realloc_factor;
@@ -135,6 +145,7 @@ static inline bool in_heap(void *p) {
 
 static int nf_init(void) {
     first_fit = hl_tunable("HEAPLAB_NEXTFIT_FIRSTFIT", 0) != 0;
+    skip = hl_tunable("HEAPLAB_NEXTFIT_SKIP", 1) != 0;
     realloc_factor = hl_tunable("HEAPLAB_NEXTFIT_REALLOC", 3);
     if (realloc_factor < 1 || realloc_factor > 64)
         hl_fatal("HEAPLAB_NEXTFIT_REALLOC=%zu: expected a factor from 1 to 64", realloc_factor);
@@ -201,9 +212,24 @@ static inline size_t big_usable(nf_big_t *h) {
 /* The implicit list                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* Merge the free block b (tags written) with free neighbours; when it merged,
- * last_stop moves to the result (the paper: "we also update it when a block is
- * coalesced"), which also keeps it off the inside of the merged block. */
+/* Count a free block of size sz in (d = 1) or out (d = -1). */
+static inline void count_free(size_t sz, int d) {
+    unsigned k = 63u - (unsigned)__builtin_clzl(sz);
+    nfree_log[k] += (uint32_t)d;
+    if (nfree_log[k])
+        logmap |= 1u << k;
+    else
+        logmap &= ~(1u << k);
+}
+
+/* Merge the free block b (tags written, not yet counted) with free neighbours.  last_stop
+ * moves to the result (the paper: "we also update it when a block is
+ * coalesced, as there is a good chance that the newly coalesced block is large
+ * enough for the next malloc need"), which also keeps it off the inside of a
+ * merged block.  As in the CS:APP allocator the paper builds on, coalesce runs
+ * on every free, merging or not, so the rover always lands on the block just
+ * freed: leaving it behind would make the next malloc walk the whole heap
+ * round to reach the hole. */
 static char *coalesce(char *b) {
     size_t sz = bsize(b);
     uint32_t ptag = *(uint32_t *)(b - TAG);
@@ -212,19 +238,20 @@ static char *coalesce(char *b) {
     if (!(ptag & ALLOC)) {
         size_t psz = ptag & ~(uint32_t)15;
         if (psz + sz <= MAXBLOCK) {
+            count_free(psz, -1);
             b -= psz;
             sz += psz;
             merged = true;
         }
     }
     if (!is_alloc(next) && sz + bsize(next) <= MAXBLOCK) {
+        count_free(bsize(next), -1);
         sz += bsize(next);
         merged = true;
     }
-    if (merged) {
-        set_tags(b, sz, 0);
-        last_stop = b;
-    }
+    if (merged) set_tags(b, sz, 0);
+    count_free(sz, 1);
+    last_stop = b;
     if (sz > max_free) max_free = sz;
     return b;
 }
@@ -233,7 +260,8 @@ static char *coalesce(char *b) {
  * the first free block of at least `need` bytes wins.  ~5 instructions per
  * block passed.  NULL if none; then max_free becomes exact. */
 static char *find_fit(size_t need) {
-    if (need > max_free) return NULL; /* certain to fail: skip the walk */
+    if (skip && (need > max_free || !(logmap >> (63 - __builtin_clzl(need)))))
+        return NULL; /* certain to fail: skip the walk */
     char *from = first_fit ? heap_lo : last_stop;
     size_t seen = 0;
     for (char *b = from; b < end; b += bsize(b)) {
@@ -262,6 +290,8 @@ static char *__attribute__((noinline)) extend(size_t need) {
     if (!(ltag & ALLOC) && (ltag & ~(uint32_t)15) < need) have = ltag & ~(uint32_t)15;
     size_t incr = need - have;
     if (!hl_sbrk((intptr_t)incr)) return NULL;
+    if (have) count_free(have, -1);
+    count_free(need, 1);
     char *b = end - have;
     end += incr;
     *hdr(end) = ALLOC; /* the new epilogue */
@@ -272,8 +302,10 @@ static char *__attribute__((noinline)) extend(size_t need) {
 /* Allocate free block b for a request of `need` bytes. */
 static inline char *place(char *b, size_t need) {
     size_t sz = bsize(b);
+    count_free(sz, -1);
     if (split_min && sz - need >= split_min) {
         set_tags(b + need, sz - need, 0); /* its right neighbour was b's: not mergeable */
+        count_free(sz - need, 1);
         sz = need;
     }
     set_tags(b, sz, ALLOC);
@@ -361,6 +393,7 @@ static void *nf_realloc(void *p, size_t n) {
     if (need <= big_min) {
         char *next = b + sz;
         if (!is_alloc(next) && sz + bsize(next) >= need && sz + bsize(next) <= MAXBLOCK) {
+            count_free(bsize(next), -1);
             set_tags(b, sz + bsize(next), ALLOC); /* 2: absorb the next block */
             last_stop = b;
             trim(b, need);
@@ -370,6 +403,7 @@ static void *nf_realloc(void *p, size_t n) {
         size_t psz = ptag & ~(uint32_t)15;
         if (!(ptag & ALLOC) && psz + sz >= need && psz + sz <= MAXBLOCK) {
             char *pb = b - psz; /* 3: absorb the previous block and move down */
+            count_free(psz, -1);
             memmove(pb + TAG, p, sz - OVERHEAD);
             set_tags(pb, psz + sz, ALLOC);
             last_stop = pb;
@@ -415,6 +449,7 @@ static void nf_check(void) {
     HL_CHECK(end + TAG == (char *)hl_heap_brk(hl_default_heap()));
     bool last_stop_ok = last_stop == end;
     size_t prev_free = 0;
+    uint32_t counted[32] = {0};
     for (char *b = heap_lo; b < end; b += bsize(b)) {
         size_t sz = bsize(b);
         HL_CHECK(((uintptr_t)b & 15) == 12);
@@ -423,6 +458,7 @@ static void nf_check(void) {
         HL_CHECK(*ftr(b, sz) == *hdr(b));
         if (!is_alloc(b)) {
             HL_CHECK(sz <= max_free);
+            counted[63 - __builtin_clzl(sz)]++;
             HL_CHECK(prev_free == 0 || prev_free + sz > MAXBLOCK); /* coalescing is immediate */
             prev_free = sz;
         } else {
@@ -431,6 +467,10 @@ static void nf_check(void) {
         last_stop_ok |= b == last_stop;
     }
     HL_CHECK(last_stop_ok);
+    for (unsigned k = 0; k < 32; k++) {
+        HL_CHECK(counted[k] == nfree_log[k]);
+        HL_CHECK(((logmap >> k) & 1) == (nfree_log[k] != 0));
+    }
     for (nf_big_t *h = big_head.next; h != &big_head; h = h->next) {
         char *p = (char *)h + BIGHDR;
         HL_CHECK(h->tag == BIGTAG);
