@@ -37,6 +37,7 @@ pub mod format;
 pub mod model;
 pub mod profile;
 pub mod reader;
+pub mod refs;
 pub mod rep;
 pub mod varint;
 pub mod view;

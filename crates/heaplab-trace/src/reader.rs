@@ -55,6 +55,10 @@ pub struct TraceReader<R: Read = BufReader<File>> {
     raw: Vec<u8>,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
     done: bool,
+    /// Hand REFS payloads to [`TraceReader::take_refs`] (see `refs.rs`).
+    keep_refs: bool,
+    /// The payload of the last REFS block read, with its offset.
+    refs: Option<(u64, Vec<u8>)>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -134,6 +138,8 @@ impl<R: Read> TraceReader<R> {
             raw: Vec::new(),
             zstd: None,
             done: false,
+            keep_refs: false,
+            refs: None,
         };
         match r.read_block()? {
             Some(h) if h.kind == kind::META => {
@@ -206,6 +212,20 @@ impl<R: Read> TraceReader<R> {
     /// Byte offset of the next unread block.
     pub fn position(&self) -> u64 {
         self.pos
+    }
+
+    /// Keep the payload of each REFS block for [`Self::take_refs`]. Without
+    /// this a REFS block reads as [`Item::Skipped`], as in any v1 reader;
+    /// with it, it still does, and its payload waits to be taken.
+    /// [`crate::refs::RefsReader`] does this.
+    pub fn keep_refs(&mut self, keep: bool) {
+        self.keep_refs = keep;
+    }
+
+    /// The payload of the REFS block just skipped (its `Item::Skipped` was the
+    /// last item handed out), with the block's byte offset.
+    pub fn take_refs(&mut self) -> Option<(u64, Vec<u8>)> {
+        self.refs.take()
     }
 
     fn err_at(&self, offset: u64, problem: Problem) -> TraceError {
@@ -377,7 +397,13 @@ impl<R: Read> TraceReader<R> {
                 }
                 e.map(|_| ())
             }
+            kind::REFS if self.keep_refs && h.flags & BLOCK_SKIPPABLE == 0 => {
+                Err("a REFS block without the SKIPPABLE flag".to_string())
+            }
             k if h.flags & BLOCK_SKIPPABLE != 0 => {
+                if k == kind::REFS && self.keep_refs {
+                    self.refs = Some((at, raw.clone()));
+                }
                 self.queue.push_back(Item::Skipped { kind: k, bytes: h.raw_len });
                 Ok(())
             }

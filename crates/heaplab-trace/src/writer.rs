@@ -335,6 +335,14 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_block(kind, flags, payload, Codec::None)
     }
 
+    /// Writes a block of another stream (REFS, say) with the writer's codec,
+    /// after the pending definitions and the events block being built, so
+    /// that every event recorded so far is in the file before it.
+    pub fn write_stream_block(&mut self, kind: u8, flags: u16, payload: &[u8]) -> io::Result<()> {
+        self.flush_blocks()?;
+        self.out.write_block(kind, flags, payload, self.opts.codec)
+    }
+
     /// Events recorded so far.
     pub fn events(&self) -> u64 {
         self.events
