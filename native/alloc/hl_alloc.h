@@ -52,9 +52,9 @@ extern "C" {
 #define HL_MAX_ALIGN ((size_t)1 << 30)
 
 /* Helpers every algorithm wants. */
-#define HL_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((size_t)(a) - 1))
-#define HL_ALIGN_DOWN(x, a) ((x) & ~((size_t)(a) - 1))
-#define HL_IS_POW2(x)       ((x) != 0 && (((x) & ((x) - 1)) == 0))
+#define HL_ALIGN_UP(x, a)   (((x) + ((a)-1)) & ~((size_t)(a)-1))
+#define HL_ALIGN_DOWN(x, a) ((x) & ~((size_t)(a)-1))
+#define HL_IS_POW2(x)       ((x) != 0 && (((x) & ((x)-1)) == 0))
 #define HL_LIKELY(x)        __builtin_expect(!!(x), 1)
 #define HL_UNLIKELY(x)      __builtin_expect(!!(x), 0)
 
@@ -178,15 +178,13 @@ __attribute__((noreturn)) void hl_check_failed(const char *file, int line, const
  * cold paths (e.g. a bad magic in free).  HL_ASSERT(cond): compiled in only
  * when HL_DEBUG >= 1 (make -C native EXTRA_CFLAGS=-DHL_DEBUG=1); use it on
  * fast paths, where it must cost nothing in a normal build. */
-#define HL_CHECK(cond)                                                                             \
-    (HL_LIKELY(cond) ? (void)0 : hl_check_failed(__FILE__, __LINE__, #cond))
+#define HL_CHECK(cond) (HL_LIKELY(cond) ? (void)0 : hl_check_failed(__FILE__, __LINE__, #cond))
 #ifndef HL_DEBUG
 #define HL_DEBUG 0
 #endif
 #define HL_ASSERT(cond)                                                                            \
     do {                                                                                           \
-        if (HL_DEBUG)                                                                              \
-            HL_CHECK(cond);                                                                        \
+        if (HL_DEBUG) HL_CHECK(cond);                                                              \
     } while (0)
 
 /* ------------------------------------------------------------------------ */

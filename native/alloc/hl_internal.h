@@ -1,0 +1,64 @@
+/*
+ * hl_internal.h: what shim.c, pad.c and platform.c share and algorithms do not
+ * see.  Algorithms include only hl_alloc.h.
+ */
+#ifndef HL_INTERNAL_H
+#define HL_INTERNAL_H
+
+#include "hl_alloc.h"
+
+#define HL_EXPORT __attribute__((visibility("default")))
+
+/* ---- the lock: a three-state futex mutex (Drepper, "Futexes are tricky") ----
+ * 0 free, 1 held, 2 held with waiters.  Uncontended cost: one CAS to take,
+ * one XCHG to give back.  Statically initialised to zero. */
+typedef struct hl_lock {
+    int state;
+} hl_lock_t;
+
+void hl_futex_wait(int *addr, int val); /* platform.c */
+void hl_futex_wake(int *addr, int n);   /* platform.c */
+void hl_lock_slow(hl_lock_t *l);        /* platform.c */
+
+static inline void hl_lock_acquire(hl_lock_t *l) {
+    int c = 0;
+    if (HL_LIKELY(
+            __atomic_compare_exchange_n(&l->state, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)))
+        return;
+    hl_lock_slow(l);
+}
+
+static inline void hl_lock_release(hl_lock_t *l) {
+    if (HL_UNLIKELY(__atomic_exchange_n(&l->state, 0, __ATOMIC_RELEASE) == 2))
+        hl_futex_wake(&l->state, 1);
+}
+
+static inline void hl_lock_reset(hl_lock_t *l) {
+    __atomic_store_n(&l->state, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- platform services for the shim ---- */
+
+/* Read platform tunables and the page size; name the allocator for messages. */
+void hl_platform_init(const char *alloc_name);
+
+/* Register fork handlers (pthread_atfork). */
+void hl_platform_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
+/* Fill the footprint fields of *st (the shim fills the operation counters). */
+void hl_platform_footprint(heaplab_alloc_stats_t *st);
+void hl_platform_reset_peak(void);
+
+/* Append one line to the file named by `path` ("stderr" = fd 2). */
+void hl_platform_append(const char *path, const char *line, size_t len);
+
+/* The process id (for the exit report). */
+int hl_platform_pid(void);
+
+/* Tiny formatter (the subset hl_fatal documents) into buf; returns length. */
+size_t hl_format(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The pad layer (pad.c): `inner` with every object padded by `pad` bytes. */
+const hl_alloc_t *hl_pad_layer(const hl_alloc_t *inner, size_t pad);
+
+#endif /* HL_INTERNAL_H */

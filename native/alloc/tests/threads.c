@@ -1,0 +1,135 @@
+/*
+ * threads.c: four threads allocate, fill, and hand half their blocks to the
+ * next thread, which verifies and frees them (cross-thread frees); the rest
+ * they realloc and free themselves (not a benchmark).
+ *
+ *   alloc-threads [ITERATIONS]        default 60000 per thread
+ */
+#include "testlib.h"
+
+#include <pthread.h>
+
+#define NT    4
+#define QCAP  1024
+#define LOCAL 256
+
+typedef struct msg {
+    char *p;
+    size_t n;
+    uint64_t seed;
+} msg_t;
+
+typedef struct mailbox {
+    pthread_mutex_t mu;
+    msg_t q[QCAP];
+    size_t head, count;
+} mailbox_t;
+
+static mailbox_t box[NT];
+static long iters = 60000;
+static unsigned long errors[NT], cross_frees[NT];
+
+static int post(mailbox_t *b, msg_t m) {
+    pthread_mutex_lock(&b->mu);
+    int ok = b->count < QCAP;
+    if (ok) {
+        b->q[(b->head + b->count) % QCAP] = m;
+        b->count++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return ok;
+}
+
+static int take(mailbox_t *b, msg_t *m) {
+    pthread_mutex_lock(&b->mu);
+    int ok = b->count > 0;
+    if (ok) {
+        *m = b->q[b->head];
+        b->head = (b->head + 1) % QCAP;
+        b->count--;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return ok;
+}
+
+static void consume(int id, msg_t m) {
+    if (t_verify(m.p, m.n, m.seed) >= 0) errors[id]++;
+    free(m.p);
+    cross_frees[id]++;
+}
+
+static void *worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    t_rng_t r = {(uint64_t)id * 7919 + 17};
+    msg_t mine[LOCAL] = {{0}};
+    uint64_t gen = (uint64_t)id << 40;
+    for (long i = 0; i < iters; i++) {
+        size_t n = t_below(&r, 8) ? t_below(&r, 200) + 1 : t_below(&r, 20000) + 1;
+        char *p;
+        uint64_t k = t_below(&r, 10);
+        if (k < 7)
+            p = malloc(n);
+        else if (k < 9)
+            p = calloc(n, 1);
+        else if (posix_memalign((void **)&p, 64, n))
+            p = NULL;
+        if (!p) {
+            errors[id]++;
+            continue;
+        }
+        msg_t m = {p, n, ++gen};
+        t_fill(p, n, m.seed);
+        if (t_below(&r, 2) && post(&box[(id + 1) % NT], m)) {
+            /* handed over */
+        } else {
+            msg_t *s = &mine[t_below(&r, LOCAL)];
+            if (s->p) {
+                if (t_verify(s->p, s->n, s->seed) >= 0) errors[id]++;
+                if (t_below(&r, 2)) {
+                    size_t nn = t_below(&r, 4000) + 1;
+                    char *q = realloc(s->p, nn);
+                    if (!q || t_verify(q, nn < s->n ? nn : s->n, s->seed) >= 0) errors[id]++;
+                    free(q);
+                } else {
+                    free(s->p);
+                }
+            }
+            *s = m;
+        }
+        msg_t in;
+        while (t_below(&r, 3) && take(&box[id], &in))
+            consume(id, in);
+    }
+    for (int s = 0; s < LOCAL; s++)
+        if (mine[s].p) {
+            if (t_verify(mine[s].p, mine[s].n, mine[s].seed) >= 0) errors[id]++;
+            free(mine[s].p);
+        }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    t_prog = "threads";
+    t_lookup();
+    if (argc > 1) iters = strtol(argv[1], NULL, 0);
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++)
+        pthread_mutex_init(&box[i].mu, NULL);
+    for (int i = 0; i < NT; i++)
+        pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+    for (int i = 0; i < NT; i++)
+        pthread_join(th[i], NULL);
+    unsigned long total_cross = 0;
+    for (int i = 0; i < NT; i++) {
+        msg_t m;
+        while (take(&box[i], &m))
+            consume(i, m);
+        EXPECT(errors[i] == 0, "thread %d saw %lu corrupted or failed blocks", i, errors[i]);
+        total_cross += cross_frees[i];
+    }
+    EXPECT(total_cross > (unsigned long)iters, "only %lu cross-thread frees", total_cross);
+    t_check_heap();
+    printf("threads: %d threads x %ld iterations, %lu cross-thread frees\n", NT, iters,
+           total_cross);
+    return t_finish();
+}
