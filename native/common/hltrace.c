@@ -43,9 +43,14 @@ static const char *const KIND_NAMES[HL_KIND_COUNT] = {
     "aligned_alloc", "valloc", "pvalloc", "free", "realloc_free",
 };
 
+/* Per kind: bit 0 releases only, bit 1 carries an alignment. */
+static const uint8_t KIND_PROPS[16] = {0, 0, 0, 2, 2, 2, 2, 2, 1, 1};
+#define K_RELEASE(k) (KIND_PROPS[(k) & 15] & 1)
+#define K_ALIGN(k)   (KIND_PROPS[(k) & 15] & 2)
+
 const char *hl_kind_name(unsigned kind) { return kind < HL_KIND_COUNT ? KIND_NAMES[kind] : NULL; }
-int hl_kind_is_release(unsigned kind) { return kind == HL_FREE || kind == HL_REALLOC_FREE; }
-int hl_kind_has_align(unsigned kind) { return kind >= HL_MEMALIGN && kind <= HL_PVALLOC; }
+int hl_kind_is_release(unsigned kind) { return kind < HL_KIND_COUNT && K_RELEASE(kind); }
+int hl_kind_has_align(unsigned kind) { return kind < HL_KIND_COUNT && K_ALIGN(kind) != 0; }
 
 const char *hl_stream_name(unsigned kind) {
     switch (kind) {
@@ -174,7 +179,11 @@ uint32_t hl_crc32c(uint32_t crc, const void *buf, size_t len) {
 
 /* ---------------------------------------------------------------- varints */
 
-size_t hl_varint_put(uint8_t *out, uint64_t v) {
+static inline size_t varint_put(uint8_t *out, uint64_t v) {
+    if (LIKELY(v < 0x80)) {
+        out[0] = (uint8_t)v;
+        return 1;
+    }
     size_t n = 0;
     while (v >= 0x80) {
         out[n++] = (uint8_t)(v | 0x80);
@@ -183,6 +192,8 @@ size_t hl_varint_put(uint8_t *out, uint64_t v) {
     out[n++] = (uint8_t)v;
     return n;
 }
+
+size_t hl_varint_put(uint8_t *out, uint64_t v) { return varint_put(out, v); }
 
 int hl_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
     const uint8_t *p = *pp;
@@ -233,7 +244,7 @@ static void buf_free(const hl_mem_t *m, buf_t *b) {
 }
 
 /* Callers reserve first. */
-static inline void put_u(buf_t *b, uint64_t v) { b->len += hl_varint_put(b->p + b->len, v); }
+static inline void put_u(buf_t *b, uint64_t v) { b->len += varint_put(b->p + b->len, v); }
 
 static inline void put_raw(buf_t *b, const void *p, size_t n) {
     if (n) memcpy(b->p + b->len, p, n);
@@ -263,6 +274,10 @@ struct hl_writer {
 };
 
 enum { C_OPS, C_THREADS, C_TIMES, C_SIZES, C_ALIGNS, C_REFS, C_STACKS };
+
+/* Most bytes one event adds to each column: the columns are sized for a
+ * whole block when the writer is made, so appending checks nothing. */
+static const uint8_t COL_MAX[7] = {1, 5, 10, 10, 10, 10, 5};
 
 /* Pending definitions past this size go out at once, so no block can reach
  * the 64 MiB limit (the Rust writer never gets there with real traces). */
@@ -371,6 +386,11 @@ hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx, c
     w->wctx = wctx;
     w->zstd_level = opts ? opts->zstd_level : 0;
     w->block_events = be;
+    for (int c = 0; c < 7; c++)
+        if (buf_reserve(mem, &w->col[c], (size_t)be * COL_MAX[c])) {
+            errno = ENOMEM;
+            goto fail;
+        }
 
     uint8_t h[HL_FILE_HEADER_LEN] = {0};
     memcpy(h, FILE_MAGIC, 8);
@@ -475,45 +495,103 @@ static int flush_blocks(hl_writer_t *w) {
 
 int hl_writer_event(hl_writer_t *w, const hl_event_t *ev, uint64_t *new_id) {
     unsigned k = ev->kind;
-    if (k >= HL_KIND_COUNT) return w_fail(w, "reserved event kind", EINVAL);
-    int release = hl_kind_is_release(k);
+    if (UNLIKELY(k >= HL_KIND_COUNT)) return w_fail(w, "reserved event kind", EINVAL);
+    unsigned release = K_RELEASE(k), align = K_ALIGN(k);
     int old_null = k == HL_REALLOC && !ev->has_old;
     int needs_ref = release || (k == HL_REALLOC && ev->has_old);
-    if (release && ev->failed) return w_fail(w, "a release cannot fail", EINVAL);
-    if (ev->inherited && (ev->failed || release))
-        return w_fail(w, "only a successful allocation can be inherited", EINVAL);
-    if (ev->thread >= w->n_threads) return w_fail(w, "thread is not defined", EINVAL);
-    if (ev->stack > w->n_stacks) return w_fail(w, "stack is not defined", EINVAL);
-    if (needs_ref && ev->old >= w->next_id) return w_fail(w, "the object does not exist", EINVAL);
-    if (!needs_ref && ev->has_old && k != HL_REALLOC) return w_fail(w, "this kind takes no object", EINVAL);
+    if (UNLIKELY((release && ev->failed) || (ev->inherited && (ev->failed || release))))
+        return w_fail(w, "a release cannot fail, and only a successful allocation can be inherited", EINVAL);
+    if (UNLIKELY(ev->thread >= w->n_threads)) return w_fail(w, "thread is not defined", EINVAL);
+    if (UNLIKELY(ev->stack > w->n_stacks)) return w_fail(w, "stack is not defined", EINVAL);
+    if (UNLIKELY(needs_ref && ev->old >= w->next_id)) return w_fail(w, "the object does not exist", EINVAL);
+    if (UNLIKELY(!needs_ref && ev->has_old && k != HL_REALLOC))
+        return w_fail(w, "this kind takes no object", EINVAL);
 
-    for (int c = 0; c < 7; c++)
-        if (buf_reserve(&w->mem, &w->col[c], 10)) return w_fail(w, "out of memory", ENOMEM);
     if (w->col_n == 0) {
         w->first_event = w->events;
         w->first_id = w->next_id;
         w->base_time = w->last_time;
     }
     uint64_t time = ev->time > w->last_time ? ev->time : w->last_time;
-    uint8_t op = (uint8_t)k;
-    if (ev->failed) op |= HL_OP_FAILED;
-    if (old_null) op |= HL_OP_OLD_NULL;
-    if (ev->stack) op |= HL_OP_HAS_STACK;
-    if (ev->inherited) op |= HL_OP_INHERITED;
-    w->col[C_OPS].p[w->col[C_OPS].len++] = op;
-    put_u(&w->col[C_THREADS], ev->thread);
-    put_u(&w->col[C_TIMES], time - w->last_time);
-    if (!release) put_u(&w->col[C_SIZES], ev->size);
-    if (hl_kind_has_align(k)) put_u(&w->col[C_ALIGNS], ev->align);
-    if (needs_ref) put_u(&w->col[C_REFS], w->next_id - 1 - ev->old);
-    if (ev->stack) put_u(&w->col[C_STACKS], ev->stack);
+    unsigned op = k | (ev->failed ? HL_OP_FAILED : 0) | (old_null ? HL_OP_OLD_NULL : 0) |
+                  (ev->stack ? HL_OP_HAS_STACK : 0) | (ev->inherited ? HL_OP_INHERITED : 0);
+    buf_t *col = w->col; /* sized for a whole block when the writer was made */
+    col[C_OPS].p[col[C_OPS].len++] = (uint8_t)op;
+    put_u(&col[C_THREADS], ev->thread);
+    put_u(&col[C_TIMES], time - w->last_time);
+    if (!release) put_u(&col[C_SIZES], ev->size);
+    if (align) put_u(&col[C_ALIGNS], ev->align);
+    if (needs_ref) put_u(&col[C_REFS], w->next_id - 1 - ev->old);
+    if (ev->stack) put_u(&col[C_STACKS], ev->stack);
     w->col_n++;
     w->last_time = time;
     w->events++;
     uint64_t id = UINT64_MAX;
     if (!release && !ev->failed) id = w->next_id++;
     if (new_id) *new_id = id;
-    if (w->col_n >= w->block_events) return flush_blocks(w);
+    if (UNLIKELY(w->col_n >= w->block_events)) return flush_blocks(w);
+    return 0;
+}
+
+int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (w->col_n == 0) {
+            w->first_event = w->events;
+            w->first_id = w->next_id;
+            w->base_time = w->last_time;
+        }
+        /* as many as fit in this block, with the cursors in locals */
+        size_t room = w->block_events - w->col_n, end = n - i < room ? n : i + room;
+        uint8_t *ops = w->col[C_OPS].p + w->col[C_OPS].len, *th = w->col[C_THREADS].p + w->col[C_THREADS].len;
+        uint8_t *tm = w->col[C_TIMES].p + w->col[C_TIMES].len, *sz = w->col[C_SIZES].p + w->col[C_SIZES].len;
+        uint8_t *al = w->col[C_ALIGNS].p + w->col[C_ALIGNS].len, *rf = w->col[C_REFS].p + w->col[C_REFS].len;
+        uint8_t *st = w->col[C_STACKS].p + w->col[C_STACKS].len;
+        uint64_t last = w->last_time, next_id = w->next_id, n_threads = w->n_threads, n_stacks = w->n_stacks;
+        const char *bad = NULL;
+        size_t j = i;
+        for (; j < end; j++) {
+            const hl_event_t *ev = &evs[j];
+            unsigned k = ev->kind;
+            if (UNLIKELY(k >= HL_KIND_COUNT)) {
+                bad = "reserved event kind";
+                break;
+            }
+            unsigned release = K_RELEASE(k);
+            int needs_ref = release || (k == HL_REALLOC && ev->has_old);
+            if (UNLIKELY((release && ev->failed) || (ev->inherited && (ev->failed || release)) ||
+                         ev->thread >= n_threads || ev->stack > n_stacks || (needs_ref && ev->old >= next_id) ||
+                         (!needs_ref && ev->has_old && k != HL_REALLOC))) {
+                bad = "an event names something undefined, or has impossible flags";
+                break;
+            }
+            uint64_t time = ev->time > last ? ev->time : last;
+            *ops++ = (uint8_t)(k | (ev->failed ? HL_OP_FAILED : 0) | (k == HL_REALLOC && !ev->has_old ? HL_OP_OLD_NULL : 0) |
+                               (ev->stack ? HL_OP_HAS_STACK : 0) | (ev->inherited ? HL_OP_INHERITED : 0));
+            th += varint_put(th, ev->thread);
+            tm += varint_put(tm, time - last);
+            last = time;
+            if (!release) sz += varint_put(sz, ev->size);
+            if (K_ALIGN(k)) al += varint_put(al, ev->align);
+            if (needs_ref) rf += varint_put(rf, next_id - 1 - ev->old);
+            if (ev->stack) st += varint_put(st, ev->stack);
+            if (!release && !ev->failed) next_id++;
+        }
+        w->col[C_OPS].len = (size_t)(ops - w->col[C_OPS].p);
+        w->col[C_THREADS].len = (size_t)(th - w->col[C_THREADS].p);
+        w->col[C_TIMES].len = (size_t)(tm - w->col[C_TIMES].p);
+        w->col[C_SIZES].len = (size_t)(sz - w->col[C_SIZES].p);
+        w->col[C_ALIGNS].len = (size_t)(al - w->col[C_ALIGNS].p);
+        w->col[C_REFS].len = (size_t)(rf - w->col[C_REFS].p);
+        w->col[C_STACKS].len = (size_t)(st - w->col[C_STACKS].p);
+        w->col_n += j - i;
+        w->events += j - i;
+        w->last_time = last;
+        w->next_id = next_id;
+        i = j;
+        if (bad) return w_fail(w, bad, EINVAL);
+        if (w->col_n >= w->block_events && flush_blocks(w)) return -1;
+    }
     return 0;
 }
 
@@ -1017,7 +1095,7 @@ static int check_defs(hl_reader_t *r, const bhdr_t *h, uint64_t at) {
 /* The next definition of an already validated block. */
 static void next_def(hl_reader_t *r, hl_item_t *it) {
     cur_t c = {r->cur, r->cur_end, NULL};
-    uint64_t id, a, b;
+    uint64_t id = 0, a = 0, b = 0;
     if (r->cur_kind == HL_STREAM_MODULES) {
         it->kind = HL_ITEM_MODULE;
         cur_u(&c, &id, "");
@@ -1030,7 +1108,7 @@ static void next_def(hl_reader_t *r, hl_item_t *it) {
         cur_bytes(&c, &it->u.module.build_id, "");
     } else if (r->cur_kind == HL_STREAM_STACKS) {
         it->kind = HL_ITEM_STACK;
-        uint64_t nf;
+        uint64_t nf = 0;
         cur_u(&c, &id, "");
         cur_u(&c, &nf, "");
         for (uint64_t i = 0; i < nf; i++) {

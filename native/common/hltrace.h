@@ -182,6 +182,11 @@ int64_t hl_writer_thread(hl_writer_t *w, uint64_t tid, const void *name, size_t 
  * liveness (the writer only checks old < next id). On success *new_id (if
  * not NULL) is the id created, or UINT64_MAX when none. Returns 0 or -1. */
 int hl_writer_event(hl_writer_t *w, const hl_event_t *ev, uint64_t *new_id);
+/* Appends n events, as n calls of hl_writer_event would (the ids they
+ * create are hl_writer_next_id() before the call, onwards), but faster: the
+ * column cursors stay in registers. On an error, the events before the bad
+ * one are in. Returns 0 or -1. */
+int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n);
 /* Writes the pending definitions and the events block being built. */
 int hl_writer_flush(hl_writer_t *w);
 /* Flushes, then writes END; events and objects are filled in. After reason

@@ -10,9 +10,11 @@ COMMON_DIR  := $(NATIVE)/common
 HLTRACE_OBJ := $(OBJDIR)/common/hltrace.o
 HLTRACE_LIBS := -lzstd
 
+# -fno-semantic-interposition: the library's own calls to its exported
+# helpers may be inlined even though the object is position-independent.
 $(HLTRACE_OBJ): $(COMMON_DIR)/hltrace.c $(COMMON_DIR)/hltrace.h | dirs
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -fno-semantic-interposition -c $< -o $@
 
 $(BINDIR)/hltrace-dump: $(COMMON_DIR)/hltrace_dump.c $(HLTRACE_OBJ) | dirs
 	$(CC) $(CFLAGS) $^ -o $@ $(HLTRACE_LIBS)

@@ -47,6 +47,8 @@ _Atomic int hl_fatal_sig;
 _Atomic int hl_fatal_done;
 _Atomic int hl_exec_hold;
 uint64_t hl_self_lo, hl_self_len;
+int hl_tsc;
+uint64_t hl_tsc0, hl_mono0;
 
 static _Atomic int init_state; /* 0 not yet, 1 under way, 2 recording, 3 failed */
 static _Atomic int ctor_done;
@@ -70,6 +72,20 @@ void hl_note(const char *a, const char *b, const char *c) {
     line[n++] = '\n';
     ssize_t w = write(2, line, n);
     (void)w;
+}
+
+/* The TSC is used for time stamps when the CPU says it is invariant and the
+ * kernel trusts it as its clocksource (then it is synchronised across CPUs). */
+static void choose_clock(void) {
+    char buf[4096];
+    size_t n = hl_os_read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource", buf, 16);
+    int tsc_source = n >= 3 && !memcmp(buf, "tsc", 3);
+    n = hl_os_read_file("/proc/cpuinfo", buf, sizeof buf - 1);
+    buf[n] = 0;
+    int invariant = strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
+    hl_tsc0 = __builtin_ia32_rdtsc();
+    hl_mono0 = hl_now_ns();
+    hl_tsc = tsc_source && invariant && !getenv("HEAPLAB_RECORD_NO_TSC");
 }
 
 /* ---------------------------------------------------------------- configuration */
@@ -109,7 +125,7 @@ static void read_config(void) {
     strncpy(c->out + n, out, sizeof c->out - n - 1);
     c->stack_depth = (unsigned)env_num("HEAPLAB_RECORD_STACK_DEPTH", 8, 0, HL_MAX_DEPTH);
     c->free_stacks = (int)env_num("HEAPLAB_RECORD_FREE_STACKS", 0, 0, 1);
-    c->time_unit_ns = env_num("HEAPLAB_RECORD_TIME_UNIT_NS", 1000, 1, 1000000000);
+    c->time_unit_ns = env_num("HEAPLAB_RECORD_TIME_UNIT_NS", 10000, 1, 1000000000);
     c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 3, 0, 19);
     c->block_events = (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
     c->flush_ns = env_num("HEAPLAB_RECORD_FLUSH_MS", 200, 1, 3600000) * 1000000u;
@@ -229,16 +245,22 @@ static void fatal_handler(int sig, siginfo_t *si, void *uc) {
     int saved = errno;
     int expected = 0;
     hl_busy_enter();
-    if (atomic_compare_exchange_strong(&hl_fatal_sig, &expected, sig) && !atomic_load(&hl_writer_running)) {
-        /* no writer thread to do it (a fork child before its first event) */
-        if (pthread_mutex_trylock(&hl_wlock) == 0) {
-            hl_finish_locked(HL_END_SIGNAL, (uint64_t)sig, 1);
-            atomic_store(&hl_fatal_done, 1);
-            pthread_mutex_unlock(&hl_wlock);
+    /* The first fatal signal writes END here (whoever holds the writer's
+     * lock lets go within a pass); a second one, in another thread, waits
+     * for that. At most ~2 s either way, then the default action. */
+    if (atomic_compare_exchange_strong(&hl_fatal_sig, &expected, sig)) {
+        for (int i = 0; i < 2000; i++) {
+            if (pthread_mutex_trylock(&hl_wlock) == 0) {
+                hl_finish_locked(HL_END_SIGNAL, (uint64_t)sig, 1);
+                pthread_mutex_unlock(&hl_wlock);
+                break;
+            }
+            hl_os_sleep_ns(1000000);
         }
+        atomic_store(&hl_fatal_done, 1);
+    } else {
+        for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done); i++) hl_os_sleep_ns(1000000);
     }
-    for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done) && atomic_load(&hl_writer_running); i++)
-        hl_os_sleep_ns(1000000);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -300,6 +322,7 @@ HL_EXPORT sighandler_t signal(int sig, sighandler_t h) {
 static void init(void) {
     hl_pid = getpid();
     read_config();
+    choose_clock();
     hl_os_readlink("/proc/self/exe", exe_path, sizeof exe_path);
     dl_iterate_phdr(self_cb, (void *)(uintptr_t)&init);
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);

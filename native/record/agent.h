@@ -92,6 +92,7 @@ struct hl_thread {
     /* writer side */
     uint64_t chead;
     uint64_t ctail_w; /* tail_pub as last read */
+    uint64_t pf;      /* prefetch cursor, a few records ahead of chead */
     int32_t trace_index; /* thread index in the current trace, -1: not defined yet */
     uint8_t phase2;      /* the head record is a realloc whose release half is done */
     uint8_t stash_known;
@@ -154,6 +155,7 @@ int hl_busy(void);
 
 int hl_writer_init(void);         /* at start-up, with the trace file open */
 void hl_writer_ensure_running(void);
+int hl_writer_help(void);         /* a producer with a full ring drains; 1 if it did work */
 /* Under hl_wlock: drains every ring and writes END. reason HL_END_*; with
  * `close`, recording stops for good. Returns 0 if a trace was written to. */
 int hl_finish_locked(int reason, uint64_t status, int close);
@@ -172,9 +174,18 @@ int hl_is_our_handler(void (*h)(int));
 void hl_note(const char *a, const char *b, const char *c); /* a line on stderr */
 uint64_t hl_now_ns(void);       /* CLOCK_MONOTONIC */
 
+/* Event time stamps: the TSC where it runs at a constant rate and is the
+ * kernel's clocksource (the writer converts ticks to CLOCK_MONOTONIC ns by
+ * calibration against it), else CLOCK_MONOTONIC. rdtsc costs ~25 ns here,
+ * clock_gettime ~58 ns. */
+extern int hl_tsc;
+extern uint64_t hl_tsc0, hl_mono0;
+static inline uint64_t hl_stamp(void) { return hl_tsc ? __builtin_ia32_rdtsc() : hl_now_ns(); }
+
 /* ---------------------------------------------------------------- os.c */
 
 void *hl_os_alloc(size_t size); /* zeroed pages; NULL on failure */
+void *hl_os_alloc_populated(size_t size);
 void hl_os_free(void *p, size_t size);
 void *hl_os_grow(void *p, size_t old_size, size_t new_size); /* keeps the contents */
 extern const hl_mem_t hl_os_mem;                             /* for hltrace.c */

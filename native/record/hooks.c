@@ -137,12 +137,14 @@ static inline int resolved(void) { return atomic_load_explicit(&resolve_state, m
 /* Waits until the writer has consumed up to `need_head`. Returns 0, or -1
  * when recording stopped meanwhile (the record is dropped). */
 static int ring_wait(hl_thread_t *t, uint64_t need_head) {
-    for (unsigned spins = 0;; spins++) {
+    for (;;) {
         t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
         if (t->head_seen >= need_head) return 0;
         if (atomic_load_explicit(&hl_off, memory_order_relaxed)) return -1;
-        if (spins > 2) hl_writer_ensure_running();
-        sched_yield();
+        hl_writer_ensure_running();
+        /* drain the rings ourselves rather than wait for the writer thread
+         * to be scheduled, which on a busy machine can take milliseconds */
+        if (!hl_writer_help()) sched_yield();
     }
 }
 
@@ -150,8 +152,14 @@ static int ring_wait(hl_thread_t *t, uint64_t need_head) {
 static inline hl_rec_t *ring_reserve(hl_thread_t *t, size_t need) {
     uint64_t cap = t->mask + 1, off = t->tail & t->mask, contig = cap - off;
     uint64_t total = need + (contig < need ? contig : 0);
-    if (HL_UNLIKELY(t->tail + total - t->head_seen > cap)) {
+    if (HL_UNLIKELY(t->tail + total - t->head_seen > cap / 2)) {
+        /* Half full: drain the rings here if the writer is not at it. On a
+         * busy machine this beats waking the writer thread (a context
+         * switch, and caches refilled, per wake-up); on an idle one the
+         * writer thread usually gets there first. */
         t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
+        if (t->tail + total - t->head_seen > cap / 2 && hl_writer_help())
+            t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
         if (t->tail + total - t->head_seen > cap && ring_wait(t, t->tail + total - cap)) return NULL;
     }
     if (contig < need) {
@@ -165,6 +173,8 @@ static inline hl_rec_t *ring_reserve(hl_thread_t *t, size_t need) {
 
 static inline void ring_publish(hl_thread_t *t, size_t need) {
     t->tail += need;
+    /* ownership of a line a few records ahead: the writer read it one lap ago */
+    __asm__ volatile("prefetchw %0" ::"m"(t->ring[(t->tail + 512) & t->mask]));
     atomic_store_explicit(&t->tail_pub, t->tail, memory_order_release);
     atomic_store_explicit(&t->pending, 0, memory_order_release);
 }
@@ -230,7 +240,7 @@ static inline void take_stack(hl_thread_t *t, stk_t *s, int want) {
 
 static inline void fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old, uint64_t size,
                         uint64_t align) {
-    r->time = hl_now_ns();
+    r->time = hl_stamp();
     r->addr = addr;
     r->old = old;
     r->size = size;

@@ -27,6 +27,13 @@ void *hl_os_alloc(size_t size) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Pages faulted in at once: cheaper than one fault per page for a table
+ * that is about to be written all over (the object map after a resize). */
+void *hl_os_alloc_populated(size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 void hl_os_free(void *p, size_t size) {
     if (p && size) munmap(p, size);
 }
