@@ -1,7 +1,8 @@
 /*
- * writer.c: the background writer. One thread (all signals blocked, never
- * recorded) drains every thread's ring, merges the records by sequence
- * number, and turns them into trace events:
+ * writer.c: turning the rings into a trace. It runs under hl_wlock, in the
+ * writer thread (SCHED_IDLE, all signals blocked, never recorded), in a
+ * producer whose ring is half full, or in a thread that ends the trace (exit,
+ * exec, a fatal signal).
  *
  *   rings (one per thread, records in seq order)
  *      |  min-heap on each ring's head key (seq, or seq1 for the release
@@ -9,20 +10,19 @@
  *   merge  says it is in flight (`pending`), skipped when nobody holds it
  *      |
  *      v
- *   address -> object map   (open addressing; frees of unknown addresses
- *      |                     are counted, not written)
- *   stack hash -> stack     (frames kept as raw addresses; converted to
- *      |                     (module, offset) when first used in a trace)
+ *   address -> object id:  nursery (last 4096 objects, ring + index)
+ *      |                   -> map (open addressing, page-local hash)
+ *   stack hash -> stack    (frames kept as raw addresses; turned into
+ *      |                    (module, offset) when first used in a trace)
  *      v
- *   hltrace writer: MODULES/STACKS/THREADS before the EVENTS block that
- *   needs them; a block every block_events events or flush interval.
+ *   batch of hl_event_t -> hltrace writer: MODULES/STACKS/THREADS before
+ *   the EVENTS block that needs them; a block every block_events events
+ *   or flush interval.
  *
- * Everything here runs under hl_wlock, by the writer thread or by a thread
- * that ends the trace (exit, exec, a fatal signal's fallback, fork).
- *
- * Invariants: every object in the map is live in the trace being written
- * (or, in a fork child before its trace is opened, in the parent's view);
- * next_seq - 1 is the highest seq processed in order.
+ * Invariants: every object in the nursery or the map (never both) is live in
+ * the trace being written (in a fork child before its trace opens: in the
+ * parent's view); next_seq - 1 is the highest seq processed in order; the
+ * ids counted here (next_id) are the ones the hltrace writer assigns.
  */
 #include "agent.h"
 
