@@ -30,12 +30,20 @@ enum Command {
     Stats(cmd::stats::Args),
     /// Convert between .hltrace, .rep, .script and the .txt dump
     Convert(cmd::convert::Args),
+    /// Compare allocators on traces (or a live program): instructions, time, footprint
+    Compare(cmd::compare::Args),
+    /// Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput
+    Lab(cmd::lab::Args),
     /// The main job: record the bundled workloads and report on them
     Demo(cmd::demo::Args),
     /// List the bundled workloads; prepare one and show or run its command
     Workloads(cmd::workloads::Args),
     /// Simulate caches and page faults on an address stream (DineroIV din)
     Sim(cmd::sim::Args),
+    /// List the allocator zoo: every algorithm, its description and paper
+    Allocators(cmd::allocators::Args),
+    /// Run a program on one allocator (LD_PRELOAD) and pass its exit status through
+    Run(cmd::run::Args),
 }
 
 fn main() {
@@ -49,9 +57,13 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Convert(a) => cmd::convert::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Workloads(a) => cmd::workloads::run(a),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::Allocators(a) => cmd::allocators::run(a),
+        Command::Run(a) => cmd::run::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

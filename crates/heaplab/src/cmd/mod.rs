@@ -1,8 +1,12 @@
 //! One module per subcommand.
 
+pub mod allocators;
+pub mod compare;
 pub mod convert;
 pub mod demo;
+pub mod lab;
 pub mod record;
+pub mod run;
 pub mod sim;
 pub mod stats;
 pub mod workloads;

@@ -1,0 +1,299 @@
+//! Which allocators a comparison runs, and how each is loaded.
+//!
+//! Names a user may give (`--allocators`, comma-separated):
+//!
+//! | name | meaning |
+//! |---|---|
+//! | `all` | every heaplab allocator, then glibc, jemalloc, mimalloc, tcmalloc |
+//! | `zoo` | every heaplab allocator (`native/alloc/registry.txt`) |
+//! | `peers` | glibc, jemalloc, mimalloc, tcmalloc |
+//! | `glibc` | the C library's malloc: nothing preloaded |
+//! | `jemalloc`, `mimalloc`, `tcmalloc` | Debian's packages, preloaded |
+//! | `NAME` | `build/lib/libheaplab-NAME.so` |
+//! | `NAME+padN` | NAME with `HEAPLAB_PAD=N` (the pad layer, paper 000 Table 6) |
+//! | `PATH.so` or `LABEL=PATH.so` | any malloc in a shared object (yours) |
+
+use crate::tools::Tools;
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+/// Where an allocator comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// One of heaplab's (`native/alloc`): exports `heaplab_alloc_stats`.
+    Heaplab,
+    /// The C library's malloc.
+    Glibc,
+    /// jemalloc, mimalloc or tcmalloc from the distribution.
+    Peer,
+    /// A shared object the user named.
+    Custom,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Heaplab => "heaplab",
+            Source::Glibc => "glibc",
+            Source::Peer => "peer",
+            Source::Custom => "custom",
+        }
+    }
+}
+
+/// One allocator under test.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    pub name: String,
+    pub source: Source,
+    /// The shared object to `LD_PRELOAD` (None: glibc).
+    pub preload: Option<PathBuf>,
+    /// Environment the allocator needs (e.g. `HEAPLAB_PAD`).
+    pub env: Vec<(String, String)>,
+    /// Why it cannot run (not installed, not built); its rows say so.
+    pub missing: Option<String>,
+}
+
+impl Allocator {
+    pub fn is_glibc(&self) -> bool {
+        self.source == Source::Glibc
+    }
+}
+
+/// The peers: name, shared object, Debian package.
+pub const PEERS: [(&str, &str, &str); 3] = [
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+];
+
+/// The names in the registry, in its order; if it cannot be read, the
+/// `libheaplab-NAME.so` files in the library directory.
+pub fn zoo_names(tools: &Tools) -> Vec<String> {
+    if let Ok(text) = std::fs::read_to_string(&tools.registry) {
+        let names: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            })
+            .filter_map(|l| l.split('|').next())
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if !names.is_empty() {
+            return names;
+        }
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&tools.lib_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let f = e.file_name().to_string_lossy().to_string();
+            let n = f.strip_prefix("libheaplab-")?.strip_suffix(".so")?.to_string();
+            (!n.starts_with("test-") && n != "record" && n != "count").then_some(n)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn zoo(name: &str, pad: Option<u64>, tools: &Tools) -> Allocator {
+    let so = tools.lib_dir.join(format!("libheaplab-{name}.so"));
+    let missing =
+        (!so.exists()).then(|| format!("not built: {} (run `make -C native`)", so.display()));
+    Allocator {
+        name: match pad {
+            Some(n) => format!("{name}+pad{n}"),
+            None => name.to_string(),
+        },
+        source: Source::Heaplab,
+        preload: Some(so),
+        env: pad.map(|n| vec![("HEAPLAB_PAD".to_string(), n.to_string())]).unwrap_or_default(),
+        missing,
+    }
+}
+
+fn glibc() -> Allocator {
+    Allocator {
+        name: "glibc".into(),
+        source: Source::Glibc,
+        preload: None,
+        env: vec![],
+        missing: None,
+    }
+}
+
+fn peer(name: &str, tools: &Tools) -> Allocator {
+    let (_, so, pkg) = PEERS.iter().find(|p| p.0 == name).expect("a peer name");
+    let found = tools.peer_dirs.iter().map(|d| d.join(so)).find(|p| p.exists());
+    Allocator {
+        name: name.to_string(),
+        source: Source::Peer,
+        missing: found.is_none().then(|| {
+            format!(
+                "not installed: no {so} in {} (apt-get install {pkg}, or run scripts/setup.sh)",
+                tools
+                    .peer_dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }),
+        preload: Some(found.unwrap_or_else(|| PathBuf::from(so))),
+        env: vec![],
+    }
+}
+
+/// Resolves the user's list (see the module docs) into allocators, in the
+/// order given, without duplicates. An unknown name is an error that lists
+/// the known ones; a known allocator that cannot run is returned with
+/// `missing` set, so that its rows can say why.
+pub fn resolve(spec: &[String], tools: &Tools) -> Result<Vec<Allocator>> {
+    let zoo_list = zoo_names(tools);
+    let mut out: Vec<Allocator> = Vec::new();
+    let push = |a: Allocator, out: &mut Vec<Allocator>| {
+        if !out.iter().any(|b| b.name == a.name) {
+            out.push(a);
+        }
+    };
+    let items: Vec<&str> =
+        spec.iter().flat_map(|s| s.split(',')).map(str::trim).filter(|s| !s.is_empty()).collect();
+    for item in if items.is_empty() { vec!["all"] } else { items } {
+        match item {
+            "all" | "zoo" | "heaplab" | "peers" => {
+                if item != "peers" {
+                    for n in &zoo_list {
+                        push(zoo(n, None, tools), &mut out);
+                    }
+                }
+                if item == "all" || item == "peers" {
+                    push(glibc(), &mut out);
+                    for (p, _, _) in PEERS {
+                        push(peer(p, tools), &mut out);
+                    }
+                }
+            }
+            "glibc" | "system" | "libc" => push(glibc(), &mut out),
+            p if PEERS.iter().any(|x| x.0 == p) => push(peer(p, tools), &mut out),
+            s if s.ends_with(".so") || s.contains(".so.") || s.contains('/') => {
+                let (label, path) = match s.split_once('=') {
+                    Some((l, p)) => (l.to_string(), PathBuf::from(p)),
+                    None => {
+                        let p = PathBuf::from(s);
+                        let stem = p
+                            .file_name()
+                            .map(|f| f.to_string_lossy().to_string())
+                            .unwrap_or_default();
+                        let stem = stem.split(".so").next().unwrap_or(&stem).to_string();
+                        (stem.strip_prefix("lib").unwrap_or(&stem).to_string(), p)
+                    }
+                };
+                let path = std::fs::canonicalize(&path).unwrap_or(path);
+                let missing = (!path.exists()).then(|| format!("no such file: {}", path.display()));
+                push(
+                    Allocator {
+                        name: label,
+                        source: Source::Custom,
+                        preload: Some(path),
+                        env: vec![],
+                        missing,
+                    },
+                    &mut out,
+                );
+            }
+            s => {
+                let (base, pad) = match s.split_once("+pad") {
+                    Some((b, n)) => match n.parse::<u64>() {
+                        Ok(n) if n <= 4096 => (b, Some(n)),
+                        _ => bail!("{s:?}: the pad is +padN with N from 0 to 4096 bytes, e.g. gnulocal+pad8"),
+                    },
+                    None => (s, None),
+                };
+                if !zoo_list.iter().any(|n| n == base) {
+                    bail!(
+                        "no allocator {s:?}; known: all, zoo, peers, glibc, {}, {} (or NAME+padN, or a path to a .so)",
+                        PEERS.iter().map(|p| p.0).collect::<Vec<_>>().join(", "),
+                        zoo_list.join(", ")
+                    );
+                }
+                push(zoo(base, pad, tools), &mut out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Ensures the baselines a comparison needs are present: glibc (wall-time
+/// ratios) and firstfit (footprint normalization, when it is built),
+/// appended if absent. Returns the names added.
+pub fn add_baselines(allocs: &mut Vec<Allocator>, tools: &Tools) -> Vec<String> {
+    let mut added = Vec::new();
+    if !allocs.iter().any(|a| a.is_glibc()) {
+        allocs.push(glibc());
+        added.push("glibc".to_string());
+    }
+    let ff = zoo("firstfit", None, tools);
+    if !allocs.iter().any(|a| a.name == "firstfit") && ff.missing.is_none() {
+        allocs.push(ff);
+        added.push("firstfit".to_string());
+    }
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools(name: &str) -> Tools {
+        let dir =
+            std::env::temp_dir().join(format!("heaplab-alloc-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("registry.txt"), "# c\nfirstfit | | d | r\nbsd | | d | r\n")
+            .unwrap();
+        std::fs::write(dir.join("lib/libheaplab-firstfit.so"), "").unwrap();
+        let mut t = Tools::from_home(&dir);
+        t.registry = dir.join("registry.txt");
+        t.lib_dir = dir.join("lib");
+        t.peer_dirs = vec![dir.join("nowhere")];
+        t
+    }
+
+    #[test]
+    fn all_lists_zoo_then_peers_and_marks_what_cannot_run() {
+        let a = resolve(&["all".into()], &tools("all")).unwrap();
+        let names: Vec<&str> = a.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["firstfit", "bsd", "glibc", "jemalloc", "mimalloc", "tcmalloc"]);
+        assert!(a[0].missing.is_none());
+        assert!(a[1].missing.as_deref().unwrap().contains("not built"));
+        assert!(a[3].missing.as_deref().unwrap().contains("apt-get install libjemalloc2"));
+    }
+
+    #[test]
+    fn names_pads_paths_and_errors() {
+        let t = tools("names");
+        let a =
+            resolve(&["firstfit+pad8,glibc".into(), "mine=/no/such/libx.so".into()], &t).unwrap();
+        assert_eq!(a[0].name, "firstfit+pad8");
+        assert_eq!(a[0].env, vec![("HEAPLAB_PAD".to_string(), "8".to_string())]);
+        assert_eq!(a[2].name, "mine");
+        assert!(a[2].missing.is_some());
+        let e = resolve(&["nosuch".into()], &t).unwrap_err().to_string();
+        assert!(e.contains("no allocator \"nosuch\"") && e.contains("firstfit, bsd"), "{e}");
+        assert!(resolve(&["bsd+padx".into()], &t).is_err());
+    }
+
+    #[test]
+    fn baselines_are_added_once() {
+        let t = tools("baselines");
+        let mut a = resolve(&["bsd".into()], &t).unwrap();
+        assert_eq!(add_baselines(&mut a, &t), ["glibc", "firstfit"]);
+        assert!(add_baselines(&mut a, &t).is_empty());
+        // firstfit only when it is built
+        std::fs::remove_file(t.lib_dir.join("libheaplab-firstfit.so")).unwrap();
+        let mut b = resolve(&["glibc".into()], &t).unwrap();
+        assert!(add_baselines(&mut b, &t).is_empty());
+    }
+}

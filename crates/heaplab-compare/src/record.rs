@@ -1,0 +1,185 @@
+//! One record per (trace, allocator): what `heaplab compare` writes as JSON
+//! and CSV and prints as a table. `docs/compare.md` documents every field;
+//! a test checks the two agree.
+
+use serde::{Deserialize, Serialize};
+
+/// The comparison of one allocator on one trace. Fields that could not be
+/// measured are null (the allocator is missing, or a measurement was off or
+/// failed), and `status` / `error` say why.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    pub trace: String,
+    pub trace_name: String,
+    pub allocator: String,
+    pub source: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub events: Option<u64>,
+    pub mallocs: Option<u64>,
+    pub frees: Option<u64>,
+    pub reallocs: Option<u64>,
+    pub instr_per_malloc: Option<f64>,
+    pub instr_per_free: Option<f64>,
+    pub instr_per_realloc: Option<f64>,
+    pub alloc_instructions: Option<u64>,
+    pub replay_instructions: Option<u64>,
+    pub alloc_instr_share: Option<f64>,
+    pub share_basis: Option<String>,
+    pub wall_s: Option<f64>,
+    pub wall_runs_s: Vec<f64>,
+    pub wall_ratio_glibc: Option<f64>,
+    pub ns_per_event: Option<f64>,
+    pub peak_footprint_bytes: Option<u64>,
+    pub footprint_source: Option<String>,
+    pub footprint_vs_firstfit: Option<f64>,
+    pub peak_rss_growth_bytes: Option<u64>,
+    pub peak_live_bytes: Option<u64>,
+    pub peak_live_usable_bytes: Option<u64>,
+    pub utilization: Option<f64>,
+    pub internal_fragmentation: Option<f64>,
+}
+
+/// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
+/// joined with `;`).
+pub const CSV_COLUMNS: [&str; 29] = [
+    "trace",
+    "trace_name",
+    "allocator",
+    "source",
+    "status",
+    "error",
+    "events",
+    "mallocs",
+    "frees",
+    "reallocs",
+    "instr_per_malloc",
+    "instr_per_free",
+    "instr_per_realloc",
+    "alloc_instructions",
+    "replay_instructions",
+    "alloc_instr_share",
+    "share_basis",
+    "wall_s",
+    "wall_runs_s",
+    "wall_ratio_glibc",
+    "ns_per_event",
+    "peak_footprint_bytes",
+    "footprint_source",
+    "footprint_vs_firstfit",
+    "peak_rss_growth_bytes",
+    "peak_live_bytes",
+    "peak_live_usable_bytes",
+    "utilization",
+    "internal_fragmentation",
+];
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The records as CSV, a header line first.
+pub fn to_csv(records: &[Record]) -> String {
+    let mut o = CSV_COLUMNS.join(",");
+    o.push('\n');
+    for r in records {
+        let v = serde_json::to_value(r).expect("a record serializes");
+        let cells: Vec<String> = CSV_COLUMNS
+            .iter()
+            .map(|c| match &v[*c] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => csv_field(s),
+                serde_json::Value::Array(a) => {
+                    a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(";")
+                }
+                x => x.to_string(),
+            })
+            .collect();
+        o.push_str(&cells.join(","));
+        o.push('\n');
+    }
+    o
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "—".into())
+}
+
+/// Bytes as KiB/MiB/GiB, short.
+pub fn bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// The terminal table: one line per record, grouped by trace.
+pub fn table(records: &[Record]) -> String {
+    let mut o = format!(
+        "{:<12} {:<14} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>7} {:>6} {:>6}\n",
+        "trace",
+        "allocator",
+        "ins/mall",
+        "ins/free",
+        "share",
+        "wall ms",
+        "×glibc",
+        "footprint",
+        "×ff",
+        "util",
+        "intfr"
+    );
+    let mut last = String::new();
+    for r in records {
+        if r.trace != last && !last.is_empty() {
+            o.push('\n');
+        }
+        last = r.trace.clone();
+        if r.status != "ok" {
+            o.push_str(&format!(
+                "{:<12} {:<14} {}: {}\n",
+                trunc(&r.trace_name, 12),
+                trunc(&r.allocator, 14),
+                r.status.to_uppercase(),
+                r.error.as_deref().unwrap_or("")
+            ));
+            continue;
+        }
+        o.push_str(&format!(
+            "{:<12} {:<14} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>7} {:>6} {:>6}\n",
+            trunc(&r.trace_name, 12),
+            trunc(&r.allocator, 14),
+            opt(r.instr_per_malloc, 1),
+            opt(r.instr_per_free, 1),
+            r.alloc_instr_share.map(|s| format!("{:.1}%", s * 100.0)).unwrap_or_else(|| "—".into()),
+            opt(r.wall_s.map(|s| s * 1e3), 1),
+            opt(r.wall_ratio_glibc, 2),
+            r.peak_footprint_bytes.map(bytes).unwrap_or_else(|| "—".into())
+                + if r.footprint_source.as_deref() == Some("rss_touch") { "*" } else { " " },
+            opt(r.footprint_vs_firstfit, 2),
+            r.utilization.map(|u| format!("{:.0}%", u * 100.0)).unwrap_or_else(|| "—".into()),
+            r.internal_fragmentation
+                .map(|u| format!("{:.0}%", u * 100.0))
+                .unwrap_or_else(|| "—".into()),
+        ));
+    }
+    o
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).collect::<String>() + "…"
+    }
+}

@@ -1,0 +1,220 @@
+//! Running the replayer (`heaplab-replay`) under one allocator, natively or
+//! under callgrind, and reading its JSON (docs/replay.md).
+
+use crate::alloc::Allocator;
+use crate::callgrind::{self, Profile};
+use crate::tools::Tools;
+use anyhow::{anyhow, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The replayer's modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Plain,
+    Touch,
+    Check,
+}
+
+impl Mode {
+    pub fn arg(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain",
+            Mode::Touch => "touch",
+            Mode::Check => "check",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Footprint {
+    pub peak_bytes: u64,
+    pub end_bytes: u64,
+    pub os_calls: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Rss {
+    pub baseline_bytes: u64,
+    pub peak_bytes: u64,
+    pub growth_bytes: u64,
+    pub hwm_reset: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Usable {
+    pub peak_live_usable_bytes: u64,
+    pub usable_at_peak_live_bytes: u64,
+    pub peak_live_bytes: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Counters {
+    pub unexpected_null: u64,
+    pub failed_replayed: u64,
+    pub failed_now_succeeded: u64,
+    pub failed_realloc_skipped: u64,
+    pub realloc0_returned_block: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Check {
+    pub problems: u64,
+    pub misaligned: u64,
+    pub reported: Vec<String>,
+}
+
+/// The replayer's JSON object (the fields heaplab reads; docs/replay.md has all).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReplayOut {
+    pub events: u64,
+    pub kinds: BTreeMap<String, u64>,
+    pub objects: u64,
+    pub cut_short: bool,
+    pub trace_warning: Option<String>,
+    pub timed_ns: u64,
+    pub peak_live_bytes: u64,
+    pub allocator: Option<String>,
+    pub footprint: Option<Footprint>,
+    pub rss: Rss,
+    pub usable: Option<Usable>,
+    pub replay: Counters,
+    pub check: Option<Check>,
+}
+
+impl ReplayOut {
+    /// Calls of the malloc family (malloc, calloc, memalign family).
+    pub fn mallocs(&self) -> u64 {
+        ["malloc", "calloc", "memalign", "posix_memalign", "aligned_alloc", "valloc", "pvalloc"]
+            .iter()
+            .map(|k| self.kinds.get(*k).copied().unwrap_or(0))
+            .sum()
+    }
+    pub fn frees(&self) -> u64 {
+        self.kinds.get("free").copied().unwrap_or(0)
+            + self.kinds.get("realloc_free").copied().unwrap_or(0)
+    }
+    pub fn reallocs(&self) -> u64 {
+        self.kinds.get("realloc").copied().unwrap_or(0)
+    }
+}
+
+/// How one replay process ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The JSON, when the replayer printed it.
+    pub out: Option<ReplayOut>,
+    /// The exit code (None: killed by a signal).
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stderr: String,
+}
+
+impl Outcome {
+    /// A one-line reason why this run does not count, or None when it ran clean.
+    pub fn failure(&self) -> Option<String> {
+        let last = self
+            .stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        match (self.code, self.signal) {
+            (Some(0), _) if self.out.is_some() => None,
+            (Some(0), _) => Some("the replayer printed no JSON".into()),
+            (Some(c), _) => Some(if last.is_empty() {
+                format!("the replayer exited with status {c}")
+            } else {
+                last
+            }),
+            (None, Some(s)) => Some(format!(
+                "the replay died of signal {s}{}",
+                if last.is_empty() { String::new() } else { format!(": {last}") }
+            )),
+            _ => Some("the replay ended abnormally".into()),
+        }
+    }
+}
+
+fn command(program: &Path, alloc: &Allocator) -> Command {
+    let mut c = Command::new(program);
+    c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
+    if let Some(p) = &alloc.preload {
+        c.env("LD_PRELOAD", p);
+    }
+    for (k, v) in &alloc.env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+fn finish(c: &mut Command) -> Result<Outcome> {
+    let out = c.output().map_err(|e| anyhow!("cannot run {:?}: {e}", c.get_program()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed = stdout.lines().find(|l| l.starts_with('{')).map(serde_json::from_str::<ReplayOut>);
+    let parsed = match parsed {
+        Some(Ok(o)) => Some(o),
+        Some(Err(e)) => return Err(anyhow!("the replayer's JSON does not parse: {e}: {stdout}")),
+        None => None,
+    };
+    Ok(Outcome {
+        out: parsed,
+        code: out.status.code(),
+        signal: out.status.signal(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Replays `trace` under `alloc` natively.
+pub fn run(
+    tools: &Tools,
+    alloc: &Allocator,
+    trace: &Path,
+    mode: Mode,
+    extra: &[&str],
+) -> Result<Outcome> {
+    let mut c = command(&tools.replay, alloc);
+    c.arg("--mode").arg(mode.arg()).args(extra).arg(trace);
+    finish(&mut c)
+}
+
+/// Replays `trace` under `alloc` inside callgrind, with the general loop
+/// (one function per entry point) and instrumentation only while ops run.
+/// The callgrind output goes to `out_file`.
+pub fn run_callgrind(
+    tools: &Tools,
+    alloc: &Allocator,
+    trace: &Path,
+    out_file: &Path,
+) -> Result<(Outcome, Profile)> {
+    let mut c = command(&tools.valgrind, alloc);
+    c.arg("--tool=callgrind")
+        .arg("--instr-atstart=no")
+        .arg(format!("--callgrind-out-file={}", out_file.display()))
+        .arg(&tools.replay)
+        .arg("--general")
+        .arg(trace);
+    let o = finish(&mut c)?;
+    if o.failure().is_some() {
+        return Ok((o, Profile::default()));
+    }
+    let p = callgrind::read(out_file)?;
+    Ok((o, p))
+}
+
+/// A file name for scratch output of one cell.
+pub fn scratch(tools: &Tools, trace: &Path, alloc: &Allocator, what: &str) -> PathBuf {
+    let stem = trace.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .collect::<String>()
+    };
+    tools.work_dir.join(format!("{}.{}.{}", clean(&stem), clean(&alloc.name), what))
+}

@@ -1,0 +1,156 @@
+//! Self-contained HTML reports with figures in the style of the papers: grouped
+//! bar charts (a group per program, a bar per allocator, as paper 002's
+//! Figures 4 to 6 draw them), line charts with linear or log axes (miss rates
+//! against cache size, page faults against memory), and tables. Figures are
+//! inline SVG; the page needs no network and no script.
+//!
+//! Every heaplab study draws its figures with this crate: `heaplab compare`
+//! (instructions, share, footprint, wall-time ratios), and the locality,
+//! synthesis and segregation studies.
+//!
+//! ```
+//! use heaplab_report::*;
+//! let chart = Bars {
+//!     title: "Instructions per malloc".into(),
+//!     y_label: "instructions".into(),
+//!     groups: vec!["perl".into(), "make".into()],
+//!     series: vec![
+//!         Series::new("firstfit", vec![Some(120.0), Some(80.5)]),
+//!         Series::new("bsd", vec![Some(60.0), None]),
+//!     ],
+//!     ..Bars::default()
+//! };
+//! let mut page = Report::new("heaplab compare");
+//! page.heading("Speed");
+//! page.figure(&chart.to_svg(), "Figure 1: mean instructions per call (callgrind).");
+//! let html = page.to_html();
+//! assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg") && html.contains("firstfit"));
+//! ```
+
+mod axis;
+mod bars;
+mod lines;
+mod table;
+
+pub use axis::{fmt_num, Scale};
+pub use bars::{Bars, Series};
+pub use lines::{LineSeries, Lines};
+pub use table::{Cell, Table};
+
+/// Colours for series, chosen to stay apart from each other for up to about
+/// twenty series (after that they repeat, lightened).
+pub const PALETTE: [&str; 20] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#8c6d31", "#843c39", "#7b4173",
+    "#3182bd", "#e6550d", "#31a354", "#756bb1",
+];
+
+/// The colour of series `i`.
+pub fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Escapes text for XML and HTML (element content and attribute values).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+enum Block {
+    Heading(String),
+    Paragraph(String),
+    Figure { svg: String, caption: String },
+    Table(String),
+    Raw(String),
+}
+
+/// An HTML page assembled from headings, paragraphs, figures and tables.
+pub struct Report {
+    title: String,
+    blocks: Vec<Block>,
+}
+
+impl Report {
+    pub fn new(title: &str) -> Report {
+        Report { title: title.to_string(), blocks: Vec::new() }
+    }
+
+    /// A section heading.
+    pub fn heading(&mut self, text: &str) -> &mut Self {
+        self.blocks.push(Block::Heading(text.to_string()));
+        self
+    }
+
+    /// A paragraph of plain text (escaped).
+    pub fn paragraph(&mut self, text: &str) -> &mut Self {
+        self.blocks.push(Block::Paragraph(text.to_string()));
+        self
+    }
+
+    /// An SVG figure (from [`Bars::to_svg`] or [`Lines::to_svg`]) with its caption.
+    pub fn figure(&mut self, svg: &str, caption: &str) -> &mut Self {
+        self.blocks.push(Block::Figure { svg: svg.to_string(), caption: caption.to_string() });
+        self
+    }
+
+    /// A table.
+    pub fn table(&mut self, t: &Table) -> &mut Self {
+        self.blocks.push(Block::Table(t.to_html()));
+        self
+    }
+
+    /// HTML the caller has already escaped, as is.
+    pub fn raw(&mut self, html: &str) -> &mut Self {
+        self.blocks.push(Block::Raw(html.to_string()));
+        self
+    }
+
+    /// The whole page: one file, inline CSS, no external resources.
+    pub fn to_html(&self) -> String {
+        let mut o = String::new();
+        o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+        o.push_str(&format!("<title>{}</title>\n", esc(&self.title)));
+        o.push_str(CSS);
+        o.push_str("</head><body>\n");
+        o.push_str(&format!("<h1>{}</h1>\n", esc(&self.title)));
+        for b in &self.blocks {
+            match b {
+                Block::Heading(t) => o.push_str(&format!("<h2>{}</h2>\n", esc(t))),
+                Block::Paragraph(t) => o.push_str(&format!("<p>{}</p>\n", esc(t))),
+                Block::Figure { svg, caption } => {
+                    o.push_str("<figure>\n");
+                    o.push_str(svg);
+                    o.push_str(&format!("\n<figcaption>{}</figcaption></figure>\n", esc(caption)));
+                }
+                Block::Table(h) | Block::Raw(h) => {
+                    o.push_str(h);
+                    o.push('\n');
+                }
+            }
+        }
+        o.push_str("</body></html>\n");
+        o
+    }
+}
+
+const CSS: &str = "<style>
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
+figure{margin:1.5em 0}figcaption{font-size:.9em;color:#444;margin-top:.3em}
+svg text{font-family:system-ui,-apple-system,'Segoe UI',sans-serif}
+table{border-collapse:collapse;font-size:.85em;margin:1em 0}
+th,td{border:1px solid #ccc;padding:.2em .5em}th{background:#f3f3f3}
+td.num{text-align:right;font-variant-numeric:tabular-nums}td.missing{color:#a00}
+caption{caption-side:top;text-align:left;font-weight:bold;margin-bottom:.3em}
+</style>
+";

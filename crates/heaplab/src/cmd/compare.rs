@@ -1,0 +1,287 @@
+//! `heaplab compare`: what each allocator costs on recorded traces (or, with
+//! `--live`, on the real program). The work is in `heaplab-compare`; this
+//! module parses flags, shows progress and writes the outputs.
+
+use crate::paths;
+use anyhow::{bail, Context, Result};
+use heaplab_compare::{alloc, live, measure, record, report, Progress, Tools};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+/// Compare allocators on recorded traces: instructions per malloc and per
+/// free (callgrind), the allocator's share of instructions, wall time against
+/// glibc, peak footprint (also normalized to firstfit), utilization and
+/// internal fragmentation. One process per (trace, allocator), the allocator
+/// loaded with LD_PRELOAD; independent replays run in parallel, timing runs
+/// one at a time. glibc and firstfit are always measured, as the baselines of
+/// the ratios.
+///
+/// With --live, runs the real program under each allocator instead: wall
+/// time, peak RSS, instructions, and whether stdout is identical to glibc's.
+///
+/// Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
+/// (glibc jemalloc mimalloc tcmalloc), any single name, NAME+padN, or a path
+/// to a .so (LABEL=PATH names it). A peer that is not installed gets rows
+/// that say so, and the exit status is 1.
+///
+/// Examples:
+///   heaplab compare perl.hltrace make.hltrace --report out/cmp
+///   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
+///   heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Traces to replay (.hltrace).
+    traces: Vec<PathBuf>,
+    /// Allocators to compare.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    allocators: Vec<String>,
+    /// Timing runs per cell; the median is reported (0: no timing).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Parallel replays (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Write the records as JSON (docs/compare.md).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the records as CSV.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Write DIR/report.html: the figures and every record, one self-contained page.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Skip the callgrind runs (instruction counts), which are the slow part.
+    #[arg(long)]
+    no_instructions: bool,
+    /// Skip the touch-mode runs (footprint, utilization, fragmentation).
+    #[arg(long)]
+    no_footprint: bool,
+    /// Keep callgrind's output files (in the work directory, named on stderr).
+    #[arg(long)]
+    keep_scratch: bool,
+    /// Run the program given after `--` under each allocator instead of replaying traces.
+    #[arg(long)]
+    live: bool,
+    /// --live: a file to connect to the program's stdin.
+    #[arg(long, value_name = "FILE", requires = "live")]
+    stdin: Option<PathBuf>,
+    /// --live: extra environment for the program (repeatable).
+    #[arg(long = "env", value_name = "VAR=VALUE", requires = "live")]
+    env: Vec<String>,
+    /// --live: also write the program's instruction counts under glibc to FILE,
+    /// in the form of TRACE.program.json (the denominator of the allocator's share).
+    #[arg(long, value_name = "FILE", requires = "live")]
+    program_cost: Option<PathBuf>,
+    /// --live: the program and its arguments.
+    #[arg(last = true, value_name = "PROG ARGS")]
+    program: Vec<String>,
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+pub struct Bar(pub ProgressBar);
+
+impl Bar {
+    pub fn new() -> Bar {
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {wide_msg}")
+                .expect("valid template"),
+        );
+        Bar(pb)
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, steps: u64) {
+        self.0.set_length(steps);
+    }
+    fn step(&self, what: &str) {
+        self.0.set_message(what.to_string());
+        self.0.inc(1);
+    }
+}
+
+/// The tools, with scratch files under the system's temporary directory.
+pub fn tools() -> Tools {
+    Tools::from_home(&paths::home())
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Runs the trace comparison and writes the outputs; returns the records.
+pub fn compare_traces(
+    traces: &[PathBuf],
+    allocators: &[String],
+    opts: &measure::Options,
+    json: Option<&Path>,
+    csv: Option<&Path>,
+    report_dir: Option<&Path>,
+    command: &str,
+) -> Result<Vec<record::Record>> {
+    let tools = tools();
+    let mut allocs = alloc::resolve(allocators, &tools)?;
+    let added = alloc::add_baselines(&mut allocs, &tools);
+    let bar = Bar::new();
+    let records = measure::compare(&tools, traces, &allocs, opts, &bar)?;
+    bar.0.finish_and_clear();
+    print!("{}", record::table(&records));
+    let mut notes = Vec::new();
+    if !added.is_empty() {
+        notes.push(format!("Added as baselines: {}.", added.join(", ")));
+    }
+    if records.iter().any(|r| r.footprint_source.as_deref() == Some("rss_touch")) {
+        notes.push(
+            "* footprint is peak RSS growth in touch mode (the allocator exports no heaplab_alloc_stats); \
+             heaplab's allocators report bytes obtained from the OS exactly."
+                .into(),
+        );
+    }
+    match records.iter().find_map(|r| r.share_basis.as_deref()) {
+        Some("replay") => notes.push(
+            "share = allocator instructions / the replay's instructions (no TRACE.program.json beside the trace; \
+             `heaplab compare --live --program-cost TRACE.program.json -- PROG` makes one)."
+                .into(),
+        ),
+        Some("program") => notes.push(
+            "share = allocator instructions / (those + the program's own instructions, from TRACE.program.json)."
+                .into(),
+        ),
+        _ => {}
+    }
+    println!();
+    for n in &notes {
+        println!("{n}");
+    }
+    if let Some(p) = json {
+        write(p, &serde_json::to_string_pretty(&records)?)?;
+    }
+    if let Some(p) = csv {
+        write(p, &record::to_csv(&records))?;
+    }
+    if let Some(d) = report_dir {
+        let page = report::html(&records, command, &notes);
+        write(&d.join("report.html"), &page)?;
+        println!("report: {}", d.join("report.html").display());
+    }
+    Ok(records)
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(heaplab_compare::cores);
+    if a.live {
+        if !a.traces.is_empty() {
+            bail!("--live runs a program, not traces: put the program after `--` (heaplab compare --live -- PROG ARGS)");
+        }
+        return run_live(&a, jobs);
+    }
+    if a.traces.is_empty() {
+        bail!("no traces given (heaplab compare TRACE.hltrace ...), or --live -- PROG ARGS to run a program");
+    }
+    if !a.program.is_empty() {
+        bail!("a program after `--` needs --live");
+    }
+    let opts = measure::Options {
+        repeat: a.repeat,
+        jobs,
+        instructions: !a.no_instructions,
+        footprint: !a.no_footprint,
+        keep_scratch: a.keep_scratch,
+    };
+    let records = compare_traces(
+        &a.traces,
+        &a.allocators,
+        &opts,
+        a.json.as_deref(),
+        a.csv.as_deref(),
+        a.report.as_deref(),
+        &command_line(),
+    )?;
+    let bad = records.iter().filter(|r| r.status != "ok").count();
+    if bad > 0 {
+        eprintln!(
+            "heaplab compare: {bad} of {} cells did not run cleanly (see their rows)",
+            records.len()
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn run_live(a: &Args, jobs: usize) -> Result<i32> {
+    let tools = tools();
+    let mut allocs = alloc::resolve(&a.allocators, &tools)?;
+    alloc::add_baselines(&mut allocs, &tools);
+    let mut env = Vec::new();
+    for e in &a.env {
+        let (k, v) =
+            e.split_once('=').with_context(|| format!("--env {e:?}: expected VAR=VALUE"))?;
+        env.push((k.to_string(), v.to_string()));
+    }
+    let opts = live::LiveOptions {
+        repeat: a.repeat.max(1),
+        jobs,
+        instructions: !a.no_instructions,
+        stdin: a.stdin.clone(),
+        env,
+    };
+    let bar = Bar::new();
+    let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;
+    bar.0.finish_and_clear();
+    println!("heaplab compare --live: {}\n", a.program.join(" "));
+    print!("{}", live::table(&records));
+    if let Some(p) = &a.json {
+        write(p, &serde_json::to_string_pretty(&records)?)?;
+    }
+    if let Some(p) = &a.csv {
+        let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
+        for r in &records {
+            let f = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+            let u = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+            o.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
+                r.allocator,
+                r.status,
+                r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                f(r.wall_s),
+                f(r.wall_ratio_glibc),
+                u(r.peak_rss_bytes),
+                f(r.rss_vs_glibc),
+                r.stdout_matches_glibc.map(|b| b.to_string()).unwrap_or_default(),
+                u(r.instructions),
+                u(r.alloc_instructions),
+                f(r.alloc_instr_share),
+                f(r.instr_per_malloc),
+                f(r.instr_per_free),
+                f(r.instr_per_realloc),
+                r.error.clone().unwrap_or_default().replace('"', "\"\"")
+            ));
+        }
+        write(p, &o)?;
+    }
+    if let Some(p) = &a.program_cost {
+        let c = live::program_cost(&records)?;
+        write(p, &serde_json::to_string_pretty(&c)?)?;
+    }
+    let bad = records.iter().filter(|r| r.status != "ok").count();
+    if bad > 0 {
+        eprintln!(
+            "heaplab compare --live: {bad} of {} allocators did not run cleanly",
+            records.len()
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}

@@ -1,0 +1,61 @@
+//! `heaplab lab`: the allocator-course driver. The work is in
+//! `heaplab_compare::lab`.
+
+use crate::cmd::compare::{tools, Bar};
+use anyhow::Result;
+use heaplab_compare::{alloc, lab};
+use std::path::PathBuf;
+
+/// Grade allocators the way the malloc-lab driver does, on .rep and .script
+/// files (or traces): correctness from a check-mode replay (overlaps,
+/// damaged payloads, alignment, calloc zeroing, crashes), utilization (peak
+/// live bytes over peak footprint), throughput in operations per second, and
+/// the score 0.6 × utilization + 0.4 × min(1, throughput / 600K ops/s); an
+/// allocator that is not correct on a file scores 0 on it.
+///
+/// Your own allocator: build it as a shared object that defines malloc,
+/// free, realloc and calloc, and name it with --allocators LABEL=path/to/lib.so.
+///
+/// Examples:
+///   heaplab lab traces/*.rep
+///   heaplab lab traces/*.rep --allocators mine=./libmine.so,nextfit,glibc --json
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// .rep, .script or .hltrace files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Allocators to grade (names as in `heaplab compare`).
+    #[arg(long, value_delimiter = ',', default_value = "zoo,glibc")]
+    allocators: Vec<String>,
+    /// Timing runs per file; the median gives the throughput.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Parallel check-mode replays (default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+    /// Print one JSON record per (file, allocator) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let tools = tools();
+    let allocs = alloc::resolve(&a.allocators, &tools)?;
+    let bar = Bar::new();
+    let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(heaplab_compare::cores);
+    let recs = lab::lab(&tools, &a.files, &allocs, a.repeat as usize, jobs, &bar)?;
+    bar.0.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&recs)?);
+    } else {
+        print!("{}", lab::table(&recs));
+    }
+    let missing: Vec<&str> =
+        allocs.iter().filter(|x| x.missing.is_some()).map(|x| x.name.as_str()).collect();
+    if !missing.is_empty() {
+        eprintln!("heaplab lab: could not run {}", missing.join(", "));
+        return Ok(1);
+    }
+    Ok(0)
+}

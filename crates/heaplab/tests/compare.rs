@@ -1,0 +1,432 @@
+//! `heaplab compare`, `compare --live` and `lab` end to end: the JSON against
+//! the schema documented in docs/compare.md, figures whose true answer is
+//! known (peak live bytes of a generated trace; the instructions of the bump
+//! allocator's malloc and free, counted from its disassembly), a missing peer
+//! reported rather than skipped, and the lab's verdicts on broken allocators.
+//! Needs the native build (`make -C native`).
+
+use heaplab_trace::{End, Kind, Meta, NewEvent, TraceWriter, WriterOptions};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn built(rel: &str) -> PathBuf {
+    let p = root().join(rel);
+    assert!(p.exists(), "{} is not built: run `make -C native` first", p.display());
+    p
+}
+
+struct Tmp(PathBuf);
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn tmp(name: &str) -> Tmp {
+    let d =
+        std::env::temp_dir().join(format!("heaplab-compare-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Tmp(d)
+}
+
+fn heaplab(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_heaplab"));
+    c.args(args).env_remove("LD_PRELOAD");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// (field, type) rows of the table between `<!-- schema:NAME -->` and `<!-- /schema -->`.
+fn schema(name: &str) -> Vec<(String, String)> {
+    let doc = std::fs::read_to_string(root().join("docs/compare.md")).unwrap();
+    let start = doc.find(&format!("<!-- schema:{name} -->")).expect("schema marker");
+    let body = &doc[start..];
+    let body = &body[..body.find("<!-- /schema -->").unwrap()];
+    body.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].trim_matches('`').to_string(), cells[2].to_string())
+        })
+        .collect()
+}
+
+fn type_ok(v: &Value, ty: &str) -> bool {
+    let (base, nullable) = match ty.strip_suffix(" or null") {
+        Some(b) => (b, true),
+        None => (ty, false),
+    };
+    if v.is_null() {
+        return nullable;
+    }
+    match base {
+        "string" => v.is_string(),
+        "integer" => v.is_u64() || v.is_i64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "array of number" => v.as_array().is_some_and(|a| a.iter().all(Value::is_number)),
+        "array of string" => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        t => panic!("docs/compare.md uses an unknown type {t:?}"),
+    }
+}
+
+/// The keys of each object of a JSON array of objects, in the order the text
+/// has them (serde_json's Value sorts them).
+fn key_order(text: &str) -> Vec<Vec<String>> {
+    let (mut out, mut depth, mut i) = (Vec::new(), 0, 0);
+    let b = text.as_bytes();
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => {
+                depth += 1;
+                if b[i] == b'{' && depth == 2 {
+                    out.push(Vec::new());
+                }
+            }
+            b'}' | b']' => depth -= 1,
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let mut j = i + 1;
+                while b[j] == b' ' {
+                    j += 1;
+                }
+                if depth == 2 && b[j] == b':' {
+                    out.last_mut().unwrap().push(text[start..i].to_string());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Every record has exactly the documented fields, in order, of the documented types.
+fn check_schema(text: &str, name: &str) {
+    let fields = schema(name);
+    assert!(fields.len() > 5, "schema {name} parsed");
+    let want: Vec<String> = fields.iter().map(|f| f.0.clone()).collect();
+    for keys in key_order(text) {
+        assert_eq!(keys, want, "the {name} record's fields and their order are docs/compare.md's");
+    }
+    let records: Value = serde_json::from_str(text).unwrap();
+    for r in records.as_array().unwrap() {
+        let obj = r.as_object().unwrap();
+        for (f, ty) in &fields {
+            assert!(type_ok(&obj[f], ty), "{name}.{f} = {} is not {ty}", obj[f]);
+        }
+    }
+}
+
+/// Mallocs of 1..=200 bytes, each freed 5 allocations later: the peak of live
+/// bytes is the largest sum of 6 consecutive sizes.
+fn bump_trace(path: &Path, n: u64) -> u64 {
+    let meta = Meta { pid: 1, pointer_size: 8, time_unit_ns: 1, ..Meta::default() };
+    let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
+    let t = w.add_thread(1, "main");
+    let mut ids = Vec::new();
+    let (mut live, mut peak) = (0u64, 0u64);
+    let size = |i: u64| 1 + i % 200;
+    for i in 0..n {
+        ids.push(w.record(&NewEvent::alloc(Kind::Malloc, size(i)).at(t, i)).unwrap().unwrap());
+        live += size(i);
+        peak = peak.max(live);
+        if i >= 5 {
+            w.record(&NewEvent::free(ids[(i - 5) as usize]).at(t, i)).unwrap();
+            live -= size(i - 5);
+        }
+    }
+    std::fs::write(path, w.finish(&End::default()).unwrap()).unwrap();
+    peak
+}
+
+/// Instructions of `func` in `so` from its entry to its first `ret`.
+fn objdump_count(so: &Path, func: &str) -> u64 {
+    let out = Command::new("objdump").args(["-d", "--no-show-raw-insn"]).arg(so).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let body = text.split(&format!("<{func}>:\n")).nth(1).unwrap();
+    let mut n = 0;
+    for line in body.lines().take_while(|l| !l.trim().is_empty()) {
+        n += 1;
+        if line.split_whitespace().any(|w| w == "ret") {
+            return n;
+        }
+    }
+    panic!("no ret in {func}")
+}
+
+#[test]
+fn compare_json_follows_the_schema_and_known_answers_hold() {
+    let d = tmp("schema");
+    let trace = d.0.join("bump.hltrace");
+    let peak = bump_trace(&trace, 3000);
+    let bump = built("build/lib/libheaplab-test-bump.so");
+    let (json, csv, rep) = (d.0.join("c.json"), d.0.join("c.csv"), d.0.join("report"));
+    let out = heaplab(
+        &[
+            "compare",
+            trace.to_str().unwrap(),
+            "--allocators",
+            &format!("bump={}", bump.display()),
+            "--allocators",
+            "glibc",
+            "--repeat",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+            "--report",
+            rep.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json).unwrap();
+    check_schema(&text, "compare");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let recs = v.as_array().unwrap();
+    let b = recs.iter().find(|r| r["allocator"] == "bump").unwrap();
+    let g = recs.iter().find(|r| r["allocator"] == "glibc").unwrap();
+    assert_eq!(b["status"], "ok");
+    assert_eq!(b["source"], "custom");
+    assert_eq!(b["events"], 3000 + 2995);
+    assert_eq!(b["mallocs"], 3000);
+    assert_eq!(b["frees"], 2995);
+    assert_eq!(b["peak_live_bytes"], peak, "peak live bytes of the generated trace");
+    assert_eq!(g["peak_live_bytes"], peak);
+    // The bump allocator's malloc is straight-line code: callgrind must count
+    // exactly its instructions, on every call.
+    assert_eq!(b["instr_per_malloc"].as_f64().unwrap(), objdump_count(&bump, "malloc") as f64);
+    assert_eq!(b["instr_per_free"].as_f64().unwrap(), objdump_count(&bump, "free") as f64);
+    assert_eq!(
+        b["alloc_instructions"],
+        3000 * objdump_count(&bump, "malloc") + 2995 * objdump_count(&bump, "free")
+    );
+    assert!(b["instr_per_realloc"].is_null(), "no realloc in the trace");
+    assert_eq!(b["share_basis"], "replay");
+    let share = b["alloc_instr_share"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0);
+    assert_eq!(g["wall_ratio_glibc"].as_f64().unwrap(), 1.0);
+    assert_eq!(b["wall_runs_s"].as_array().unwrap().len(), 2);
+    // the bump allocator never reuses memory: at least every byte of every block ever allocated
+    assert!(b["peak_rss_growth_bytes"].as_u64().unwrap() >= 3000 * 16);
+    assert_eq!(b["footprint_source"], "rss_touch");
+    let u = b["utilization"].as_f64().unwrap();
+    assert!(u > 0.0 && u < 0.5, "bump's utilization is poor: {u}");
+    // CSV: the documented fields, in order, as its header
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<String> = schema("compare").into_iter().map(|f| f.0).collect();
+    assert_eq!(csv.lines().next().unwrap(), header.join(","));
+    assert_eq!(csv.lines().count(), 1 + recs.len());
+    // the report: one page, figures inline, nothing fetched
+    let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    assert!(html.matches("<svg").count() >= 5, "five figures");
+    assert!(html.contains("bump") && html.contains("Instructions per malloc"));
+    assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("<link"));
+    // the terminal table names both
+    assert!(stdout.contains("bump") && stdout.contains("glibc"));
+}
+
+#[test]
+fn a_missing_peer_is_reported_not_skipped() {
+    let d = tmp("missing");
+    let trace = d.0.join("t.hltrace");
+    bump_trace(&trace, 200);
+    let json = d.0.join("c.json");
+    let out = heaplab(
+        &[
+            "compare",
+            trace.to_str().unwrap(),
+            "--allocators",
+            "glibc,jemalloc",
+            "--no-instructions",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &[("HEAPLAB_PEER_DIRS", "/nonexistent/lib")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a missing peer fails the run: {stdout}");
+    assert!(
+        stdout.contains("jemalloc")
+            && stdout.contains("MISSING")
+            && stdout.contains("apt-get install libjemalloc2"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    check_schema(&text, "compare");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let j = v.as_array().unwrap().iter().find(|r| r["allocator"] == "jemalloc").unwrap();
+    assert_eq!(j["status"], "missing");
+    assert!(j["wall_s"].is_null() && j["peak_footprint_bytes"].is_null());
+    let g = v.as_array().unwrap().iter().find(|r| r["allocator"] == "glibc").unwrap();
+    assert_eq!(g["status"], "ok");
+    assert!(g["instr_per_malloc"].is_null(), "--no-instructions");
+}
+
+#[test]
+fn bad_traces_and_flags_get_clear_errors() {
+    let v = root().join("testdata/vectors/bitflip.hltrace");
+    let out = heaplab(&["compare", v.to_str().unwrap(), "--allocators", "glibc"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("bitflip.hltrace: byte 444") && err.contains("checksum mismatch"),
+        "{err}"
+    );
+    let out = heaplab(&["compare", v.to_str().unwrap(), "--allocators", "nosuch"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no allocator \"nosuch\"") && err.contains("jemalloc"), "{err}");
+    let out = heaplab(&["compare", "--live"], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no program given"));
+    let out = heaplab(&["lab", "/no/such.rep"], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such.rep"));
+}
+
+#[test]
+fn live_runs_the_program_and_compares_stdout() {
+    let d = tmp("live");
+    let input = d.0.join("in.txt");
+    let text: String =
+        (0..3000).map(|i| format!("line {} {}\n", (i * 7919) % 3001, "x".repeat(i % 40))).collect();
+    std::fs::write(&input, text).unwrap();
+    let bump = built("build/lib/libheaplab-test-bump.so");
+    let json = d.0.join("live.json");
+    let cost = d.0.join("t.hltrace.program.json");
+    let out = heaplab(
+        &[
+            "compare",
+            "--live",
+            "--allocators",
+            &format!("glibc,bump={}", bump.display()),
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--program-cost",
+            cost.to_str().unwrap(),
+            "--",
+            "sort",
+            input.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json).unwrap();
+    check_schema(&text, "live");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["stdout_matches_glibc"], true, "{r}");
+        assert_eq!(r["exit_code"], 0);
+        let share = r["alloc_instr_share"].as_f64().unwrap();
+        assert!(share > 0.0 && share < 1.0, "{share}");
+        assert!(r["mallocs"].as_u64().unwrap() > 0);
+    }
+    let b = v.as_array().unwrap().iter().find(|r| r["allocator"] == "bump").unwrap();
+    assert_eq!(b["instr_per_malloc"].as_f64().unwrap(), objdump_count(&bump, "malloc") as f64);
+    // the program cost names glibc's counts, and a trace beside it uses them
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&cost).unwrap()).unwrap();
+    let g = v.as_array().unwrap().iter().find(|r| r["allocator"] == "glibc").unwrap();
+    assert_eq!(c["program_instructions"], g["instructions"]);
+    assert_eq!(c["alloc_instructions"], g["alloc_instructions"]);
+    let trace = d.0.join("t.hltrace");
+    bump_trace(&trace, 500);
+    let cj = d.0.join("c.json");
+    let out = heaplab(
+        &[
+            "compare",
+            trace.to_str().unwrap(),
+            "--allocators",
+            "glibc",
+            "--repeat",
+            "1",
+            "--no-footprint",
+            "--json",
+            cj.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).unwrap();
+    let r = &v.as_array().unwrap()[0];
+    assert_eq!(r["share_basis"], "program");
+    let a = r["alloc_instructions"].as_f64().unwrap();
+    let outside = (c["program_instructions"].as_u64().unwrap()
+        - c["alloc_instructions"].as_u64().unwrap()) as f64;
+    assert!((r["alloc_instr_share"].as_f64().unwrap() - a / (a + outside)).abs() < 1e-12);
+}
+
+#[test]
+fn lab_grades_correctness_utilization_and_score() {
+    let d = tmp("lab");
+    // a .rep: 400 blocks, each freed 10 allocations later, then a realloc chain
+    let mut ops = Vec::new();
+    for i in 0..400 {
+        ops.push(format!("a {i} {}", 24 + (i % 5) * 8));
+        if i >= 10 {
+            ops.push(format!("f {}", i - 10));
+        }
+    }
+    ops.push("r 399 1000".into());
+    ops.push("r 399 10".into());
+    let rep = d.0.join("t.rep");
+    std::fs::write(&rep, format!("0\n400\n{}\n1\n{}\n", ops.len(), ops.join("\n"))).unwrap();
+    let lib =
+        |n: &str| format!("{n}={}", built(&format!("build/lib/libheaplab-test-{n}.so")).display());
+    let out = heaplab(
+        &[
+            "lab",
+            rep.to_str().unwrap(),
+            "--allocators",
+            &[lib("bump"), lib("overlap"), lib("corrupt"), "glibc".into()].join(","),
+            "--repeat",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    check_schema(&stdout, "lab");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let by = |n: &str| v.as_array().unwrap().iter().find(|r| r["allocator"] == n).unwrap().clone();
+    for good in ["bump", "glibc"] {
+        let r = by(good);
+        assert_eq!(r["correct"], true, "{r}");
+        assert_eq!(r["ops"], ops.len());
+        let (u, t) = (r["utilization"].as_f64().unwrap(), r["throughput_ops"].as_f64().unwrap());
+        assert!(u > 0.0 && u <= 1.0 && t > 0.0);
+        let want = 0.6 * u + 0.4 * (t / 600_000.0).min(1.0);
+        assert!((r["score"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+    }
+    let o = by("overlap");
+    assert_eq!(o["correct"], false);
+    assert!(o["problem"].as_str().unwrap().contains("overlaps live object"), "{o}");
+    assert_eq!(o["score"].as_f64(), Some(0.0));
+    let c = by("corrupt");
+    assert_eq!(c["correct"], false);
+    assert!(c["problem"].as_str().unwrap().contains("damaged a live block"), "{c}");
+    // the table form
+    let out = heaplab(
+        &["lab", rep.to_str().unwrap(), "--allocators", &lib("overlap"), "--repeat", "1"],
+        &[],
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("NO") && table.contains("correct 0/1"), "{table}");
+}
