@@ -49,6 +49,8 @@ _Atomic int hl_exec_hold;
 uint64_t hl_self_lo, hl_self_len;
 int hl_tsc;
 uint64_t hl_tsc0, hl_mono0;
+_Atomic uint64_t hl_flush_due = UINT64_MAX;
+_Atomic int hl_deferred_sig;
 
 static _Atomic int init_state; /* 0 not yet, 1 under way, 2 recording, 3 failed */
 static _Atomic int ctor_done;
@@ -240,10 +242,25 @@ static const int fatal_if_default[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE
 static _Atomic uint64_t ours; /* bit per signal whose handler is ours */
 
 static void fatal_handler(int sig, siginfo_t *si, void *uc) {
-    (void)si;
     (void)uc;
     int saved = errno;
     int expected = 0;
+    if (hl_writer_helping()) {
+        /* this thread holds the writer's state half updated: a signal sent to
+         * it is taken again when it lets go; a fault there is a bug of ours */
+        int sync = si && si->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
+        if (!sync) {
+            atomic_store(&hl_deferred_sig, sig);
+            errno = saved;
+            return;
+        }
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        hl_real.sigaction(sig, &dfl, NULL);
+        errno = saved;
+        return;
+    }
     hl_busy_enter();
     /* The first fatal signal writes END here (whoever holds the writer's
      * lock lets go within a pass); a second one, in another thread, waits

@@ -156,6 +156,9 @@ int hl_busy(void);
 int hl_writer_init(void);         /* at start-up, with the trace file open */
 void hl_writer_ensure_running(void);
 int hl_writer_help(void);         /* a producer with a full ring drains; 1 if it did work */
+int hl_writer_helping(void);      /* this thread is inside hl_writer_help */
+extern _Atomic uint64_t hl_flush_due; /* stamp after which a producer flushes if the writer has not */
+extern _Atomic int hl_deferred_sig;   /* a fatal signal that arrived inside hl_writer_help */
 /* Under hl_wlock: drains every ring and writes END. reason HL_END_*; with
  * `close`, recording stops for good. Returns 0 if a trace was written to. */
 int hl_finish_locked(int reason, uint64_t status, int close);

@@ -238,9 +238,10 @@ static inline void take_stack(hl_thread_t *t, stk_t *s, int want) {
     }
 }
 
-static inline void fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old, uint64_t size,
-                        uint64_t align) {
-    r->time = hl_stamp();
+static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old, uint64_t size,
+                            uint64_t align) {
+    uint64_t now = hl_stamp();
+    r->time = now;
     r->addr = addr;
     r->old = old;
     r->size = size;
@@ -250,6 +251,14 @@ static inline void fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr
     r->pad = 0;
     r->nframes = (uint16_t)s->nsend;
     if (s->nsend) memcpy(r + 1, s->f, s->nsend * sizeof(uintptr_t));
+    return now;
+}
+
+/* The writer thread runs SCHED_IDLE: on a saturated machine it may not run
+ * for a while. A producer then writes the overdue block itself, so that a
+ * killed program's trace stays at most ~flush_ms behind. */
+static inline void flush_if_due(uint64_t now) {
+    if (HL_UNLIKELY(now > atomic_load_explicit(&hl_flush_due, memory_order_relaxed))) hl_writer_help();
 }
 
 /* An allocation that has returned. */
@@ -260,8 +269,9 @@ static void rec_alloc(hl_thread_t *t, unsigned kind, void *p, uint64_t size, uin
     hl_rec_t *r = ring_reserve(t, need);
     if (!r) return;
     r->seq = r->seq1 = claim_seq(t);
-    fill(r, &s, kind, (uintptr_t)p, 0, size, align);
+    uint64_t now = fill(r, &s, kind, (uintptr_t)p, 0, size, align);
     ring_publish(t, need);
+    flush_if_due(now);
 }
 
 /* A free that is about to happen. */
@@ -272,8 +282,9 @@ static void rec_free(hl_thread_t *t, void *p) {
     hl_rec_t *r = ring_reserve(t, need);
     if (!r) return;
     r->seq = r->seq1 = claim_seq(t);
-    fill(r, &s, HL_FREE, (uintptr_t)p, 0, 0, 0);
+    uint64_t now = fill(r, &s, HL_FREE, (uintptr_t)p, 0, 0, 0);
     ring_publish(t, need);
+    flush_if_due(now);
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
@@ -297,8 +308,9 @@ static void *rec_realloc(hl_thread_t *t, void *old, size_t size, int fail) {
     uint64_t s2 = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
     r->seq = s2;
     r->seq1 = s1;
-    fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
+    uint64_t now = fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
     ring_publish(t, need);
+    flush_if_due(now);
     errno = e;
     return p;
 }

@@ -75,6 +75,7 @@ enum { DRAIN_NORMAL, DRAIN_FINAL, DRAIN_ABSORB };
  * the longer the baseline, the better the slope. The conversion is fixed
  * point: units = base + (stamp - origin) * mult / 2^40. */
 static uint64_t t_origin, t_base, t_mult;
+static double stamps_per_ns = 1.0;
 
 static void calibrate(void) {
     double unit = (double)hl_cfg.time_unit_ns, per_unit = 1.0 / unit;
@@ -85,6 +86,7 @@ static void calibrate(void) {
             m = hl_now_ns();
         }
         if (t <= hl_tsc0) return;
+        stamps_per_ns = (double)(t - hl_tsc0) / (double)(m - hl_mono0);
         per_unit = (double)(m - hl_mono0) / (double)(t - hl_tsc0) / unit;
         t_origin = hl_tsc0;
         t_base = hl_mono0 / hl_cfg.time_unit_ns;
@@ -249,6 +251,9 @@ static void obj_delete(obj_t *o) {
 
 /* The slot for a new object at addr. */
 static obj_t *obj_new(uint64_t addr) {
+    /* the object 16 creations from now pushes this one into the map */
+    uint64_t later = nursery[(nursery_next + 16) & (NURSERY_SLOTS - 1)].addr;
+    if (later) obj_prefetch(later);
     obj_t *n = &nursery[nursery_next & (NURSERY_SLOTS - 1)];
     if (n->addr) nursery_evict(n); /* the oldest */
     uint32_t *ix = nursery_index(addr);
@@ -906,12 +911,13 @@ static void flush_on_time(int force) {
     uint64_t now = hl_now_ns();
     if (!hl_writer_buffered(W)) {
         last_flush_ns = now;
-        return;
-    }
-    if (force || now - last_flush_ns >= hl_cfg.flush_ns) {
+    } else if (force || now - last_flush_ns >= hl_cfg.flush_ns) {
         if (hl_writer_flush(W)) broken(hl_writer_error(W));
         last_flush_ns = now;
     }
+    /* producers write an overdue block themselves (hooks.c, flush_if_due) */
+    atomic_store_explicit(&hl_flush_due, hl_stamp() + (uint64_t)((double)hl_cfg.flush_ns * stamps_per_ns),
+                          memory_order_relaxed);
 }
 
 /* States of threads that have exited go back to the free list once their
@@ -971,14 +977,22 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+static __thread int t_helping __attribute__((tls_model("initial-exec")));
+
+int hl_writer_helping(void) { return t_helping; }
+
 int hl_writer_help(void) {
     if (W_closed || W_broken || pthread_mutex_trylock(&hl_wlock)) return 0;
+    t_helping = 1;
     size_t n = 0;
     if (!W_closed && !W_broken) {
         n = drain(DRAIN_NORMAL, 1 << 14, 0);
         flush_on_time(0);
     }
     pthread_mutex_unlock(&hl_wlock);
+    t_helping = 0;
+    int sig = atomic_exchange(&hl_deferred_sig, 0);
+    if (sig) raise(sig); /* taken by the fatal handler now */
     return n > 0;
 }
 

@@ -220,6 +220,21 @@ if [ $rc -eq 143 ] && valid "$work/term.hltrace" "SIGTERM" && grep -q '^end reas
 else
     bad "SIGTERM: rc $rc"
 fi
+# SIGTERM while the program allocates flat out: it may land while the thread
+# drains the rings itself, and is then taken when it lets go
+termok=0
+for i in 1 2 3; do
+    sig_run termchurn churn TERM 0.3
+    if [ $rc -eq 143 ] && valid "$work/termchurn.hltrace" "SIGTERM churn" &&
+        grep -q '^end reason=signal status=15 ' "$work/termchurn.hltrace.txt"; then
+        termok=$((termok + 1))
+    fi
+done
+if [ $termok = 3 ]; then
+    ok "SIGTERM while allocating flat out (3 runs): END signal 15 every time"
+else
+    bad "SIGTERM while allocating: $termok of 3 runs ended with END signal 15 (last rc $rc)"
+fi
 sig_run kill churn KILL 1.0
 "$dump" "$work/kill.hltrace" >"$work/kill.txt" 2>"$work/kill.readerr"
 krc=$?
@@ -228,6 +243,16 @@ if [ $rc -eq 137 ] && [ $krc -ne 0 ] && grep -qE 'no END block|truncated' "$work
     ok "SIGKILL after 1 s: $kev events readable up to the last complete block ($(sed 's/.*: byte/byte/' "$work/kill.readerr"))"
 else
     bad "SIGKILL: rc $rc, reader rc $krc, $kev events: $(cat "$work/kill.readerr")"
+fi
+
+sig_run slowkill slow KILL 1.5
+"$dump" "$work/slowkill.hltrace" >"$work/slowkill.txt" 2>/dev/null
+sev=$(grep -c '^event .* malloc .* size=100 ' "$work/slowkill.txt")
+# ~300 allocations in 1.5 s; all but the last ~200 ms (and scheduling slack) must be there
+if [ $rc -eq 137 ] && [ "$sev" -ge 150 ]; then
+    ok "SIGKILL of a program allocating every 5 ms: $sev of its ~300 allocations in the trace"
+else
+    bad "SIGKILL of a slow program: rc $rc, only $sev allocations in the trace"
 fi
 
 # ---------------------------------------------------------------- real programs, and counts against the counting preload

@@ -1,6 +1,7 @@
 /* t_signal: allocations, then a fatal signal. "segv" dereferences NULL,
  * "abort" calls abort(), "sleep" waits to be killed (SIGTERM or SIGKILL from
- * the test), "churn" allocates and frees for ever (for SIGKILL mid-run). */
+ * the test), "churn" allocates and frees for ever (for SIGKILL mid-run),
+ * "slow" allocates every 5 ms for ever. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,14 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "sleep")) {
         if (write(1, "ready\n", 6) != 6) return 1;
         for (;;) pause();
+    } else if (!strcmp(mode, "slow")) {
+        /* one allocation every 5 ms: the trace must keep up within flush_ms */
+        if (write(1, "ready\n", 6) != 6) return 1;
+        for (;;) {
+            void *p = malloc(100);
+            (void)p;
+            usleep(5000);
+        }
     } else if (!strcmp(mode, "churn")) {
         if (write(1, "ready\n", 6) != 6) return 1;
         for (unsigned long i = 0;; i++) {
