@@ -72,6 +72,13 @@ pub struct Args {
     /// Do not list the traces written.
     #[arg(short, long)]
     quiet: bool,
+    /// Record every load and store too (the REFS stream, for `heaplab
+    /// locality`): runs the program under heaplab's Valgrind tool, which
+    /// replaces malloc, instead of LD_PRELOADing the agent. Much slower (the
+    /// program runs under Valgrind); fork children are not recorded, and
+    /// event times are instructions apart as well as microseconds.
+    #[arg(long)]
+    refs: bool,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROG ARGS")]
     command: Vec<OsString>,
@@ -223,6 +230,9 @@ fn signal_name(sig: i32) -> String {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    if a.refs {
+        return record_refs(a);
+    }
     let agent = paths::lib("libheaplab-record.so");
     if !agent.exists() {
         bail!(
@@ -353,6 +363,51 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// `--refs`: under the Valgrind tool (crates/heaplab-refs does the work).
+fn record_refs(a: Args) -> Result<i32> {
+    use heaplab_refs::{record, vg};
+    let tools = vg::VgTools::from_lib_dir(&paths::build_dir().join("lib"));
+    let opts = record::Options {
+        stack_depth: a.stack_depth.min(64),
+        free_stacks: a.free_stacks,
+        refs: true,
+        codec: if a.no_compress {
+            heaplab_trace::Codec::None
+        } else {
+            heaplab_trace::Codec::Zstd(a.compress as i32)
+        },
+        block_events: a.block_events as usize,
+    };
+    let name = a.command[0].to_string_lossy().into_owned();
+    // ^C and ^\ reach the program through the terminal; we finish the trace.
+    // SAFETY: setting dispositions before the child starts; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let t0 = std::time::Instant::now();
+    let (ended, s) = record::record(&tools, &a.command, &a.output, &opts)?;
+    if !a.quiet {
+        let how = match ended {
+            vg::Ended::Exit(c) => format!("exited with status {c}"),
+            vg::Ended::Signal(sig) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+        };
+        let refs = s.refs.refs();
+        eprintln!(
+            "heaplab record: {name} {how} under valgrind after {:.1} s; {}: {} events, {} references ({} heap), {} instructions, {} ({:.2} B/reference)",
+            t0.elapsed().as_secs_f64(),
+            a.output.display(),
+            human::count(s.events),
+            human::count(refs),
+            human::count(s.refs.heap_refs()),
+            s.instructions.map(human::count).unwrap_or_else(|| "?".into()),
+            human::bytes(s.trace_bytes),
+            if refs > 0 { s.trace_bytes as f64 / refs as f64 } else { 0.0 },
+        );
+    }
+    Ok(ended.code())
 }
 
 #[cfg(test)]

@@ -1,0 +1,190 @@
+//! Which live heap object an address falls in, answered in a few loads.
+//!
+//! ```text
+//!   address ─▶ [lo, hi) of every block ever seen?  no ─▶ not heap (stack, globals: one compare)
+//!           ─▶ chunk = address >> 16 (last chunk cached, else a hash map)
+//!           ─▶ granule = chunk[(address >> 4) & 4095]  (u32 slot, 0 = none)
+//!           ─▶ slot: start <= address < start + usable ─▶ (object id, offset)
+//! ```
+//!
+//! Every 16-byte granule a block covers names the block's slot. Slots are
+//! recycled, and a freed block's granules are not cleared: a stale granule
+//! names a slot whose block (if any) no longer covers the address, which the
+//! range check catches. The table costs 4 bytes per 16 bytes of heap address
+//! range touched (chunks of 64 KiB are made on first use).
+//!
+//! Invariant: a live block's granules all name its slot, except granules it
+//! shares with a block created later at an unaligned address (its last
+//! partial granule); the recorder's blocks are 16-byte aligned.
+
+use heaplab_trace::refs::usable;
+use std::collections::HashMap;
+
+const CHUNK_SHIFT: u32 = 16;
+const GRANULE_SHIFT: u32 = 4;
+const PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    start: u64,
+    /// start + usable; 0 when the slot is free.
+    end: u64,
+    id: u64,
+}
+
+/// Live heap blocks by address.
+pub struct HeapMap {
+    lo: u64,
+    hi: u64,
+    chunk_index: HashMap<u64, u32>,
+    chunks: Vec<Box<[u32; PER_CHUNK]>>,
+    cache_key: u64,
+    cache_idx: u32,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    by_start: HashMap<u64, (u32, u64)>,
+}
+
+impl Default for HeapMap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HeapMap {
+    pub fn new() -> Self {
+        HeapMap {
+            lo: u64::MAX,
+            hi: 0,
+            chunk_index: HashMap::new(),
+            chunks: Vec::new(),
+            cache_key: u64::MAX,
+            cache_idx: 0,
+            slots: vec![Slot::default()], // slot 0 means "none"
+            free_slots: Vec::new(),
+            by_start: HashMap::new(),
+        }
+    }
+
+    fn chunk_mut(&mut self, key: u64) -> &mut [u32; PER_CHUNK] {
+        let n = self.chunks.len() as u32;
+        let idx = *self.chunk_index.entry(key).or_insert(n);
+        if idx == n {
+            self.chunks.push(Box::new([0; PER_CHUNK]));
+        }
+        &mut self.chunks[idx as usize]
+    }
+
+    /// A block of `size` bytes at `start` is now object `id`.
+    pub fn insert(&mut self, start: u64, size: u64, id: u64) {
+        let end = start.saturating_add(usable(size));
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[slot as usize] = Slot { start, end, id };
+        self.by_start.insert(start, (slot, id));
+        self.lo = self.lo.min(start);
+        self.hi = self.hi.max(end);
+        let mut g = start >> GRANULE_SHIFT;
+        let last = (end - 1) >> GRANULE_SHIFT;
+        while g <= last {
+            let key = g >> (CHUNK_SHIFT - GRANULE_SHIFT);
+            let chunk = self.chunk_mut(key);
+            let from = (g as usize) & (PER_CHUNK - 1);
+            let to = if (last >> (CHUNK_SHIFT - GRANULE_SHIFT)) == key {
+                (last as usize & (PER_CHUNK - 1)) + 1
+            } else {
+                PER_CHUNK
+            };
+            chunk[from..to].fill(slot);
+            g += (to - from) as u64;
+        }
+    }
+
+    /// The block that starts at `start` is gone; returns its object id.
+    pub fn remove(&mut self, start: u64) -> Option<u64> {
+        let (slot, id) = self.by_start.remove(&start)?;
+        self.slots[slot as usize].end = 0;
+        self.free_slots.push(slot);
+        Some(id)
+    }
+
+    /// The object id of the live block starting at `start`.
+    pub fn id_at(&self, start: u64) -> Option<u64> {
+        self.by_start.get(&start).map(|&(_, id)| id)
+    }
+
+    /// Live blocks.
+    pub fn len(&self) -> usize {
+        self.by_start.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_start.is_empty()
+    }
+
+    /// (object id, offset) of the live block whose usable bytes hold `addr`.
+    #[inline]
+    pub fn lookup(&mut self, addr: u64) -> Option<(u64, u64)> {
+        if addr < self.lo || addr >= self.hi {
+            return None;
+        }
+        let key = addr >> CHUNK_SHIFT;
+        if key != self.cache_key {
+            self.cache_idx = *self.chunk_index.get(&key)?;
+            self.cache_key = key;
+        }
+        let s = self.chunks[self.cache_idx as usize]
+            [((addr >> GRANULE_SHIFT) as usize) & (PER_CHUNK - 1)];
+        if s == 0 {
+            return None;
+        }
+        let sl = &self.slots[s as usize];
+        if addr >= sl.start && addr < sl.end {
+            Some((sl.id, addr - sl.start))
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_found_by_any_of_their_bytes() {
+        let mut m = HeapMap::new();
+        m.insert(0x10000, 24, 0);
+        m.insert(0x10020, 100_000, 1); // spans chunks
+        assert_eq!(m.lookup(0x10000), Some((0, 0)));
+        assert_eq!(m.lookup(0x1001f), Some((0, 31))); // usable 32
+        assert_eq!(m.lookup(0x10020), Some((1, 0)));
+        assert_eq!(m.lookup(0x10020 + 99_999), Some((1, 99_999)));
+        assert_eq!(m.lookup(0x10020 + 100_000), None);
+        assert_eq!(m.lookup(0xffff), None);
+        assert_eq!(m.lookup(0x7ffe_0000), None);
+    }
+
+    #[test]
+    fn freed_and_reused_addresses_name_the_new_object() {
+        let mut m = HeapMap::new();
+        m.insert(0x20000, 64, 0);
+        m.insert(0x20040, 64, 1);
+        assert_eq!(m.remove(0x20000), Some(0));
+        assert_eq!(m.lookup(0x20008), None, "freed memory is no object's");
+        m.insert(0x20000, 16, 2); // reuses slot and address, smaller
+        assert_eq!(m.lookup(0x20008), Some((2, 8)));
+        assert_eq!(m.lookup(0x20010), None, "past the new block: the stale granule is caught");
+        assert_eq!(m.remove(0x20040), Some(1));
+        m.insert(0x30000, 8, 3); // slot of object 1 recycled far away
+        assert_eq!(m.lookup(0x20040), None);
+        assert_eq!(m.lookup(0x30004), Some((3, 4)));
+        assert_eq!(m.remove(0x12345), None);
+        assert_eq!(m.len(), 2);
+    }
+}

@@ -1,0 +1,397 @@
+//! Record mode: the tool's raw stream becomes a trace with a REFS stream.
+//!
+//! ```text
+//!   raw records ──▶ Converter ──▶ TraceWriter (events, modules, stacks, threads; zstd)
+//!                      │  HeapMap: address ─▶ (object id, offset)
+//!                      └▶ RefsEncoder ──▶ REFS blocks (after the events they place)
+//! ```
+//!
+//! The tool sends every block it hands out (ALLOC) and takes back (FREE) in
+//! execution order, interleaved with the references, so the converter always
+//! knows which blocks are live when a reference arrives: attribution is exact,
+//! also for blocks freed and then reused at the same address.
+
+use crate::heapmap::HeapMap;
+use crate::raw::{self, ctl, RawReader, Rec};
+use crate::vg::{self, Ended, Scratch, VgTools};
+use anyhow::{bail, Context, Result};
+use heaplab_trace::refs::{self, RefsEncoder, RefsStats};
+use heaplab_trace::{
+    Codec, End, EndReason, Frame, Kind, Meta, Module, NewEvent, TraceWriter, WriterOptions,
+};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
+/// How to record.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Frames per allocation stack (0: none).
+    pub stack_depth: u32,
+    /// Stacks for frees too.
+    pub free_stacks: bool,
+    /// Stream loads and stores (else: events only, timed in instructions).
+    pub refs: bool,
+    pub codec: Codec,
+    /// Events per events block.
+    pub block_events: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            stack_depth: 8,
+            free_stacks: false,
+            refs: true,
+            codec: Codec::Zstd(3),
+            block_events: 65536,
+        }
+    }
+}
+
+/// What a recording produced.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Summary {
+    pub events: u64,
+    pub objects: u64,
+    pub refs: RefsStats,
+    /// Bytes of the trace file.
+    pub trace_bytes: u64,
+    /// Bytes of REFS payload before compression, and as stored.
+    pub refs_raw_bytes: u64,
+    /// Bytes the tool sent.
+    pub stream_bytes: u64,
+    /// Instructions of the program (END record), when it ended normally.
+    pub instructions: Option<u64>,
+    pub unknown_frees: u64,
+    /// The program called execve: the trace ends there.
+    pub exec: bool,
+    /// Times that ran backwards (none expected) and were raised.
+    pub raised_times: u64,
+}
+
+/// Turns the raw stream into a trace. Feed it chunks, then finish it with how
+/// the program ended.
+pub struct Converter<W: Write> {
+    out: Option<W>,
+    argv: Vec<Vec<u8>>,
+    executable: Option<String>,
+    opts: Options,
+    w: Option<TraceWriter<W>>,
+    enc: RefsEncoder,
+    heap: HeapMap,
+    frames: Vec<Frame>,
+    exited: Option<(u64, u64)>, // (status, instructions)
+    summary: Summary,
+    refs_blocks_bytes: u64,
+}
+
+fn kind_of(code: u64) -> Result<Kind> {
+    Kind::from_code(code as u8)
+        .filter(|_| code < 16)
+        .with_context(|| format!("the tool sent event kind {code}"))
+}
+
+impl<W: Write> Converter<W> {
+    /// `argv` and `executable` go into META.
+    pub fn new(out: W, argv: Vec<Vec<u8>>, executable: Option<String>, opts: Options) -> Self {
+        Converter {
+            out: Some(out),
+            argv,
+            executable,
+            opts,
+            w: None,
+            enc: RefsEncoder::new(),
+            heap: HeapMap::new(),
+            frames: Vec::new(),
+            exited: None,
+            summary: Summary::default(),
+            refs_blocks_bytes: 0,
+        }
+    }
+
+    fn writer(&mut self) -> Result<&mut TraceWriter<W>> {
+        self.w.as_mut().context("the tool's stream does not start with HELLO")
+    }
+
+    fn flush_refs(&mut self) -> Result<()> {
+        let w = self.w.as_mut().context("the tool's stream does not start with HELLO")?;
+        let n = refs::write_block(w, &mut self.enc)?;
+        self.refs_blocks_bytes += n as u64;
+        Ok(())
+    }
+
+    /// Reads the whole stream.
+    pub fn feed_all<R: Read>(&mut self, src: R) -> Result<u64> {
+        let mut r = RawReader::new(src);
+        while let Some(chunk) = r.chunk()? {
+            for rec in chunk {
+                match rec {
+                    Rec::Ref { addr, info } => {
+                        let (size, write, time) =
+                            (raw::ref_size(info), info & raw::REF_WRITE != 0, raw::ref_time(info));
+                        match self.heap.lookup(addr) {
+                            Some((id, off)) => self.enc.heap(id, off, size, write, time),
+                            None => self.enc.other(addr, size, write, time),
+                        }
+                    }
+                    Rec::Control { kind, w0, extra } => self.control(kind, w0, extra)?,
+                }
+            }
+            if self.enc.is_full() {
+                self.flush_refs()?;
+            }
+        }
+        self.summary.stream_bytes = r.bytes();
+        Ok(r.bytes())
+    }
+
+    fn control(&mut self, kind: u8, w0: u64, x: &[u64]) -> Result<()> {
+        let need = |n: usize| -> Result<()> {
+            if x.len() < n {
+                bail!("control record {kind} has {} extra words, needs {n}", x.len());
+            }
+            Ok(())
+        };
+        match kind {
+            ctl::HELLO => {
+                need(5)?;
+                if w0 != raw::PROTOCOL {
+                    bail!(
+                        "the tool speaks protocol {w0}; this heaplab understands {}",
+                        raw::PROTOCOL
+                    );
+                }
+                if x[0] != raw::MODE_RECORD {
+                    bail!("the tool runs in mode {}, not record", x[0]);
+                }
+                let mut options = format!("{} stack_depth={}", refs::OPTION, x[3]);
+                if self.opts.free_stacks {
+                    options.push_str(" free_stacks=1");
+                }
+                if !self.opts.refs {
+                    options = format!("refs=0 stack_depth={}", x[3]);
+                }
+                let meta = Meta {
+                    pid: x[1],
+                    ppid: Some(x[2]),
+                    argv: self.argv.clone(),
+                    start_ns: x[4],
+                    pointer_size: 8,
+                    endian: 0,
+                    time_unit_ns: 1000,
+                    stack_depth: x[3],
+                    recorder: Some(format!("heaplab-vgtool {}", env!("CARGO_PKG_VERSION"))),
+                    executable: self.executable.clone(),
+                    options: Some(options),
+                    parent_pid: None,
+                    clock: Some("CLOCK_MONOTONIC (under valgrind)".into()),
+                };
+                let out = self.out.take().context("a second HELLO")?;
+                let wopts =
+                    WriterOptions { codec: self.opts.codec, block_events: self.opts.block_events };
+                self.w = Some(TraceWriter::new(out, &meta, wopts)?);
+            }
+            ctl::THREAD => {
+                need(1)?;
+                let idx = self.writer()?.add_thread(x[0], "");
+                if u64::from(idx) != w0 {
+                    bail!("thread {w0} arrived as the trace's thread {idx}");
+                }
+            }
+            ctl::MODULE => {
+                need(4)?;
+                let path = raw::path_of(x);
+                let (bias, lo, size) = (x[0], x[1], x[2]);
+                let m = Module {
+                    id: 0,
+                    base: bias,
+                    size: (lo + size).saturating_sub(bias),
+                    path,
+                    build_id: vec![],
+                };
+                let id = self.writer()?.add_module(&m);
+                if u64::from(id) != w0 {
+                    bail!("module {w0} arrived as the trace's module {id}");
+                }
+            }
+            ctl::ALLOC => {
+                need(6)?;
+                let code = x[0] & 0xff;
+                let thread = ((x[0] >> 8) & 0xffff_ffff) as u32;
+                let nf = (x[0] >> 40) as usize;
+                need(6 + nf)?;
+                let (size, align, old_addr, time, wall) = (x[1], x[2], x[3], x[4], x[5]);
+                let stack = self.stack(&x[6..6 + nf])?;
+                let k = kind_of(code)?;
+                let p = w0;
+                let old = match k {
+                    Kind::Realloc | Kind::ReallocFree if old_addr != 0 => {
+                        Some(self.heap.id_at(old_addr).with_context(|| {
+                            format!("realloc of {old_addr:#x}, which is not live")
+                        })?)
+                    }
+                    _ => None,
+                };
+                let failed = p == 0 && k != Kind::ReallocFree;
+                let mut ev = NewEvent::alloc(k, size).at(thread, wall / 1000).with_stack(stack);
+                ev.align = if k.has_align() { align } else { 0 };
+                ev.old = old;
+                ev.failed = failed;
+                if k == Kind::ReallocFree {
+                    ev.size = 0;
+                }
+                let id = self.writer()?.record(&ev)?;
+                if let Some(o) = old {
+                    if !failed {
+                        self.heap.remove(old_addr);
+                        let _ = o;
+                    }
+                }
+                if let Some(id) = id {
+                    self.heap.insert(p, size, id);
+                }
+                self.enc.events(1, u64::from(id.is_some()), time);
+            }
+            ctl::FREE => {
+                need(3)?;
+                let thread = ((x[0] >> 8) & 0xffff_ffff) as u32;
+                let nf = (x[0] >> 40) as usize;
+                need(3 + nf)?;
+                let stack = self.stack(&x[3..3 + nf])?;
+                let id = self
+                    .heap
+                    .remove(w0)
+                    .with_context(|| format!("free of {w0:#x}, which is not live"))?;
+                let ev = NewEvent::free(id).at(thread, x[2] / 1000).with_stack(stack);
+                self.writer()?.record(&ev)?;
+                self.enc.events(1, 0, x[1]);
+            }
+            ctl::EXIT => {
+                need(4)?;
+                self.summary.unknown_frees = x[3];
+                if x[0] == raw::EXIT_EXEC {
+                    // the program execs: its trace ends here (more follows if the exec fails)
+                    self.flush_refs()?;
+                    let end = End {
+                        reason: EndReason::Exec,
+                        unknown_frees: x[3],
+                        end_ns: now_ns(),
+                        ..End::default()
+                    };
+                    self.writer()?.write_end(&end)?;
+                    self.summary.exec = true;
+                } else {
+                    self.summary.exec = false;
+                    self.exited = Some((w0, x[1]));
+                }
+            }
+            _ => bail!("the tool sent control record {kind}, which record mode does not use"),
+        }
+        Ok(())
+    }
+
+    fn stack(&mut self, words: &[u64]) -> Result<u32> {
+        if words.is_empty() {
+            return Ok(0);
+        }
+        self.frames.clear();
+        self.frames.extend(
+            words.iter().map(|&f| Frame { module: (f >> 48) as u32, offset: f & 0xffff_ffff_ffff }),
+        );
+        let frames = std::mem::take(&mut self.frames);
+        let id = self.writer()?.intern_stack(&frames);
+        self.frames = frames;
+        Ok(id?)
+    }
+
+    /// Writes the end: the program's exit status from the tool (or `ended`
+    /// when the tool could not say: killed by a signal).
+    pub fn finish(mut self, ended: Ended) -> Result<(W, Summary)> {
+        if self.w.is_none() {
+            bail!("the tool sent nothing (valgrind could not start the program?)");
+        }
+        let reason = match (self.exited, ended) {
+            (Some((status, instructions)), _) => {
+                self.enc.end(instructions);
+                self.summary.instructions = Some(instructions);
+                End { reason: EndReason::Exit, status, ..End::default() }
+            }
+            (None, Ended::Signal(s)) => {
+                End { reason: EndReason::Signal, status: s as u64, ..End::default() }
+            }
+            (None, Ended::Exit(c)) => {
+                End { reason: EndReason::Exit, status: c as u64, ..End::default() }
+            }
+        };
+        self.flush_refs()?;
+        let w = self.w.take().expect("checked above");
+        let s = &mut self.summary;
+        s.events = w.events();
+        s.objects = w.next_id();
+        s.refs = self.enc.stats;
+        s.refs_raw_bytes = self.refs_blocks_bytes;
+        s.raised_times = self.enc.raised_times;
+        let end = End { end_ns: now_ns(), unknown_frees: s.unknown_frees, ..reason };
+        let out = if s.exec && self.exited.is_none() {
+            w.into_inner_unfinished()
+        } else {
+            w.finish(&end)?
+        };
+        Ok((out, self.summary))
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Runs `command` under the tool and writes its trace with references to
+/// `out`. Returns how the program ended and what was recorded.
+pub fn record(
+    tools: &VgTools,
+    command: &[OsString],
+    out: &Path,
+    opts: &Options,
+) -> Result<(Ended, Summary)> {
+    if command.is_empty() {
+        bail!("no program to record");
+    }
+    tools.check("heaplab")?;
+    let scratch = Scratch::new("record")?;
+    let fifo = scratch.fifo("raw")?;
+    let mut extra = vec![
+        format!("--hl-stack-depth={}", opts.stack_depth),
+        format!("--hl-free-stacks={}", if opts.free_stacks { "yes" } else { "no" }),
+        format!("--hl-refs={}", if opts.refs { "yes" } else { "no" }),
+    ];
+    if let Ok(e) = std::env::var("HEAPLAB_VALGRIND_OPTS") {
+        extra.extend(e.split_whitespace().map(String::from));
+    }
+    let cmd = vg::command(tools, "heaplab", &fifo, &extra, command);
+    let file = File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let argv: Vec<Vec<u8>> = command.iter().map(|a| a.as_encoded_bytes().to_vec()).collect();
+    let exe = vg::resolve_program(&command[0]).map(|p| p.display().to_string());
+    let conv = Converter::new(BufWriter::with_capacity(1 << 20, file), argv, exe, opts.clone());
+    let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| {
+        let mut conv = conv;
+        let r = conv.feed_all(f);
+        (conv, r)
+    })?;
+    let (conv, fed) = res;
+    if let Err(e) = fed {
+        // keep what was written readable up to here
+        let _ = conv.finish(ended);
+        return Err(e.context("reading the tool's stream"));
+    }
+    let (mut w, mut summary) =
+        conv.finish(ended).with_context(|| format!("recording {}", vg::show(command)))?;
+    w.flush()?;
+    drop(w);
+    summary.trace_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    Ok((ended, summary))
+}

@@ -1,0 +1,154 @@
+//! The Valgrind tool against exact counts: small C programs
+//! (`native/vgtool/tests/*.c`) make a known number of heap loads and stores,
+//! and the trace must say exactly that, per object, with instruction times.
+//! Needs `make -C native` (the tool and the programs); each run is a fraction
+//! of a second under Valgrind.
+
+use heaplab_refs::record::{self, Options};
+use heaplab_refs::vg::{Ended, VgTools};
+use heaplab_trace::refs::{object_refs, RefItem, RefsReader, Target};
+use heaplab_trace::Kind;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn tools() -> VgTools {
+    let t = VgTools::from_lib_dir(&root().join("build/lib"));
+    t.check("heaplab").unwrap_or_else(|e| panic!("{e:#}"));
+    t
+}
+
+fn program(name: &str) -> PathBuf {
+    let p = root().join("build/bin").join(format!("vgtool-test-{name}"));
+    assert!(p.exists(), "{} is not built: run `make -C native` first", p.display());
+    p
+}
+
+fn out(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("heaplab-vgtool-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(format!("{name}.hltrace"))
+}
+
+/// (reads, writes, read bytes, write bytes) and the sorted (offset, size, write) list of an object.
+fn accesses(trace: &std::path::Path, id: u64) -> Vec<(u64, u32, bool)> {
+    let mut r = RefsReader::open(trace).unwrap();
+    let mut v = Vec::new();
+    while let Some(it) = r.next_item().unwrap() {
+        if let RefItem::Ref(x) = it {
+            if let Target::Object { id: i, offset } = x.target {
+                if i == id {
+                    v.push((offset, x.size, x.write));
+                }
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn counts_are_exact_per_object() {
+    let t = out("counts");
+    let (ended, s) =
+        record::record(&tools(), &[program("counts").into()], &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    assert!(s.instructions.unwrap() > 10_000);
+    let p = object_refs(&t).unwrap();
+    assert!(p.has_refs);
+    let o = &p.objects;
+    // the program's objects, in allocation order (nothing else allocates)
+    let sizes: Vec<(u8, u64)> = o.iter().map(|x| (x.kind_code, x.size)).collect();
+    let m = Kind::Malloc.code();
+    assert_eq!(
+        sizes,
+        vec![
+            (m, 100),
+            (Kind::Calloc.code(), 80),
+            (Kind::Realloc.code(), 200),
+            (m, 24),
+            (m, 8),
+            (m, 8),
+            (m, 8),
+            (m, 8)
+        ]
+    );
+    // a: 25 stores of 4 B, 1 of 16 B; 10 loads of 1 B, 3 of 8 B, 1 of 16 B
+    assert_eq!((o[0].writes, o[0].write_bytes), (26, 25 * 4 + 16));
+    assert_eq!((o[0].reads, o[0].read_bytes), (14, 10 + 24 + 16));
+    let mut a = accesses(&t, 0);
+    a.sort();
+    assert!(a.contains(&(16, 16, true)) && a.contains(&(16, 16, false)));
+    assert!(a.contains(&(96, 4, true)) && a.contains(&(80, 8, false)));
+    // b: 7 stores of 8 B; the realloc copy is not the program's
+    assert_eq!((o[1].reads, o[1].writes, o[1].write_bytes), (0, 7, 56));
+    assert_eq!((o[2].reads, o[2].read_bytes, o[2].writes), (5, 10, 0));
+    let c = accesses(&t, 2);
+    assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), vec![190, 192, 194, 196, 198]);
+    // realloc ends b's life when c is born
+    assert_eq!(o[1].died, Some(o[2].born));
+    // e0..e3: 3 loads each
+    for e in &o[4..8] {
+        assert_eq!((e.reads, e.read_bytes, e.writes), (3, 24, 0));
+    }
+    for x in o {
+        assert!(x.died.is_some(), "object {} was freed", x.id);
+        assert!(x.died.unwrap() > x.born);
+    }
+}
+
+#[test]
+fn instruction_times_are_exact() {
+    let t = out("counts-time");
+    record::record(&tools(), &[program("counts").into()], &t, &Options::default()).unwrap();
+    // d: the store at 0, then exactly 12001 instructions (mov + 1000 × 12), then the store at 8
+    let mut r = RefsReader::open(&t).unwrap();
+    let mut times = Vec::new();
+    while let Some(it) = r.next_item().unwrap() {
+        if let RefItem::Ref(x) = it {
+            if let Target::Object { id: 3, offset } = x.target {
+                times.push((offset, x.time));
+            }
+        }
+    }
+    assert_eq!(times.len(), 2, "{times:?}");
+    assert_eq!(times[1].1 - times[0].1, 12_002, "{times:?}");
+}
+
+#[test]
+fn blocks_reused_at_the_same_address_are_told_apart() {
+    let t = out("reuse");
+    let (ended, _) =
+        record::record(&tools(), &[program("reuse").into()], &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0), "exit 3: the second block did not land where the first was");
+    let p = object_refs(&t).unwrap();
+    let o = &p.objects;
+    assert_eq!(o.len(), 2);
+    assert_eq!(
+        (o[0].writes, o[0].reads),
+        (2, 0),
+        "p: two stores; the read after the free is not p's"
+    );
+    assert_eq!((o[1].writes, o[1].reads, o[1].read_bytes), (0, 3, 24));
+    // the read after the free is an other reference, between p's death and q's birth
+    let mut r = RefsReader::open(&t).unwrap();
+    let (mut after_free, mut between) = (false, 0);
+    while let Some(it) = r.next_item().unwrap() {
+        match it {
+            RefItem::Event { event, .. } if event.kind == Kind::Free && event.old == Some(0) => {
+                after_free = true
+            }
+            RefItem::Event { event, .. } if event.id == Some(1) => after_free = false,
+            RefItem::Ref(x) if after_free && x.size == 8 && !x.write => {
+                if let Target::Other { addr } = x.target {
+                    if addr < 0x1_0000_0000 {
+                        between += 1; // heap addresses are low under valgrind; the stack is not
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(between >= 1, "the load after the free is kept, as an other reference");
+}
