@@ -45,7 +45,6 @@ pid_t hl_pid;
 _Atomic int hl_writer_running;
 _Atomic int hl_fatal_sig;
 _Atomic int hl_fatal_done;
-_Atomic int hl_exec_hold;
 uint64_t hl_self_lo, hl_self_len;
 int hl_tsc;
 uint64_t hl_tsc0, hl_mono0;
@@ -306,8 +305,6 @@ static void install_signals(void) {
             atomic_fetch_or(&ours, 1ull << fatal_if_default[i]);
     }
 }
-
-int hl_is_our_handler(void (*h)(int)) { return (void *)h == (void *)fatal_handler; }
 
 HL_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     if (!hl_real.sigaction) hl_hooks_resolve();

@@ -114,7 +114,6 @@ extern pid_t hl_pid;                   /* the process this agent state belongs t
 extern _Atomic int hl_writer_running;
 extern _Atomic int hl_fatal_sig;  /* set by a fatal signal handler */
 extern _Atomic int hl_fatal_done; /* the writer wrote END for it */
-extern _Atomic int hl_exec_hold;  /* an exec is under way: the writer writes nothing */
 extern uint64_t hl_self_lo, hl_self_len; /* this .so's text, skipped in stacks */
 
 /* real functions (hooks.c resolves them) */
@@ -144,7 +143,6 @@ extern hl_real_t hl_real;
 
 void hl_hooks_resolve(void);           /* dlsym(RTLD_NEXT) every real function */
 hl_thread_t *hl_thread_self(void);     /* NULL when the thread has none */
-void hl_thread_forget_self(void);      /* fork child of a thread without state */
 hl_thread_t *hl_thread_create(int start_writer); /* makes (or recycles) this thread's state */
 hl_thread_t *hl_thread_adopt(void);   /* makes one for the calling thread, sets t_self */
 void hl_busy_enter(void);              /* agent code runs: nested calls pass through */
@@ -167,13 +165,11 @@ void hl_fork_parent(void);
 void hl_fork_child(pid_t parent_pid);
 void hl_exec_prepare(void);  /* takes hl_wlock and writes END exec */
 void hl_exec_failed(void);   /* releases it: recording goes on */
-void hl_writer_stats(uint64_t *events, uint64_t *bytes);
 
 /* ---------------------------------------------------------------- agent.c */
 
 int hl_agent_ready(void);       /* initialises on first use; 1 when recording */
 void hl_agent_exit(int status); /* _exit/_Exit/quick_exit: END then exit */
-int hl_is_our_handler(void (*h)(int));
 void hl_note(const char *a, const char *b, const char *c); /* a line on stderr */
 uint64_t hl_now_ns(void);       /* CLOCK_MONOTONIC */
 

@@ -46,7 +46,6 @@ void hl_busy_enter(void) { t_busy++; }
 void hl_busy_leave(void) { t_busy--; }
 int hl_busy(void) { return t_busy; }
 hl_thread_t *hl_thread_self(void) { return t_self; }
-void hl_thread_forget_self(void) { t_self = NULL; }
 
 /* ---------------------------------------------------------------- bootstrap */
 

@@ -1059,11 +1059,6 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     return rc;
 }
 
-void hl_writer_stats(uint64_t *events, uint64_t *bytes) {
-    *events = W ? hl_writer_events(W) : 0;
-    *bytes = W ? hl_writer_bytes(W) : 0;
-}
-
 void hl_fork_prepare(void) {
     pthread_mutex_lock(&hl_wlock);
     hl_hooks_fork_prepare();
