@@ -39,39 +39,58 @@ static const uint8_t BLOCK_MAGIC[4] = {'H', 'L', 'B', 'K'};
 /* ---------------------------------------------------------------- names */
 
 static const char *const KIND_NAMES[HL_KIND_COUNT] = {
-    "malloc", "calloc", "realloc", "memalign", "posix_memalign",
-    "aligned_alloc", "valloc", "pvalloc", "free", "realloc_free",
+    "malloc",        "calloc", "realloc", "memalign", "posix_memalign",
+    "aligned_alloc", "valloc", "pvalloc", "free",     "realloc_free",
 };
 
 /* Per kind: bit 0 releases only, bit 1 carries an alignment. */
 static const uint8_t KIND_PROPS[16] = {0, 0, 0, 2, 2, 2, 2, 2, 1, 1};
-#define K_RELEASE(k) (KIND_PROPS[(k) & 15] & 1)
-#define K_ALIGN(k)   (KIND_PROPS[(k) & 15] & 2)
+#define K_RELEASE(k) (KIND_PROPS[(k)&15] & 1)
+#define K_ALIGN(k)   (KIND_PROPS[(k)&15] & 2)
 
-const char *hl_kind_name(unsigned kind) { return kind < HL_KIND_COUNT ? KIND_NAMES[kind] : NULL; }
-int hl_kind_is_release(unsigned kind) { return kind < HL_KIND_COUNT && K_RELEASE(kind); }
-int hl_kind_has_align(unsigned kind) { return kind < HL_KIND_COUNT && K_ALIGN(kind) != 0; }
+const char *hl_kind_name(unsigned kind) {
+    return kind < HL_KIND_COUNT ? KIND_NAMES[kind] : NULL;
+}
+int hl_kind_is_release(unsigned kind) {
+    return kind < HL_KIND_COUNT && K_RELEASE(kind);
+}
+int hl_kind_has_align(unsigned kind) {
+    return kind < HL_KIND_COUNT && K_ALIGN(kind) != 0;
+}
 
 const char *hl_stream_name(unsigned kind) {
     switch (kind) {
-    case HL_STREAM_META: return "META";
-    case HL_STREAM_MODULES: return "MODULES";
-    case HL_STREAM_STACKS: return "STACKS";
-    case HL_STREAM_THREADS: return "THREADS";
-    case HL_STREAM_EVENTS: return "EVENTS";
-    case HL_STREAM_END: return "END";
-    case HL_STREAM_REFS: return "REFS";
-    default: return "unknown";
+    case HL_STREAM_META:
+        return "META";
+    case HL_STREAM_MODULES:
+        return "MODULES";
+    case HL_STREAM_STACKS:
+        return "STACKS";
+    case HL_STREAM_THREADS:
+        return "THREADS";
+    case HL_STREAM_EVENTS:
+        return "EVENTS";
+    case HL_STREAM_END:
+        return "END";
+    case HL_STREAM_REFS:
+        return "REFS";
+    default:
+        return "unknown";
     }
 }
 
 const char *hl_end_reason_name(uint64_t reason) {
     switch (reason) {
-    case HL_END_EXIT: return "exit";
-    case HL_END_EXEC: return "exec";
-    case HL_END_SIGNAL: return "signal";
-    case HL_END_CLOSED: return "closed";
-    default: return NULL;
+    case HL_END_EXIT:
+        return "exit";
+    case HL_END_EXEC:
+        return "exec";
+    case HL_END_SIGNAL:
+        return "signal";
+    case HL_END_CLOSED:
+        return "closed";
+    default:
+        return NULL;
     }
 }
 
@@ -117,7 +136,8 @@ static volatile int crc_table_ready;
 static void crc_table_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
         crc_table[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
@@ -132,13 +152,15 @@ static uint32_t crc_soft(uint32_t c, const uint8_t *p, size_t n) {
         uint64_t v;
         memcpy(&v, p, 8);
         v ^= c;
-        c = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^ crc_table[5][(v >> 16) & 0xff] ^
-            crc_table[4][(v >> 24) & 0xff] ^ crc_table[3][(v >> 32) & 0xff] ^
-            crc_table[2][(v >> 40) & 0xff] ^ crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
+        c = crc_table[7][v & 0xff] ^ crc_table[6][(v >> 8) & 0xff] ^
+            crc_table[5][(v >> 16) & 0xff] ^ crc_table[4][(v >> 24) & 0xff] ^
+            crc_table[3][(v >> 32) & 0xff] ^ crc_table[2][(v >> 40) & 0xff] ^
+            crc_table[1][(v >> 48) & 0xff] ^ crc_table[0][v >> 56];
         p += 8;
         n -= 8;
     }
-    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+    while (n--)
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
     return c;
 }
 
@@ -153,7 +175,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const uint8
         n -= 8;
     }
     c = (uint32_t)c64;
-    while (n--) c = __builtin_ia32_crc32qi(c, *p++);
+    while (n--)
+        c = __builtin_ia32_crc32qi(c, *p++);
     return c;
 }
 
@@ -193,7 +216,9 @@ static inline size_t varint_put(uint8_t *out, uint64_t v) {
     return n;
 }
 
-size_t hl_varint_put(uint8_t *out, uint64_t v) { return varint_put(out, v); }
+size_t hl_varint_put(uint8_t *out, uint64_t v) {
+    return varint_put(out, v);
+}
 
 int hl_varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out) {
     const uint8_t *p = *pp;
@@ -222,7 +247,8 @@ typedef struct buf {
 
 static int buf_grow(const hl_mem_t *m, buf_t *b, size_t need) {
     size_t cap = b->cap ? b->cap * 2 : 4096;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     uint8_t *p = m->alloc(m->ctx, cap);
     if (!p) return -1;
     if (b->len) memcpy(p, b->p, b->len);
@@ -244,7 +270,9 @@ static void buf_free(const hl_mem_t *m, buf_t *b) {
 }
 
 /* Callers reserve first. */
-static inline void put_u(buf_t *b, uint64_t v) { b->len += varint_put(b->p + b->len, v); }
+static inline void put_u(buf_t *b, uint64_t v) {
+    b->len += varint_put(b->p + b->len, v);
+}
 
 static inline void put_raw(buf_t *b, const void *p, size_t n) {
     if (n) memcpy(b->p + b->len, p, n);
@@ -289,8 +317,8 @@ static int w_fail(hl_writer_t *w, const char *why, int err) {
     return -1;
 }
 
-static int write_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const uint8_t *payload, size_t len,
-                       int may_compress) {
+static int write_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const uint8_t *payload,
+                       size_t len, int may_compress) {
     if (len > HL_MAX_BLOCK_LEN) return w_fail(w, "block payload over 64 MiB", EFBIG);
     uint8_t codec = 0;
     size_t stored = len;
@@ -323,10 +351,12 @@ static int write_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const uint8
     h[7] = (uint8_t)(flags >> 8);
     uint32_t le[3] = {(uint32_t)stored, (uint32_t)len, w->block_no};
     for (int i = 0; i < 3; i++)
-        for (int k = 0; k < 4; k++) h[8 + 4 * i + k] = (uint8_t)(le[i] >> (8 * k));
+        for (int k = 0; k < 4; k++)
+            h[8 + 4 * i + k] = (uint8_t)(le[i] >> (8 * k));
     uint32_t crc = hl_crc32c(0, h, 20);
     crc = hl_crc32c(crc, h + HL_BLOCK_HEADER_LEN, stored);
-    for (int k = 0; k < 4; k++) h[20 + k] = (uint8_t)(crc >> (8 * k));
+    for (int k = 0; k < 4; k++)
+        h[20 + k] = (uint8_t)(crc >> (8 * k));
     if (w->write(w->wctx, h, HL_BLOCK_HEADER_LEN + stored)) return w_fail(w, "write failed", errno);
     w->block_no++;
     w->bytes += HL_BLOCK_HEADER_LEN + stored;
@@ -354,7 +384,8 @@ static int put_field_str(hl_writer_t *w, buf_t *b, uint64_t key, hl_bytes_t s) {
 static int encode_meta(hl_writer_t *w, buf_t *b, const hl_meta_t *m) {
     int r = put_field_int(w, b, 1, m->pid);
     if (m->has_ppid) r |= put_field_int(w, b, 2, m->ppid);
-    for (size_t i = 0; i < m->argc; i++) r |= put_field(w, b, 3, m->argv[i].ptr, m->argv[i].len);
+    for (size_t i = 0; i < m->argc; i++)
+        r |= put_field(w, b, 3, m->argv[i].ptr, m->argv[i].len);
     r |= put_field_int(w, b, 4, m->start_ns);
     r |= put_field_int(w, b, 5, m->pointer_size);
     r |= put_field_int(w, b, 6, m->endian);
@@ -368,8 +399,8 @@ static int encode_meta(hl_writer_t *w, buf_t *b, const hl_meta_t *m) {
     return r;
 }
 
-hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx, const hl_meta_t *meta,
-                           const hl_writer_opts_t *opts) {
+hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx,
+                           const hl_meta_t *meta, const hl_writer_opts_t *opts) {
     uint32_t be = opts && opts->block_events ? opts->block_events : 65536;
     if (!mem || !write || !meta || be > HL_MAX_BLOCK_EVENTS || meta->time_unit_ns == 0) {
         errno = EINVAL;
@@ -405,7 +436,7 @@ hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx, c
     }
     if (write_block(w, HL_STREAM_META, 0, w->payload.p, w->payload.len, 0)) goto fail;
     return w;
-fail: {
+fail : {
     int e = errno;
     hl_writer_free(w);
     errno = e;
@@ -420,10 +451,11 @@ static int maybe_spill_defs(hl_writer_t *w, buf_t *b, uint8_t kind) {
     return 0;
 }
 
-int64_t hl_writer_module(hl_writer_t *w, uint64_t base, uint64_t size, const void *path, size_t path_len,
-                         const void *build_id, size_t build_id_len) {
+int64_t hl_writer_module(hl_writer_t *w, uint64_t base, uint64_t size, const void *path,
+                         size_t path_len, const void *build_id, size_t build_id_len) {
     buf_t *b = &w->pend_mod;
-    if (buf_reserve(&w->mem, b, 50 + path_len + build_id_len)) return w_fail(w, "out of memory", ENOMEM);
+    if (buf_reserve(&w->mem, b, 50 + path_len + build_id_len))
+        return w_fail(w, "out of memory", ENOMEM);
     uint32_t id = ++w->n_modules;
     put_u(b, id);
     put_u(b, base);
@@ -439,7 +471,8 @@ int64_t hl_writer_module(hl_writer_t *w, uint64_t base, uint64_t size, const voi
 int64_t hl_writer_stack(hl_writer_t *w, const hl_frame_t *frames, unsigned n) {
     if (n == 0 || n > HL_MAX_FRAMES) return w_fail(w, "a stack has 1 to 256 frames", EINVAL);
     for (unsigned i = 0; i < n; i++)
-        if (frames[i].module > w->n_modules) return w_fail(w, "a frame names an undefined module", EINVAL);
+        if (frames[i].module > w->n_modules)
+            return w_fail(w, "a frame names an undefined module", EINVAL);
     buf_t *b = &w->pend_stk;
     if (buf_reserve(&w->mem, b, 20 + (size_t)n * 15)) return w_fail(w, "out of memory", ENOMEM);
     uint32_t id = ++w->n_stacks;
@@ -476,7 +509,8 @@ static int flush_blocks(hl_writer_t *w) {
     if (!w->col_n) return 0;
     buf_t *p = &w->payload;
     size_t need = 40;
-    for (int c = 0; c < 7; c++) need += 10 + w->col[c].len;
+    for (int c = 0; c < 7; c++)
+        need += 10 + w->col[c].len;
     p->len = 0;
     if (buf_reserve(&w->mem, p, need)) return w_fail(w, "out of memory", ENOMEM);
     put_u(p, w->col_n);
@@ -489,7 +523,8 @@ static int flush_blocks(hl_writer_t *w) {
     }
     if (write_block(w, HL_STREAM_EVENTS, 0, p->p, p->len, 1)) return -1;
     w->col_n = 0;
-    for (int c = 0; c < 7; c++) w->col[c].len = 0;
+    for (int c = 0; c < 7; c++)
+        w->col[c].len = 0;
     return 0;
 }
 
@@ -500,10 +535,12 @@ int hl_writer_event(hl_writer_t *w, const hl_event_t *ev, uint64_t *new_id) {
     int old_null = k == HL_REALLOC && !ev->has_old;
     int needs_ref = release || (k == HL_REALLOC && ev->has_old);
     if (UNLIKELY((release && ev->failed) || (ev->inherited && (ev->failed || release))))
-        return w_fail(w, "a release cannot fail, and only a successful allocation can be inherited", EINVAL);
+        return w_fail(w, "a release cannot fail, and only a successful allocation can be inherited",
+                      EINVAL);
     if (UNLIKELY(ev->thread >= w->n_threads)) return w_fail(w, "thread is not defined", EINVAL);
     if (UNLIKELY(ev->stack > w->n_stacks)) return w_fail(w, "stack is not defined", EINVAL);
-    if (UNLIKELY(needs_ref && ev->old >= w->next_id)) return w_fail(w, "the object does not exist", EINVAL);
+    if (UNLIKELY(needs_ref && ev->old >= w->next_id))
+        return w_fail(w, "the object does not exist", EINVAL);
     if (UNLIKELY(!needs_ref && ev->has_old && k != HL_REALLOC))
         return w_fail(w, "this kind takes no object", EINVAL);
 
@@ -543,11 +580,15 @@ int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n) {
         }
         /* as many as fit in this block, with the cursors in locals */
         size_t room = w->block_events - w->col_n, end = n - i < room ? n : i + room;
-        uint8_t *ops = w->col[C_OPS].p + w->col[C_OPS].len, *th = w->col[C_THREADS].p + w->col[C_THREADS].len;
-        uint8_t *tm = w->col[C_TIMES].p + w->col[C_TIMES].len, *sz = w->col[C_SIZES].p + w->col[C_SIZES].len;
-        uint8_t *al = w->col[C_ALIGNS].p + w->col[C_ALIGNS].len, *rf = w->col[C_REFS].p + w->col[C_REFS].len;
+        uint8_t *ops = w->col[C_OPS].p + w->col[C_OPS].len,
+                *th = w->col[C_THREADS].p + w->col[C_THREADS].len;
+        uint8_t *tm = w->col[C_TIMES].p + w->col[C_TIMES].len,
+                *sz = w->col[C_SIZES].p + w->col[C_SIZES].len;
+        uint8_t *al = w->col[C_ALIGNS].p + w->col[C_ALIGNS].len,
+                *rf = w->col[C_REFS].p + w->col[C_REFS].len;
         uint8_t *st = w->col[C_STACKS].p + w->col[C_STACKS].len;
-        uint64_t last = w->last_time, next_id = w->next_id, n_threads = w->n_threads, n_stacks = w->n_stacks;
+        uint64_t last = w->last_time, next_id = w->next_id, n_threads = w->n_threads,
+                 n_stacks = w->n_stacks;
         const char *bad = NULL;
         size_t j = i;
         for (; j < end; j++) {
@@ -560,14 +601,17 @@ int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n) {
             unsigned release = K_RELEASE(k);
             int needs_ref = release || (k == HL_REALLOC && ev->has_old);
             if (UNLIKELY((release && ev->failed) || (ev->inherited && (ev->failed || release)) ||
-                         ev->thread >= n_threads || ev->stack > n_stacks || (needs_ref && ev->old >= next_id) ||
+                         ev->thread >= n_threads || ev->stack > n_stacks ||
+                         (needs_ref && ev->old >= next_id) ||
                          (!needs_ref && ev->has_old && k != HL_REALLOC))) {
                 bad = "an event names something undefined, or has impossible flags";
                 break;
             }
             uint64_t time = ev->time > last ? ev->time : last;
-            *ops++ = (uint8_t)(k | (ev->failed ? HL_OP_FAILED : 0) | (k == HL_REALLOC && !ev->has_old ? HL_OP_OLD_NULL : 0) |
-                               (ev->stack ? HL_OP_HAS_STACK : 0) | (ev->inherited ? HL_OP_INHERITED : 0));
+            *ops++ = (uint8_t)(k | (ev->failed ? HL_OP_FAILED : 0) |
+                               (k == HL_REALLOC && !ev->has_old ? HL_OP_OLD_NULL : 0) |
+                               (ev->stack ? HL_OP_HAS_STACK : 0) |
+                               (ev->inherited ? HL_OP_INHERITED : 0));
             th += varint_put(th, ev->thread);
             tm += varint_put(tm, time - last);
             last = time;
@@ -595,12 +639,14 @@ int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n) {
     return 0;
 }
 
-int hl_writer_flush(hl_writer_t *w) { return flush_blocks(w); }
+int hl_writer_flush(hl_writer_t *w) {
+    return flush_blocks(w);
+}
 
 int hl_writer_end(hl_writer_t *w, const hl_end_t *end) {
     if (flush_blocks(w)) return -1;
-    const uint64_t v[7] = {end->reason,  end->status,     end->end_ns,       w->events,
-                           w->next_id,   end->unrecorded, end->unknown_frees};
+    const uint64_t v[7] = {end->reason, end->status,     end->end_ns,       w->events,
+                           w->next_id,  end->unrecorded, end->unknown_frees};
     buf_t *p = &w->payload;
     p->len = 0;
     for (int i = 0; i < 7; i++)
@@ -608,17 +654,30 @@ int hl_writer_end(hl_writer_t *w, const hl_end_t *end) {
     return write_block(w, HL_STREAM_END, 0, p->p, p->len, 0);
 }
 
-int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload, size_t len) {
+int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload,
+                        size_t len) {
     if (flush_blocks(w)) return -1;
     return write_block(w, kind, flags, payload, len, 0);
 }
 
-uint64_t hl_writer_events(const hl_writer_t *w) { return w->events; }
-uint64_t hl_writer_next_id(const hl_writer_t *w) { return w->next_id; }
-uint64_t hl_writer_buffered(const hl_writer_t *w) { return w->col_n; }
-uint64_t hl_writer_bytes(const hl_writer_t *w) { return w->bytes; }
-uint32_t hl_writer_threads(const hl_writer_t *w) { return w->n_threads; }
-const char *hl_writer_error(const hl_writer_t *w) { return w->err ? w->err : "no error"; }
+uint64_t hl_writer_events(const hl_writer_t *w) {
+    return w->events;
+}
+uint64_t hl_writer_next_id(const hl_writer_t *w) {
+    return w->next_id;
+}
+uint64_t hl_writer_buffered(const hl_writer_t *w) {
+    return w->col_n;
+}
+uint64_t hl_writer_bytes(const hl_writer_t *w) {
+    return w->bytes;
+}
+uint32_t hl_writer_threads(const hl_writer_t *w) {
+    return w->n_threads;
+}
+const char *hl_writer_error(const hl_writer_t *w) {
+    return w->err ? w->err : "no error";
+}
 
 void hl_writer_free(hl_writer_t *w) {
     if (!w) return;
@@ -626,7 +685,8 @@ void hl_writer_free(hl_writer_t *w) {
     buf_free(&m, &w->pend_mod);
     buf_free(&m, &w->pend_stk);
     buf_free(&m, &w->pend_thr);
-    for (int c = 0; c < 7; c++) buf_free(&m, &w->col[c]);
+    for (int c = 0; c < 7; c++)
+        buf_free(&m, &w->col[c]);
     buf_free(&m, &w->payload);
     buf_free(&m, &w->block);
     if (w->zc) ZSTD_freeCCtx(w->zc);
@@ -673,7 +733,8 @@ static int live_grow(const hl_mem_t *m, live_map_t *t) {
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->s[i].key) continue;
         size_t j = live_hash(t->s[i].key, cap);
-        while (s[j].key) j = (j + 1) & (cap - 1);
+        while (s[j].key)
+            j = (j + 1) & (cap - 1);
         s[j] = t->s[i];
     }
     if (t->s) m->release(m->ctx, t->s, t->cap * sizeof *t->s);
@@ -686,7 +747,8 @@ static int live_insert(const hl_mem_t *m, live_map_t *t, uint64_t id, uint64_t s
     if ((t->n + 1) * 10 > t->cap * 7 && live_grow(m, t)) return -1;
     uint64_t key = id + 1;
     size_t j = live_hash(key, t->cap);
-    while (t->s[j].key && t->s[j].key != key) j = (j + 1) & (t->cap - 1);
+    while (t->s[j].key && t->s[j].key != key)
+        j = (j + 1) & (t->cap - 1);
     if (!t->s[j].key) t->n++;
     t->s[j].key = key;
     t->s[j].size = size;
@@ -753,8 +815,8 @@ struct hl_reader {
     hl_error_t err;
 };
 
-__attribute__((format(printf, 4, 5))) static int r_fail(hl_reader_t *r, hl_problem_t p, uint64_t offset,
-                                                        const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int r_fail(hl_reader_t *r, hl_problem_t p,
+                                                        uint64_t offset, const char *fmt, ...) {
     r->failed = 1;
     r->err.problem = p;
     r->err.offset = offset;
@@ -800,9 +862,11 @@ static int read_block(hl_reader_t *r, bhdr_t *h) {
     if (n < 0) return r_fail(r, HL_E_IO, at, "%s", strerror(errno));
     if (n == 0) return 0;
     if (n < HL_BLOCK_HEADER_LEN)
-        return r_fail(r, HL_E_TRUNCATED, at, "truncated: block header: %zd of %d bytes", n, HL_BLOCK_HEADER_LEN);
+        return r_fail(r, HL_E_TRUNCATED, at, "truncated: block header: %zd of %d bytes", n,
+                      HL_BLOCK_HEADER_LEN);
     if (memcmp(hb, BLOCK_MAGIC, 4))
-        return r_fail(r, HL_E_BAD_BLOCK_MAGIC, at, "bad block magic (corrupt data, or not a block boundary)");
+        return r_fail(r, HL_E_BAD_BLOCK_MAGIC, at,
+                      "bad block magic (corrupt data, or not a block boundary)");
     h->kind = hb[4];
     h->codec = hb[5];
     h->flags = (uint16_t)(hb[6] | hb[7] << 8);
@@ -812,32 +876,36 @@ static int read_block(hl_reader_t *r, bhdr_t *h) {
     h->crc = le32(hb + 20);
     if (h->stored > HL_MAX_BLOCK_LEN || h->raw > HL_MAX_BLOCK_LEN)
         return r_fail(r, HL_E_ABSURD_LENGTH, at,
-                      "absurd length: block claims %u stored / %u raw bytes; the limit is %u", h->stored,
-                      h->raw, HL_MAX_BLOCK_LEN);
+                      "absurd length: block claims %u stored / %u raw bytes; the limit is %u",
+                      h->stored, h->raw, HL_MAX_BLOCK_LEN);
     r->stored.len = 0;
     if (buf_reserve(&r->mem, &r->stored, h->stored ? h->stored : 1))
         return r_fail(r, HL_E_NOMEM, at, "out of memory for a %u-byte block", h->stored);
     n = read_full(r, r->stored.p, h->stored);
     if (n < 0) return r_fail(r, HL_E_IO, at, "%s", strerror(errno));
     if ((size_t)n < h->stored)
-        return r_fail(r, HL_E_TRUNCATED, at, "truncated: %s block: header says %u payload bytes, only %zd remain",
+        return r_fail(r, HL_E_TRUNCATED, at,
+                      "truncated: %s block: header says %u payload bytes, only %zd remain",
                       hl_stream_name(h->kind), h->stored, n);
     r->stored.len = h->stored;
     r->pos += HL_BLOCK_HEADER_LEN + (uint64_t)h->stored;
     uint32_t crc = hl_crc32c(hl_crc32c(0, hb, 20), r->stored.p, h->stored);
     if (crc != h->crc)
-        return r_fail(r, HL_E_CHECKSUM, at,
-                      "checksum mismatch in %s block (stored %#010x, computed %#010x): the block is corrupt",
-                      hl_stream_name(h->kind), h->crc, crc);
+        return r_fail(
+            r, HL_E_CHECKSUM, at,
+            "checksum mismatch in %s block (stored %#010x, computed %#010x): the block is corrupt",
+            hl_stream_name(h->kind), h->crc, crc);
     if (h->number != r->block_no)
         return r_fail(r, HL_E_MALFORMED, at,
-                      "malformed block: block number %u where %u was expected (a block is missing or out of order)",
+                      "malformed block: block number %u where %u was expected (a block is missing "
+                      "or out of order)",
                       h->number, r->block_no);
     r->block_no++;
     switch (h->codec) {
     case 0: {
         if (h->raw != h->stored)
-            return r_fail(r, HL_E_MALFORMED, at, "malformed block: stored block with raw length != stored length");
+            return r_fail(r, HL_E_MALFORMED, at,
+                          "malformed block: stored block with raw length != stored length");
         buf_t t = r->raw;
         r->raw = r->stored;
         r->stored = t;
@@ -856,12 +924,14 @@ static int read_block(hl_reader_t *r, bhdr_t *h) {
         if (ZSTD_isError(z))
             return r_fail(r, HL_E_MALFORMED, at, "malformed block: zstd: %s", ZSTD_getErrorName(z));
         if (z != h->raw)
-            return r_fail(r, HL_E_MALFORMED, at, "malformed block: zstd payload decodes to %zu bytes, header says %u",
-                          z, h->raw);
+            return r_fail(r, HL_E_MALFORMED, at,
+                          "malformed block: zstd payload decodes to %zu bytes, header says %u", z,
+                          h->raw);
         r->raw.len = z;
         break;
     }
-    default: return r_fail(r, HL_E_MALFORMED, at, "malformed block: unknown codec %u", h->codec);
+    default:
+        return r_fail(r, HL_E_MALFORMED, at, "malformed block: unknown codec %u", h->codec);
     }
     return 1;
 }
@@ -894,9 +964,9 @@ static int cur_bytes(cur_t *c, hl_bytes_t *out, const char *what) {
 }
 
 static const char *cur_why(int e) {
-    return e == -1 ? "ran out of bytes inside a varint"
-         : e == -2 ? "varint longer than 10 bytes or 64 bits"
-                   : "length runs past the end";
+    return e == -1   ? "ran out of bytes inside a varint"
+           : e == -2 ? "varint longer than 10 bytes or 64 bits"
+                     : "length runs past the end";
 }
 
 static int int_field(hl_bytes_t v, uint64_t *out) {
@@ -906,12 +976,14 @@ static int int_field(hl_bytes_t v, uint64_t *out) {
 }
 
 static int parse_meta(hl_reader_t *r) {
-    static const char *const names[14] = {
-        NULL, "pid", "ppid", "argv", "start time", "pointer size", "endianness", "time unit", "stack depth",
-        "recorder", "executable", "options", "parent pid", "clock"};
+    static const char *const names[14] = {NULL,          "pid",          "ppid",       "argv",
+                                          "start time",  "pointer size", "endianness", "time unit",
+                                          "stack depth", "recorder",     "executable", "options",
+                                          "parent pid",  "clock"};
     uint64_t at = HL_FILE_HEADER_LEN;
     r->meta_buf.len = 0;
-    if (buf_reserve(&r->mem, &r->meta_buf, r->raw.len + 1)) return r_fail(r, HL_E_NOMEM, at, "out of memory");
+    if (buf_reserve(&r->mem, &r->meta_buf, r->raw.len + 1))
+        return r_fail(r, HL_E_NOMEM, at, "out of memory");
     put_raw(&r->meta_buf, r->raw.p, r->raw.len);
     hl_meta_t *m = &r->meta;
     memset(m, 0, sizeof *m);
@@ -926,7 +998,9 @@ static int parse_meta(hl_reader_t *r) {
             hl_bytes_t v;
             int e = cur_u(&c, &key, "META key");
             if (!e) e = cur_bytes(&c, &v, "META value");
-            if (e) return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: %s: %s", c.err, cur_why(e));
+            if (e)
+                return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: %s: %s", c.err,
+                              cur_why(e));
             if (key == 3) {
                 if (pass == 1) argv[argc] = v;
                 argc++;
@@ -937,21 +1011,47 @@ static int parse_meta(hl_reader_t *r) {
             uint64_t x = 0;
             int is_int = key == 1 || key == 2 || (key >= 4 && key <= 8) || key == 12;
             if (is_int && int_field(v, &x))
-                return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: %s: not one varint", names[key]);
+                return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: %s: not one varint",
+                              names[key]);
             switch (key) {
-            case 1: m->pid = x; break;
-            case 2: m->has_ppid = 1, m->ppid = x; break;
-            case 4: m->start_ns = x; break;
-            case 5: m->pointer_size = x; break;
-            case 6: m->endian = x; break;
-            case 7: m->time_unit_ns = x; break;
-            case 8: m->stack_depth = x; break;
-            case 9: m->recorder = v; break;
-            case 10: m->executable = v; break;
-            case 11: m->options = v; break;
-            case 12: m->has_parent_pid = 1, m->parent_pid = x; break;
-            case 13: m->clock = v; break;
-            default: break; /* a later version's field */
+            case 1:
+                m->pid = x;
+                break;
+            case 2:
+                m->has_ppid = 1, m->ppid = x;
+                break;
+            case 4:
+                m->start_ns = x;
+                break;
+            case 5:
+                m->pointer_size = x;
+                break;
+            case 6:
+                m->endian = x;
+                break;
+            case 7:
+                m->time_unit_ns = x;
+                break;
+            case 8:
+                m->stack_depth = x;
+                break;
+            case 9:
+                m->recorder = v;
+                break;
+            case 10:
+                m->executable = v;
+                break;
+            case 11:
+                m->options = v;
+                break;
+            case 12:
+                m->has_parent_pid = 1, m->parent_pid = x;
+                break;
+            case 13:
+                m->clock = v;
+                break;
+            default:
+                break; /* a later version's field */
             }
         }
         if (pass == 0) {
@@ -965,13 +1065,16 @@ static int parse_meta(hl_reader_t *r) {
     static const int required[6] = {1, 4, 5, 6, 7, 8};
     for (int i = 0; i < 6; i++)
         if (!seen[required[i]])
-            return r_fail(r, HL_E_MALFORMED, at, "malformed block: META lacks the required field %s (key %d)",
+            return r_fail(r, HL_E_MALFORMED, at,
+                          "malformed block: META lacks the required field %s (key %d)",
                           names[required[i]], required[i]);
-    if (m->time_unit_ns == 0) return r_fail(r, HL_E_MALFORMED, at, "malformed block: META time unit is 0");
+    if (m->time_unit_ns == 0)
+        return r_fail(r, HL_E_MALFORMED, at, "malformed block: META time unit is 0");
     return 0;
 }
 
-hl_reader_t *hl_reader_new(const hl_mem_t *mem, hl_read_fn read, void *rctx, const char *name, hl_error_t *err) {
+hl_reader_t *hl_reader_new(const hl_mem_t *mem, hl_read_fn read, void *rctx, const char *name,
+                           hl_error_t *err) {
     hl_reader_t *r = mem->alloc(mem->ctx, sizeof *r);
     if (!r) {
         memset(err, 0, sizeof *err);
@@ -998,7 +1101,8 @@ hl_reader_t *hl_reader_new(const hl_mem_t *mem, hl_read_fn read, void *rctx, con
         goto fail;
     }
     if (n < HL_FILE_HEADER_LEN) {
-        r_fail(r, HL_E_TRUNCATED, (uint64_t)n, "truncated: file header: %zd of %d bytes", n, HL_FILE_HEADER_LEN);
+        r_fail(r, HL_E_TRUNCATED, (uint64_t)n, "truncated: file header: %zd of %d bytes", n,
+               HL_FILE_HEADER_LEN);
         goto fail;
     }
     unsigned version = h[8] | h[9] << 8, hlen = h[10] | h[11] << 8;
@@ -1008,8 +1112,8 @@ hl_reader_t *hl_reader_new(const hl_mem_t *mem, hl_read_fn read, void *rctx, con
         goto fail;
     }
     if (hlen != HL_FILE_HEADER_LEN || flags != 0) {
-        r_fail(r, HL_E_MALFORMED, 10, "malformed block: file header size %u / flags %#x; v1 has 16 / 0", hlen,
-               flags);
+        r_fail(r, HL_E_MALFORMED, 10,
+               "malformed block: file header size %u / flags %#x; v1 has 16 / 0", hlen, flags);
         goto fail;
     }
     r->pos = HL_FILE_HEADER_LEN;
@@ -1020,8 +1124,8 @@ hl_reader_t *hl_reader_new(const hl_mem_t *mem, hl_read_fn read, void *rctx, con
         goto fail;
     }
     if (bh.kind != HL_STREAM_META) {
-        r_fail(r, HL_E_MALFORMED, HL_FILE_HEADER_LEN, "malformed block: first block is %s, not META",
-               hl_stream_name(bh.kind));
+        r_fail(r, HL_E_MALFORMED, HL_FILE_HEADER_LEN,
+               "malformed block: first block is %s, not META", hl_stream_name(bh.kind));
         goto fail;
     }
     if (parse_meta(r)) goto fail;
@@ -1032,11 +1136,21 @@ fail:
     return NULL;
 }
 
-const hl_meta_t *hl_reader_meta(const hl_reader_t *r) { return &r->meta; }
-const hl_error_t *hl_reader_error(const hl_reader_t *r) { return &r->err; }
-uint64_t hl_reader_events(const hl_reader_t *r) { return r->handed; }
-uint64_t hl_reader_live_objects(const hl_reader_t *r) { return r->live.n; }
-uint64_t hl_reader_position(const hl_reader_t *r) { return r->pos; }
+const hl_meta_t *hl_reader_meta(const hl_reader_t *r) {
+    return &r->meta;
+}
+const hl_error_t *hl_reader_error(const hl_reader_t *r) {
+    return &r->err;
+}
+uint64_t hl_reader_events(const hl_reader_t *r) {
+    return r->handed;
+}
+uint64_t hl_reader_live_objects(const hl_reader_t *r) {
+    return r->live.n;
+}
+uint64_t hl_reader_position(const hl_reader_t *r) {
+    return r->pos;
+}
 
 /* Definitions: a first pass validates the whole block (and commits the
  * counts); the items are then handed out by a second pass. */
@@ -1050,28 +1164,33 @@ static int check_defs(hl_reader_t *r, const bhdr_t *h, uint64_t at) {
         if (h->kind == HL_STREAM_MODULES) {
             if ((e = cur_u(&c, &id, "module id"))) break;
             if (id != (uint64_t)r->n_modules + 1)
-                return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: module id %llu where %u was expected", kn,
+                return r_fail(r, HL_E_MALFORMED, at,
+                              "malformed block: %s: module id %llu where %u was expected", kn,
                               (unsigned long long)id, r->n_modules + 1);
             if ((e = cur_u(&c, &a, "module base")) || (e = cur_u(&c, &b, "module size")) ||
-                (e = cur_bytes(&c, &s1, "module path")) || (e = cur_bytes(&c, &s2, "module build-id")))
+                (e = cur_bytes(&c, &s1, "module path")) ||
+                (e = cur_bytes(&c, &s2, "module build-id")))
                 break;
             r->n_modules++;
         } else if (h->kind == HL_STREAM_STACKS) {
             if ((e = cur_u(&c, &id, "stack id"))) break;
             if (id != (uint64_t)r->n_stacks + 1)
-                return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: stack id %llu where %u was expected", kn,
+                return r_fail(r, HL_E_MALFORMED, at,
+                              "malformed block: %s: stack id %llu where %u was expected", kn,
                               (unsigned long long)id, r->n_stacks + 1);
             uint64_t nf;
             if ((e = cur_u(&c, &nf, "frame count"))) break;
             if (nf == 0 || nf > HL_MAX_FRAMES)
-                return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: stack %llu has %llu frames; 1..=%d allowed",
-                              kn, (unsigned long long)id, (unsigned long long)nf, HL_MAX_FRAMES);
+                return r_fail(r, HL_E_MALFORMED, at,
+                              "malformed block: %s: stack %llu has %llu frames; 1..=%d allowed", kn,
+                              (unsigned long long)id, (unsigned long long)nf, HL_MAX_FRAMES);
             for (uint64_t i = 0; i < nf && !e; i++) {
                 if ((e = cur_u(&c, &a, "frame module"))) break;
                 if (a > r->n_modules)
-                    return r_fail(r, HL_E_MALFORMED, at,
-                                  "malformed block: %s: stack %llu names module %llu, which is not defined", kn,
-                                  (unsigned long long)id, (unsigned long long)a);
+                    return r_fail(
+                        r, HL_E_MALFORMED, at,
+                        "malformed block: %s: stack %llu names module %llu, which is not defined",
+                        kn, (unsigned long long)id, (unsigned long long)a);
                 e = cur_u(&c, &b, "frame offset");
             }
             if (e) break;
@@ -1079,13 +1198,15 @@ static int check_defs(hl_reader_t *r, const bhdr_t *h, uint64_t at) {
         } else {
             if ((e = cur_u(&c, &id, "thread index"))) break;
             if (id != r->n_threads)
-                return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: thread index %llu where %u was expected",
-                              kn, (unsigned long long)id, r->n_threads);
+                return r_fail(r, HL_E_MALFORMED, at,
+                              "malformed block: %s: thread index %llu where %u was expected", kn,
+                              (unsigned long long)id, r->n_threads);
             if ((e = cur_u(&c, &a, "thread tid")) || (e = cur_bytes(&c, &s1, "thread name"))) break;
             r->n_threads++;
         }
     }
-    if (e) return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: %s: %s", kn, c.err, cur_why(e));
+    if (e)
+        return r_fail(r, HL_E_MALFORMED, at, "malformed block: %s: %s: %s", kn, c.err, cur_why(e));
     r->cur = r->raw.p;
     r->cur_end = r->raw.p + r->raw.len;
     r->cur_kind = h->kind;
@@ -1139,7 +1260,8 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
     int e;
     if ((e = cur_u(&c, &n, "event count"))) EFAIL("%s: %s", c.err, cur_why(e));
     if (n == 0 || n > HL_MAX_BLOCK_EVENTS)
-        EFAIL("%llu events in one block; 1..=%u allowed", (unsigned long long)n, HL_MAX_BLOCK_EVENTS);
+        EFAIL("%llu events in one block; 1..=%u allowed", (unsigned long long)n,
+              HL_MAX_BLOCK_EVENTS);
     if ((e = cur_u(&c, &first_event, "first_event")) || (e = cur_u(&c, &first_id, "first_id")) ||
         (e = cur_u(&c, &base_time, "base_time")))
         EFAIL("%s: %s", c.err, cur_why(e));
@@ -1147,13 +1269,14 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
         EFAIL("block starts at event %llu, but %llu events came before it (a block is missing)",
               (unsigned long long)first_event, (unsigned long long)r->decoded);
     if (first_id != r->next_id)
-        EFAIL("block starts at object %llu, but %llu objects came before it", (unsigned long long)first_id,
-              (unsigned long long)r->next_id);
+        EFAIL("block starts at object %llu, but %llu objects came before it",
+              (unsigned long long)first_id, (unsigned long long)r->next_id);
     if (base_time != r->time)
-        EFAIL("block base time %llu, but the previous event was at %llu", (unsigned long long)base_time,
-              (unsigned long long)r->time);
-    static const char *const colname[7] = {"ops column",   "threads column", "times column", "sizes column",
-                                           "aligns column", "refs column",    "stacks column"};
+        EFAIL("block base time %llu, but the previous event was at %llu",
+              (unsigned long long)base_time, (unsigned long long)r->time);
+    static const char *const colname[7] = {"ops column",   "threads column", "times column",
+                                           "sizes column", "aligns column",  "refs column",
+                                           "stacks column"};
     cur_t col[7];
     for (int i = 0; i < 7; i++) {
         hl_bytes_t b;
@@ -1162,16 +1285,17 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
     }
     if (c.p != c.end) EFAIL("%zu bytes after the last column", (size_t)(c.end - c.p));
     if ((uint64_t)(col[0].end - col[0].p) != n)
-        EFAIL("ops column holds %zu bytes for %llu events", (size_t)(col[0].end - col[0].p), (unsigned long long)n);
+        EFAIL("ops column holds %zu bytes for %llu events", (size_t)(col[0].end - col[0].p),
+              (unsigned long long)n);
     r->evs.len = 0;
     if (buf_reserve(&r->mem, &r->evs, n * sizeof(hl_event_t)))
         return r_fail(r, HL_E_NOMEM, at, "out of memory for %llu events", (unsigned long long)n);
     hl_event_t *evs = (hl_event_t *)r->evs.p;
     uint64_t next_id = r->next_id, time = r->time, base = r->decoded;
     for (uint64_t i = 0; i < n; i++) {
-#define EVFAIL(fmt, ...)                                                                                      \
-    EFAIL("event %llu (#%llu of the block): " fmt, (unsigned long long)(base + i), (unsigned long long)i,      \
-          __VA_ARGS__)
+#define EVFAIL(fmt, ...)                                                                           \
+    EFAIL("event %llu (#%llu of the block): " fmt, (unsigned long long)(base + i),                 \
+          (unsigned long long)i, __VA_ARGS__)
         uint8_t op = col[0].p[i];
         unsigned k = op & HL_OP_KIND_MASK;
         hl_event_t *ev = &evs[i];
@@ -1185,7 +1309,8 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
         int old_null = !!(op & HL_OP_OLD_NULL);
         if (old_null && k != HL_REALLOC) EVFAIL("OLD_NULL on %s", hl_kind_name(k));
         if (ev->failed && release) EVFAIL("FAILED on %s", hl_kind_name(k));
-        if (ev->inherited && (ev->failed || release)) EVFAIL("%s", "INHERITED on an event that creates no object");
+        if (ev->inherited && (ev->failed || release))
+            EVFAIL("%s", "INHERITED on an event that creates no object");
         uint64_t v;
         if ((e = cur_u(&col[1], &v, "thread"))) EVFAIL("%s: %s", "thread", cur_why(e));
         if (v >= r->n_threads) EVFAIL("thread %llu is not defined", (unsigned long long)v);
@@ -1194,8 +1319,10 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
         if (time + v < time) EVFAIL("%s", "time overflows");
         time += v;
         ev->time = time;
-        if (!release && (e = cur_u(&col[3], &ev->size, "size"))) EVFAIL("%s: %s", "size", cur_why(e));
-        if (hl_kind_has_align(k) && (e = cur_u(&col[4], &ev->align, "align"))) EVFAIL("%s: %s", "align", cur_why(e));
+        if (!release && (e = cur_u(&col[3], &ev->size, "size")))
+            EVFAIL("%s: %s", "size", cur_why(e));
+        if (hl_kind_has_align(k) && (e = cur_u(&col[4], &ev->align, "align")))
+            EVFAIL("%s: %s", "align", cur_why(e));
         live_slot_t *slot = NULL;
         if (release || (k == HL_REALLOC && !old_null)) {
             if ((e = cur_u(&col[5], &v, "ref"))) EVFAIL("%s: %s", "ref", cur_why(e));
@@ -1203,12 +1330,15 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
             ev->old = next_id - 1 - v;
             ev->has_old = 1;
             slot = live_find(&r->live, ev->old);
-            if (!slot) EVFAIL("%s of object %llu, which is not live", hl_kind_name(k), (unsigned long long)ev->old);
+            if (!slot)
+                EVFAIL("%s of object %llu, which is not live", hl_kind_name(k),
+                       (unsigned long long)ev->old);
             ev->old_size = slot->size;
         }
         if (op & HL_OP_HAS_STACK) {
             if ((e = cur_u(&col[6], &v, "stack"))) EVFAIL("%s: %s", "stack", cur_why(e));
-            if (v == 0 || v > r->n_stacks) EVFAIL("stack %llu is not defined", (unsigned long long)v);
+            if (v == 0 || v > r->n_stacks)
+                EVFAIL("stack %llu is not defined", (unsigned long long)v);
             ev->stack = (uint32_t)v;
         }
         if (slot && (release || !ev->failed)) live_remove(&r->live, slot);
@@ -1221,7 +1351,8 @@ static int decode_events(hl_reader_t *r, uint64_t at) {
         if (release) ev->size = ev->old_size;
 #undef EVFAIL
     }
-    static const char *const names[7] = {"ops", "threads", "times", "sizes", "aligns", "refs", "stacks"};
+    static const char *const names[7] = {"ops",    "threads", "times", "sizes",
+                                         "aligns", "refs",    "stacks"};
     for (int i = 1; i < 7; i++)
         if (col[i].p != col[i].end)
             EFAIL("%zu unused bytes in the %s column", (size_t)(col[i].end - col[i].p), names[i]);
@@ -1244,17 +1375,20 @@ static int decode_end(hl_reader_t *r, uint64_t at) {
         hl_bytes_t v;
         int er = cur_u(&c, &key, "END key");
         if (!er) er = cur_bytes(&c, &v, "END value");
-        if (er) return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: %s: %s", c.err, cur_why(er));
+        if (er)
+            return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: %s: %s", c.err,
+                          cur_why(er));
         if (key < 1 || key > 7) continue;
         if (int_field(v, &x))
             return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: field %llu: not one varint",
                           (unsigned long long)key);
-        uint64_t *f[8] = {NULL,          &e->reason,  &e->status,     &e->end_ns,
-                          &e->events,    &e->objects, &e->unrecorded, &e->unknown_frees};
+        uint64_t *f[8] = {NULL,       &e->reason,  &e->status,     &e->end_ns,
+                          &e->events, &e->objects, &e->unrecorded, &e->unknown_frees};
         *f[key] = x;
     }
     if (e->events != r->decoded)
-        return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: END counts %llu events, the trace holds %llu",
+        return r_fail(r, HL_E_MALFORMED, at,
+                      "malformed block: END: END counts %llu events, the trace holds %llu",
                       (unsigned long long)e->events, (unsigned long long)r->decoded);
     r->last_was_end = 1;
     r->last_end_reason = e->reason;
@@ -1268,12 +1402,16 @@ static int decode_block(hl_reader_t *r, const bhdr_t *h, uint64_t at) {
                       hl_stream_name(h->kind));
     r->last_was_end = 0;
     switch (h->kind) {
-    case HL_STREAM_META: return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: a second META block");
+    case HL_STREAM_META:
+        return r_fail(r, HL_E_MALFORMED, at, "malformed block: META: a second META block");
     case HL_STREAM_MODULES:
     case HL_STREAM_STACKS:
-    case HL_STREAM_THREADS: return check_defs(r, h, at);
-    case HL_STREAM_EVENTS: return decode_events(r, at);
-    case HL_STREAM_END: return decode_end(r, at);
+    case HL_STREAM_THREADS:
+        return check_defs(r, h, at);
+    case HL_STREAM_EVENTS:
+        return decode_events(r, at);
+    case HL_STREAM_END:
+        return decode_end(r, at);
     default:
         if (h->flags & HL_BLOCK_SKIPPABLE) {
             r->skipped_kind = h->kind;
@@ -1281,8 +1419,8 @@ static int decode_block(hl_reader_t *r, const bhdr_t *h, uint64_t at) {
             r->cur_kind = -1;
             return 0;
         }
-        return r_fail(r, HL_E_UNKNOWN_STREAM, at, "unknown stream kind %#04x (written by a newer heaplab?)",
-                      h->kind);
+        return r_fail(r, HL_E_UNKNOWN_STREAM, at,
+                      "unknown stream kind %#04x (written by a newer heaplab?)", h->kind);
     }
 }
 
@@ -1290,7 +1428,8 @@ int hl_reader_next(hl_reader_t *r, hl_item_t *it) {
     for (;;) {
         if (r->failed) return -1;
         switch (r->cur_kind) {
-        case 0: break;
+        case 0:
+            break;
         case HL_STREAM_MODULES:
         case HL_STREAM_STACKS:
         case HL_STREAM_THREADS:
@@ -1348,11 +1487,14 @@ void hl_reader_free(hl_reader_t *r) {
     m.release(m.ctx, r, sizeof *r);
 }
 
-ssize_t hl_fd_read(void *ctx, void *buf, size_t len) { return read((int)(intptr_t)ctx, buf, len); }
+ssize_t hl_fd_read(void *ctx, void *buf, size_t len) {
+    return read((int)(intptr_t)ctx, buf, len);
+}
 
 int hl_error_format(const hl_error_t *e, char *buf, size_t size) {
-    return snprintf(buf, size, "%s: byte %llu: %s (%llu events read before this point)", e->file ? e->file : "-",
-                    (unsigned long long)e->offset, e->msg, (unsigned long long)e->events);
+    return snprintf(buf, size, "%s: byte %llu: %s (%llu events read before this point)",
+                    e->file ? e->file : "-", (unsigned long long)e->offset, e->msg,
+                    (unsigned long long)e->events);
 }
 
 int hl_error_is_cut_short(const hl_error_t *e) {

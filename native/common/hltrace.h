@@ -169,14 +169,15 @@ typedef struct hl_writer hl_writer_t;
 
 /* Writes the file header and META. NULL on failure (errno set; EINVAL for
  * bad options or meta). */
-hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx, const hl_meta_t *meta,
-                           const hl_writer_opts_t *opts);
+hl_writer_t *hl_writer_new(const hl_mem_t *mem, hl_write_fn write, void *wctx,
+                           const hl_meta_t *meta, const hl_writer_opts_t *opts);
 /* Definitions wait in memory and go out, one block per kind in the order
  * modules, stacks, threads, just before the next EVENTS block. Each returns
  * the new id (modules and stacks from 1, threads from 0), or -1. */
-int64_t hl_writer_module(hl_writer_t *w, uint64_t base, uint64_t size, const void *path, size_t path_len,
-                         const void *build_id, size_t build_id_len);
-int64_t hl_writer_stack(hl_writer_t *w, const hl_frame_t *frames, unsigned n); /* no deduplication */
+int64_t hl_writer_module(hl_writer_t *w, uint64_t base, uint64_t size, const void *path,
+                         size_t path_len, const void *build_id, size_t build_id_len);
+int64_t hl_writer_stack(hl_writer_t *w, const hl_frame_t *frames,
+                        unsigned n); /* no deduplication */
 int64_t hl_writer_thread(hl_writer_t *w, uint64_t tid, const void *name, size_t name_len);
 /* Appends one event. `old` must name a live object: the caller tracks
  * liveness (the writer only checks old < next id). On success *new_id (if
@@ -193,14 +194,15 @@ int hl_writer_flush(hl_writer_t *w);
  * exec the writer may go on (a failed exec). */
 int hl_writer_end(hl_writer_t *w, const hl_end_t *end);
 /* Flushes, then writes a block of another stream, stored as is. */
-int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload, size_t len);
-uint64_t hl_writer_events(const hl_writer_t *w);  /* events appended so far */
-uint64_t hl_writer_next_id(const hl_writer_t *w); /* the next object id */
+int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload,
+                        size_t len);
+uint64_t hl_writer_events(const hl_writer_t *w);   /* events appended so far */
+uint64_t hl_writer_next_id(const hl_writer_t *w);  /* the next object id */
 uint64_t hl_writer_buffered(const hl_writer_t *w); /* events not yet written to the file */
-uint64_t hl_writer_bytes(const hl_writer_t *w);   /* bytes written so far */
-uint32_t hl_writer_threads(const hl_writer_t *w); /* threads defined */
+uint64_t hl_writer_bytes(const hl_writer_t *w);    /* bytes written so far */
+uint32_t hl_writer_threads(const hl_writer_t *w);  /* threads defined */
 const char *hl_writer_error(const hl_writer_t *w); /* why the last call failed */
-void hl_writer_free(hl_writer_t *w);              /* releases memory; writes nothing */
+void hl_writer_free(hl_writer_t *w);               /* releases memory; writes nothing */
 
 /* ---------------------------------------------------------------- reader */
 
@@ -290,7 +292,7 @@ const hl_meta_t *hl_reader_meta(const hl_reader_t *r);
  * its last item. */
 int hl_reader_next(hl_reader_t *r, hl_item_t *it);
 const hl_error_t *hl_reader_error(const hl_reader_t *r);
-uint64_t hl_reader_events(const hl_reader_t *r);      /* events handed out so far */
+uint64_t hl_reader_events(const hl_reader_t *r);       /* events handed out so far */
 uint64_t hl_reader_live_objects(const hl_reader_t *r); /* objects live now */
 uint64_t hl_reader_position(const hl_reader_t *r);     /* offset of the next unread block */
 void hl_reader_free(hl_reader_t *r);

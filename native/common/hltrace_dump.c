@@ -53,7 +53,8 @@ static void dump_meta(FILE *out, const hl_meta_t *m) {
     fprintf(out,
             " start_ns=%" PRIu64 " pointer_size=%" PRIu64 " endian=%s time_unit_ns=%" PRIu64
             " stack_depth=%" PRIu64 "\nmeta argv=",
-            m->start_ns, m->pointer_size, m->endian == 0 ? "little" : "big", m->time_unit_ns, m->stack_depth);
+            m->start_ns, m->pointer_size, m->endian == 0 ? "little" : "big", m->time_unit_ns,
+            m->stack_depth);
     for (size_t i = 0; i < m->argc; i++) {
         if (i) fputc(' ', out);
         quote(out, m->argv[i]);
@@ -74,16 +75,18 @@ static void dump_meta(FILE *out, const hl_meta_t *m) {
 static void dump_item(FILE *out, const hl_item_t *it) {
     switch (it->kind) {
     case HL_ITEM_MODULE:
-        fprintf(out, "module %u base=0x%" PRIx64 " size=0x%" PRIx64 " path=", it->u.module.id, it->u.module.base,
-                it->u.module.size);
+        fprintf(out, "module %u base=0x%" PRIx64 " size=0x%" PRIx64 " path=", it->u.module.id,
+                it->u.module.base, it->u.module.size);
         quote(out, it->u.module.path);
         fputs(" build_id=", out);
-        for (size_t i = 0; i < it->u.module.build_id.len; i++) fprintf(out, "%02x", it->u.module.build_id.ptr[i]);
+        for (size_t i = 0; i < it->u.module.build_id.len; i++)
+            fprintf(out, "%02x", it->u.module.build_id.ptr[i]);
         break;
     case HL_ITEM_STACK:
         fprintf(out, "stack %u frames=", it->u.stack.id);
         for (uint32_t i = 0; i < it->u.stack.nframes; i++)
-            fprintf(out, "%s%u:0x%" PRIx64, i ? " " : "", it->u.stack.frames[i].module, it->u.stack.frames[i].offset);
+            fprintf(out, "%s%u:0x%" PRIx64, i ? " " : "", it->u.stack.frames[i].module,
+                    it->u.stack.frames[i].offset);
         break;
     case HL_ITEM_THREAD:
         fprintf(out, "thread %u tid=%" PRIu64 " name=", it->u.thread.index, it->u.thread.tid);
@@ -91,8 +94,8 @@ static void dump_item(FILE *out, const hl_item_t *it) {
         break;
     case HL_ITEM_EVENT: {
         const hl_event_t *e = &it->u.event;
-        fprintf(out, "event %" PRIu64 " %s thread=%u time=%" PRIu64, e->index, hl_kind_name(e->kind), e->thread,
-                e->time);
+        fprintf(out, "event %" PRIu64 " %s thread=%u time=%" PRIu64, e->index,
+                hl_kind_name(e->kind), e->thread, e->time);
         if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old))
             fprintf(out, " old=%" PRIu64, e->old);
         else if (e->kind == HL_REALLOC)
@@ -116,8 +119,8 @@ static void dump_item(FILE *out, const hl_item_t *it) {
         else
             fprintf(out, "%" PRIu64, e->reason);
         fprintf(out,
-                " status=%" PRIu64 " end_ns=%" PRIu64 " events=%" PRIu64 " objects=%" PRIu64 " unrecorded=%" PRIu64
-                " unknown_frees=%" PRIu64,
+                " status=%" PRIu64 " end_ns=%" PRIu64 " events=%" PRIu64 " objects=%" PRIu64
+                " unrecorded=%" PRIu64 " unknown_frees=%" PRIu64,
                 e->status, e->end_ns, e->events, e->objects, e->unrecorded, e->unknown_frees);
         break;
     }
@@ -129,11 +132,12 @@ static void dump_item(FILE *out, const hl_item_t *it) {
 }
 
 static int usage(FILE *f, int code) {
-    fputs("usage: hltrace-dump [--counts] TRACE\n"
-          "  Prints a heaplab trace as text (the dump form of testdata/vectors/README.md).\n"
-          "  --counts   one summary line instead: events per kind, threads, stacks, the END fields\n"
-          "  TRACE may be - for standard input. Exit status 1 on a bad or cut-short trace.\n",
-          f);
+    fputs(
+        "usage: hltrace-dump [--counts] TRACE\n"
+        "  Prints a heaplab trace as text (the dump form of testdata/vectors/README.md).\n"
+        "  --counts   one summary line instead: events per kind, threads, stacks, the END fields\n"
+        "  TRACE may be - for standard input. Exit status 1 on a bad or cut-short trace.\n",
+        f);
     return code;
 }
 
@@ -146,7 +150,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return usage(stdout, 0);
         else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "hltrace-dump: unknown option %s (expected --counts or --help)\n", argv[i]);
+            fprintf(stderr, "hltrace-dump: unknown option %s (expected --counts or --help)\n",
+                    argv[i]);
             return usage(stderr, 2);
         } else if (!path)
             path = argv[i];
@@ -169,7 +174,8 @@ int main(int argc, char **argv) {
     }
     FILE *out = stdout;
     if (!counts) dump_meta(out, hl_reader_meta(r));
-    uint64_t kinds[HL_KIND_COUNT] = {0}, events = 0, failed = 0, inherited = 0, threads = 0, stacks = 0;
+    uint64_t kinds[HL_KIND_COUNT] = {0}, events = 0, failed = 0, inherited = 0, threads = 0,
+             stacks = 0;
     uint64_t modules = 0, ends = 0;
     hl_end_t last_end = {0};
     hl_item_t it;
@@ -186,14 +192,21 @@ int main(int argc, char **argv) {
             failed += it.u.event.failed;
             inherited += it.u.event.inherited;
             break;
-        case HL_ITEM_THREAD: threads++; break;
-        case HL_ITEM_STACK: stacks++; break;
-        case HL_ITEM_MODULE: modules++; break;
+        case HL_ITEM_THREAD:
+            threads++;
+            break;
+        case HL_ITEM_STACK:
+            stacks++;
+            break;
+        case HL_ITEM_MODULE:
+            modules++;
+            break;
         case HL_ITEM_END:
             ends++;
             last_end = it.u.end;
             break;
-        default: break;
+        default:
+            break;
         }
     }
     if (counts) {
@@ -201,14 +214,17 @@ int main(int argc, char **argv) {
         printf("pid=%" PRIu64 " parent_pid=", m->pid);
         opt_num(stdout, m->has_parent_pid, m->parent_pid);
         printf(" events=%" PRIu64, events);
-        for (int k = 0; k < HL_KIND_COUNT; k++) printf(" %s=%" PRIu64, hl_kind_name(k), kinds[k]);
-        printf(" failed=%" PRIu64 " inherited=%" PRIu64 " threads=%" PRIu64 " stacks=%" PRIu64 " modules=%" PRIu64
-               " live_at_end=%" PRIu64,
+        for (int k = 0; k < HL_KIND_COUNT; k++)
+            printf(" %s=%" PRIu64, hl_kind_name(k), kinds[k]);
+        printf(" failed=%" PRIu64 " inherited=%" PRIu64 " threads=%" PRIu64 " stacks=%" PRIu64
+               " modules=%" PRIu64 " live_at_end=%" PRIu64,
                failed, inherited, threads, stacks, modules, hl_reader_live_objects(r));
         if (ends) {
             const char *rn = hl_end_reason_name(last_end.reason);
-            printf(" end=%s:%" PRIu64 " ends=%" PRIu64 " unrecorded=%" PRIu64 " unknown_frees=%" PRIu64, rn ? rn : "?",
-                   last_end.status, ends, last_end.unrecorded, last_end.unknown_frees);
+            printf(" end=%s:%" PRIu64 " ends=%" PRIu64 " unrecorded=%" PRIu64
+                   " unknown_frees=%" PRIu64,
+                   rn ? rn : "?", last_end.status, ends, last_end.unrecorded,
+                   last_end.unknown_frees);
         } else {
             printf(" end=none");
         }

@@ -55,8 +55,12 @@ static _Atomic int init_state; /* 0 not yet, 1 under way, 2 recording, 3 failed 
 static _Atomic int ctor_done;
 static char exe_path[4096];
 
-int hl_agent_ctor_done(void) { return atomic_load(&ctor_done); }
-const char *hl_agent_exe(void) { return exe_path; }
+int hl_agent_ctor_done(void) {
+    return atomic_load(&ctor_done);
+}
+const char *hl_agent_exe(void) {
+    return exe_path;
+}
 
 uint64_t hl_now_ns(void) {
     struct timespec ts;
@@ -69,7 +73,8 @@ void hl_note(const char *a, const char *b, const char *c) {
     size_t n = 0;
     const char *parts[4] = {"heaplab-record: ", a, b, c};
     for (int i = 0; i < 4; i++)
-        for (const char *p = parts[i]; p && *p && n < sizeof line - 1; p++) line[n++] = *p;
+        for (const char *p = parts[i]; p && *p && n < sizeof line - 1; p++)
+            line[n++] = *p;
     line[n++] = '\n';
     ssize_t w = write(2, line, n);
     (void)w;
@@ -79,7 +84,8 @@ void hl_note(const char *a, const char *b, const char *c) {
  * kernel trusts it as its clocksource (then it is synchronised across CPUs). */
 static void choose_clock(void) {
     char buf[4096];
-    size_t n = hl_os_read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource", buf, 16);
+    size_t n = hl_os_read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                               buf, 16);
     int tsc_source = n >= 3 && !memcmp(buf, "tsc", 3);
     n = hl_os_read_file("/proc/cpuinfo", buf, sizeof buf - 1);
     buf[n] = 0;
@@ -98,7 +104,10 @@ static uint64_t env_num(const char *name, uint64_t def, uint64_t lo, uint64_t hi
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end || x < lo || x > hi) {
-        hl_note(name, ": not a number in the allowed range; using the default (see native/record/README.md)", "");
+        hl_note(
+            name,
+            ": not a number in the allowed range; using the default (see native/record/README.md)",
+            "");
         return def;
     }
     return x;
@@ -108,9 +117,11 @@ static void opt(char **p, char *end, const char *key, uint64_t v) {
     char num[24];
     hl_fmt_u64(num, v);
     if (*p != hl_cfg.options && *p < end) *(*p)++ = ' ';
-    for (const char *s = key; *s && *p < end; s++) *(*p)++ = *s;
+    for (const char *s = key; *s && *p < end; s++)
+        *(*p)++ = *s;
     if (*p < end) *(*p)++ = '=';
-    for (const char *s = num; *s && *p < end; s++) *(*p)++ = *s;
+    for (const char *s = num; *s && *p < end; s++)
+        *(*p)++ = *s;
     **p = 0;
 }
 
@@ -128,12 +139,14 @@ static void read_config(void) {
     c->free_stacks = (int)env_num("HEAPLAB_RECORD_FREE_STACKS", 0, 0, 1);
     c->time_unit_ns = env_num("HEAPLAB_RECORD_TIME_UNIT_NS", 10000, 1, 1000000000);
     c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 3, 0, 19);
-    c->block_events = (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
+    c->block_events =
+        (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
     c->flush_ns = env_num("HEAPLAB_RECORD_FLUSH_MS", 200, 1, 3600000) * 1000000u;
     c->follow_forks = (int)env_num("HEAPLAB_RECORD_FOLLOW_FORKS", 1, 0, 1);
     uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 1024, 64, 1 << 20);
     size_t ring = 64 << 10;
-    while (ring < kb << 10) ring <<= 1;
+    while (ring < kb << 10)
+        ring <<= 1;
     c->ring_bytes = ring;
     c->verbose = (int)env_num("HEAPLAB_RECORD_VERBOSE", 0, 0, 1);
     char *p = c->options, *end = c->options + sizeof c->options - 1;
@@ -221,7 +234,8 @@ void hl_agent_exit(int status) {
     /* _exit may be called from a signal handler that interrupted a thread
      * holding the lock: give up after a second rather than hang */
     int locked = 0;
-    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&hl_wlock) == 0); i++) hl_os_sleep_ns(1000000);
+    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&hl_wlock) == 0); i++)
+        hl_os_sleep_ns(1000000);
     if (locked) {
         hl_finish_locked(HL_END_EXIT, (uint64_t)(status & 0xff), 1);
         pthread_mutex_unlock(&hl_wlock);
@@ -247,7 +261,8 @@ static void fatal_handler(int sig, siginfo_t *si, void *uc) {
     if (hl_writer_helping()) {
         /* this thread holds the writer's state half updated: a signal sent to
          * it is taken again when it lets go; a fault there is a bug of ours */
-        int sync = si && si->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
+        int sync = si && si->si_code > 0 &&
+                   (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
         if (!sync) {
             atomic_store(&hl_deferred_sig, sig);
             errno = saved;
@@ -275,7 +290,8 @@ static void fatal_handler(int sig, siginfo_t *si, void *uc) {
         }
         atomic_store(&hl_fatal_done, 1);
     } else {
-        for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done); i++) hl_os_sleep_ns(1000000);
+        for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done); i++)
+            hl_os_sleep_ns(1000000);
     }
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -296,11 +312,13 @@ static void install_signals(void) {
     for (size_t i = 0; i < sizeof fatal_always / sizeof *fatal_always; i++) {
         struct sigaction old;
         if (hl_real.sigaction(fatal_always[i], NULL, &old) || old.sa_handler != SIG_DFL) continue;
-        if (hl_real.sigaction(fatal_always[i], &sa, NULL) == 0) atomic_fetch_or(&ours, 1ull << fatal_always[i]);
+        if (hl_real.sigaction(fatal_always[i], &sa, NULL) == 0)
+            atomic_fetch_or(&ours, 1ull << fatal_always[i]);
     }
     for (size_t i = 0; i < sizeof fatal_if_default / sizeof *fatal_if_default; i++) {
         struct sigaction old;
-        if (hl_real.sigaction(fatal_if_default[i], NULL, &old) || old.sa_handler != SIG_DFL) continue;
+        if (hl_real.sigaction(fatal_if_default[i], NULL, &old) || old.sa_handler != SIG_DFL)
+            continue;
         if (hl_real.sigaction(fatal_if_default[i], &sa, NULL) == 0)
             atomic_fetch_or(&ours, 1ull << fatal_if_default[i]);
     }
@@ -410,19 +428,25 @@ HL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     return r;
 }
 
-HL_EXPORT int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
-HL_EXPORT int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+HL_EXPORT int execv(const char *path, char *const argv[]) {
+    return execve(path, argv, environ);
+}
+HL_EXPORT int execvp(const char *file, char *const argv[]) {
+    return execvpe(file, argv, environ);
+}
 
 /* execl, execle, execlp: the arguments into an array on the stack */
-#define COLLECT_ARGS(first, ap, argv, n)                                                                      \
-    size_t n = 1;                                                                                             \
-    va_start(ap, first);                                                                                      \
-    while (va_arg(ap, char *)) n++;                                                                           \
-    va_end(ap);                                                                                               \
-    char *argv[n + 1];                                                                                        \
-    argv[0] = (char *)first;                                                                                  \
-    va_start(ap, first);                                                                                      \
-    for (size_t i_ = 1; i_ <= n; i_++) argv[i_] = va_arg(ap, char *);
+#define COLLECT_ARGS(first, ap, argv, n)                                                           \
+    size_t n = 1;                                                                                  \
+    va_start(ap, first);                                                                           \
+    while (va_arg(ap, char *))                                                                     \
+        n++;                                                                                       \
+    va_end(ap);                                                                                    \
+    char *argv[n + 1];                                                                             \
+    argv[0] = (char *)first;                                                                       \
+    va_start(ap, first);                                                                           \
+    for (size_t i_ = 1; i_ <= n; i_++)                                                             \
+        argv[i_] = va_arg(ap, char *);
 
 HL_EXPORT int execl(const char *path, const char *arg, ...) {
     va_list ap;

@@ -39,25 +39,25 @@
 #define HL_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HL_EXPORT      __attribute__((visibility("default"))) /* an interposed libc function */
 
-#define HL_RECORDER      "heaplab-record 0.1.0"
-#define HL_MAX_DEPTH     128 /* most frames a stack may have in the agent */
-#define HL_HCACHE_SLOTS  4096
-#define HL_CACHELINE     64
+#define HL_RECORDER     "heaplab-record 0.1.0"
+#define HL_MAX_DEPTH    128 /* most frames a stack may have in the agent */
+#define HL_HCACHE_SLOTS 4096
+#define HL_CACHELINE    64
 
 /* ---------------------------------------------------------------- configuration */
 
 typedef struct hl_config {
-    char out[4096];         /* HEAPLAB_RECORD_OUT, made absolute */
-    unsigned stack_depth;   /* 0: stacks off */
-    int free_stacks;        /* unwind on free too */
-    uint64_t time_unit_ns;  /* ns per unit of the time column */
-    int zstd_level;         /* 0: store blocks uncompressed */
-    uint32_t block_events;  /* events per EVENTS block */
-    uint64_t flush_ns;      /* write a block at least this often */
-    int follow_forks;       /* fork children write their own trace */
-    size_t ring_bytes;      /* per-thread ring */
-    int verbose;            /* one line on stderr per trace written */
-    char options[512];      /* the above as key=value, for META */
+    char out[4096];        /* HEAPLAB_RECORD_OUT, made absolute */
+    unsigned stack_depth;  /* 0: stacks off */
+    int free_stacks;       /* unwind on free too */
+    uint64_t time_unit_ns; /* ns per unit of the time column */
+    int zstd_level;        /* 0: store blocks uncompressed */
+    uint32_t block_events; /* events per EVENTS block */
+    uint64_t flush_ns;     /* write a block at least this often */
+    int follow_forks;      /* fork children write their own trace */
+    size_t ring_bytes;     /* per-thread ring */
+    int verbose;           /* one line on stderr per trace written */
+    char options[512];     /* the above as key=value, for META */
 } hl_config_t;
 
 extern hl_config_t hl_cfg;
@@ -91,8 +91,8 @@ struct hl_thread {
     _Alignas(HL_CACHELINE) _Atomic uint64_t head_pub; /* bytes the writer consumed */
     /* writer side */
     uint64_t chead;
-    uint64_t ctail_w; /* tail_pub as last read */
-    uint64_t pf;      /* prefetch cursor, a few records ahead of chead */
+    uint64_t ctail_w;    /* tail_pub as last read */
+    uint64_t pf;         /* prefetch cursor, a few records ahead of chead */
     int32_t trace_index; /* thread index in the current trace, -1: not defined yet */
     uint8_t phase2;      /* the head record is a realloc whose release half is done */
     uint8_t stash_known;
@@ -105,15 +105,15 @@ struct hl_thread {
 
 /* ---------------------------------------------------------------- shared state */
 
-extern _Atomic uint64_t hl_seq;        /* next sequence number; starts at 1 */
+extern _Atomic uint64_t hl_seq;         /* next sequence number; starts at 1 */
 extern hl_thread_t *_Atomic hl_threads; /* registry */
-extern _Atomic int hl_off;             /* recording is off (not started, ended, disabled) */
-extern _Atomic uint64_t hl_unrecorded; /* calls passed through without a record */
-extern pthread_mutex_t hl_wlock;       /* the writer's state */
-extern pid_t hl_pid;                   /* the process this agent state belongs to */
+extern _Atomic int hl_off;              /* recording is off (not started, ended, disabled) */
+extern _Atomic uint64_t hl_unrecorded;  /* calls passed through without a record */
+extern pthread_mutex_t hl_wlock;        /* the writer's state */
+extern pid_t hl_pid;                    /* the process this agent state belongs to */
 extern _Atomic int hl_writer_running;
-extern _Atomic int hl_fatal_sig;  /* set by a fatal signal handler */
-extern _Atomic int hl_fatal_done; /* the writer wrote END for it */
+extern _Atomic int hl_fatal_sig;         /* set by a fatal signal handler */
+extern _Atomic int hl_fatal_done;        /* the writer wrote END for it */
 extern uint64_t hl_self_lo, hl_self_len; /* this .so's text, skipped in stacks */
 
 /* real functions (hooks.c resolves them) */
@@ -141,37 +141,38 @@ extern hl_real_t hl_real;
 
 /* ---------------------------------------------------------------- hooks.c */
 
-void hl_hooks_resolve(void);           /* dlsym(RTLD_NEXT) every real function */
-hl_thread_t *hl_thread_self(void);     /* NULL when the thread has none */
+void hl_hooks_resolve(void);                     /* dlsym(RTLD_NEXT) every real function */
+hl_thread_t *hl_thread_self(void);               /* NULL when the thread has none */
 hl_thread_t *hl_thread_create(int start_writer); /* makes (or recycles) this thread's state */
-hl_thread_t *hl_thread_adopt(void);   /* makes one for the calling thread, sets t_self */
-void hl_busy_enter(void);              /* agent code runs: nested calls pass through */
+hl_thread_t *hl_thread_adopt(void);              /* makes one for the calling thread, sets t_self */
+void hl_busy_enter(void);                        /* agent code runs: nested calls pass through */
 void hl_busy_leave(void);
 int hl_busy(void);
 
 /* ---------------------------------------------------------------- writer.c */
 
-int hl_writer_init(void);         /* at start-up, with the trace file open */
+int hl_writer_init(void); /* at start-up, with the trace file open */
 void hl_writer_ensure_running(void);
-int hl_writer_help(void);         /* a producer with a full ring drains; 1 if it did work */
-int hl_writer_helping(void);      /* this thread is inside hl_writer_help */
-extern _Atomic uint64_t hl_flush_due; /* stamp after which a producer flushes if the writer has not */
-extern _Atomic int hl_deferred_sig;   /* a fatal signal that arrived inside hl_writer_help */
+int hl_writer_help(void);    /* a producer with a full ring drains; 1 if it did work */
+int hl_writer_helping(void); /* this thread is inside hl_writer_help */
+extern _Atomic uint64_t
+    hl_flush_due;                   /* stamp after which a producer flushes if the writer has not */
+extern _Atomic int hl_deferred_sig; /* a fatal signal that arrived inside hl_writer_help */
 /* Under hl_wlock: drains every ring and writes END. reason HL_END_*; with
  * `close`, recording stops for good. Returns 0 if a trace was written to. */
 int hl_finish_locked(int reason, uint64_t status, int close);
 void hl_fork_prepare(void);
 void hl_fork_parent(void);
 void hl_fork_child(pid_t parent_pid);
-void hl_exec_prepare(void);  /* takes hl_wlock and writes END exec */
-void hl_exec_failed(void);   /* releases it: recording goes on */
+void hl_exec_prepare(void); /* takes hl_wlock and writes END exec */
+void hl_exec_failed(void);  /* releases it: recording goes on */
 
 /* ---------------------------------------------------------------- agent.c */
 
 int hl_agent_ready(void);       /* initialises on first use; 1 when recording */
 void hl_agent_exit(int status); /* _exit/_Exit/quick_exit: END then exit */
 void hl_note(const char *a, const char *b, const char *c); /* a line on stderr */
-uint64_t hl_now_ns(void);       /* CLOCK_MONOTONIC */
+uint64_t hl_now_ns(void);                                  /* CLOCK_MONOTONIC */
 
 /* Event time stamps: the TSC where it runs at a constant rate and is the
  * kernel's clocksource (the writer converts ticks to CLOCK_MONOTONIC ns by
@@ -179,7 +180,9 @@ uint64_t hl_now_ns(void);       /* CLOCK_MONOTONIC */
  * clock_gettime ~58 ns. */
 extern int hl_tsc;
 extern uint64_t hl_tsc0, hl_mono0;
-static inline uint64_t hl_stamp(void) { return hl_tsc ? __builtin_ia32_rdtsc() : hl_now_ns(); }
+static inline uint64_t hl_stamp(void) {
+    return hl_tsc ? __builtin_ia32_rdtsc() : hl_now_ns();
+}
 
 /* ---------------------------------------------------------------- os.c */
 
@@ -190,7 +193,8 @@ void *hl_os_grow(void *p, size_t old_size, size_t new_size); /* keeps the conten
 extern const hl_mem_t hl_os_mem;                             /* for hltrace.c */
 pid_t hl_os_gettid(void);
 uint64_t hl_os_realtime_ns(void);
-size_t hl_os_read_file(const char *path, char *buf, size_t size); /* whole file, truncated to size */
+size_t hl_os_read_file(const char *path, char *buf,
+                       size_t size); /* whole file, truncated to size */
 size_t hl_os_readlink(const char *path, char *buf, size_t size);
 int hl_os_open_trace(const char *out, int claim_root, char *path_out, size_t path_size);
 typedef struct hl_sink {

@@ -42,10 +42,18 @@ hl_real_t hl_real;
 static __thread hl_thread_t *t_self __attribute__((tls_model("initial-exec")));
 static __thread int t_busy __attribute__((tls_model("initial-exec")));
 
-void hl_busy_enter(void) { t_busy++; }
-void hl_busy_leave(void) { t_busy--; }
-int hl_busy(void) { return t_busy; }
-hl_thread_t *hl_thread_self(void) { return t_self; }
+void hl_busy_enter(void) {
+    t_busy++;
+}
+void hl_busy_leave(void) {
+    t_busy--;
+}
+int hl_busy(void) {
+    return t_busy;
+}
+hl_thread_t *hl_thread_self(void) {
+    return t_self;
+}
 
 /* ---------------------------------------------------------------- bootstrap */
 
@@ -79,7 +87,8 @@ static _Atomic int resolve_state; /* 0 not yet, 1 under way, 2 done */
 /* The bootstrap blocks must be recognised once the real functions are
  * known: usable size from the buffer, free ignored, realloc moves them. */
 static void boot_selftest(void **probe) {
-    int ok = probe[0] && probe[1] && is_boot(probe[0]) && is_boot(probe[1]) && malloc_usable_size(probe[0]) == 32;
+    int ok = probe[0] && probe[1] && is_boot(probe[0]) && is_boot(probe[1]) &&
+             malloc_usable_size(probe[0]) == 32;
     t_busy++;
     free(probe[0]);
     char *moved = realloc(probe[1], 200);
@@ -92,7 +101,8 @@ static void boot_selftest(void **probe) {
 void hl_hooks_resolve(void) {
     int s = 0;
     if (!atomic_compare_exchange_strong(&resolve_state, &s, 1)) {
-        while (atomic_load(&resolve_state) != 2) sched_yield();
+        while (atomic_load(&resolve_state) != 2)
+            sched_yield();
         return;
     }
     t_busy++; /* dlsym's own calls go to the bootstrap buffer */
@@ -129,7 +139,9 @@ void hl_hooks_resolve(void) {
     if (probe[0] || probe[1]) boot_selftest(probe);
 }
 
-static inline int resolved(void) { return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2; }
+static inline int resolved(void) {
+    return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
+}
 
 /* ---------------------------------------------------------------- rings */
 
@@ -159,7 +171,8 @@ static inline hl_rec_t *ring_reserve(hl_thread_t *t, size_t need) {
         t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
         if (t->tail + total - t->head_seen > cap / 2 && hl_writer_help())
             t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->tail + total - t->head_seen > cap && ring_wait(t, t->tail + total - cap)) return NULL;
+        if (t->tail + total - t->head_seen > cap && ring_wait(t, t->tail + total - cap))
+            return NULL;
     }
     if (contig < need) {
         uint64_t zero = 0; /* seq 0: padding to the end of the ring */
@@ -199,9 +212,11 @@ static __attribute__((noinline)) unsigned unwind(uintptr_t *out) {
     int n = unw_backtrace(buf, want);
     errno = e;
     int i = 0;
-    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len) i++;
+    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
+        i++;
     unsigned k = 0;
-    while (i < n && k < hl_cfg.stack_depth) out[k++] = (uintptr_t)buf[i++];
+    while (i < n && k < hl_cfg.stack_depth)
+        out[k++] = (uintptr_t)buf[i++];
     return k;
 }
 
@@ -237,8 +252,8 @@ static inline void take_stack(hl_thread_t *t, stk_t *s, int want) {
     }
 }
 
-static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old, uint64_t size,
-                            uint64_t align) {
+static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old,
+                            uint64_t size, uint64_t align) {
     uint64_t now = hl_stamp();
     r->time = now;
     r->addr = addr;
@@ -257,7 +272,8 @@ static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t 
  * for a while. A producer then writes the overdue block itself, so that a
  * killed program's trace stays at most ~flush_ms behind. */
 static inline void flush_if_due(uint64_t now) {
-    if (HL_UNLIKELY(now > atomic_load_explicit(&hl_flush_due, memory_order_relaxed))) hl_writer_help();
+    if (HL_UNLIKELY(now > atomic_load_explicit(&hl_flush_due, memory_order_relaxed)))
+        hl_writer_help();
 }
 
 /* An allocation that has returned. */
@@ -307,7 +323,8 @@ static void *rec_realloc(hl_thread_t *t, void *old, size_t size, int fail) {
     uint64_t s2 = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
     r->seq = s2;
     r->seq1 = s1;
-    uint64_t now = fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
+    uint64_t now =
+        fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
     ring_publish(t, need);
     flush_if_due(now);
     errno = e;
@@ -334,9 +351,10 @@ static hl_thread_t *enter(void) {
     return t_self;
 }
 
-#define HOOK_PROLOGUE(slow_call)                                                                             \
-    hl_thread_t *t = t_self;                                                                                 \
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) return slow_call; \
+#define HOOK_PROLOGUE(slow_call)                                                                   \
+    hl_thread_t *t = t_self;                                                                       \
+    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed)))          \
+        return slow_call;                                                                          \
     t_busy = 1
 
 /* ---------------------------------------------------------------- the malloc API */
@@ -459,7 +477,9 @@ static void *realloc_any(void *old, size_t size, int fail) {
     return p;
 }
 
-HL_EXPORT void *realloc(void *old, size_t size) { return realloc_any(old, size, 0); }
+HL_EXPORT void *realloc(void *old, size_t size) {
+    return realloc_any(old, size, 0);
+}
 
 HL_EXPORT void *reallocarray(void *old, size_t n, size_t size) {
     size_t total;
@@ -472,10 +492,14 @@ typedef enum { AL_MEMALIGN, AL_ALIGNED, AL_VALLOC, AL_PVALLOC } al_kind_t;
 
 static void *do_aligned(al_kind_t k, size_t align, size_t size) {
     switch (k) {
-    case AL_MEMALIGN: return hl_real.memalign(align, size);
-    case AL_ALIGNED: return hl_real.aligned_alloc(align, size);
-    case AL_VALLOC: return hl_real.valloc(size);
-    default: return hl_real.pvalloc(size);
+    case AL_MEMALIGN:
+        return hl_real.memalign(align, size);
+    case AL_ALIGNED:
+        return hl_real.aligned_alloc(align, size);
+    case AL_VALLOC:
+        return hl_real.valloc(size);
+    default:
+        return hl_real.pvalloc(size);
     }
 }
 
@@ -507,10 +531,18 @@ static void *aligned_any(al_kind_t k, size_t align, size_t size) {
     return p;
 }
 
-HL_EXPORT void *memalign(size_t align, size_t size) { return aligned_any(AL_MEMALIGN, align, size); }
-HL_EXPORT void *aligned_alloc(size_t align, size_t size) { return aligned_any(AL_ALIGNED, align, size); }
-HL_EXPORT void *valloc(size_t size) { return aligned_any(AL_VALLOC, 0, size); }
-HL_EXPORT void *pvalloc(size_t size) { return aligned_any(AL_PVALLOC, 0, size); }
+HL_EXPORT void *memalign(size_t align, size_t size) {
+    return aligned_any(AL_MEMALIGN, align, size);
+}
+HL_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    return aligned_any(AL_ALIGNED, align, size);
+}
+HL_EXPORT void *valloc(size_t size) {
+    return aligned_any(AL_VALLOC, 0, size);
+}
+HL_EXPORT void *pvalloc(size_t size) {
+    return aligned_any(AL_PVALLOC, 0, size);
+}
 
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     hl_thread_t *t = t_self;
@@ -559,7 +591,9 @@ static void thread_exit(void *arg) {
     atomic_store_explicit(&t->state, TS_EXITING, memory_order_release);
 }
 
-void hl_hooks_init(void) { pthread_key_create(&thread_key, thread_exit); }
+void hl_hooks_init(void) {
+    pthread_key_create(&thread_key, thread_exit);
+}
 
 void hl_thread_recycle(hl_thread_t *t) {
     pthread_mutex_lock(&free_lock);
@@ -569,9 +603,15 @@ void hl_thread_recycle(hl_thread_t *t) {
     pthread_mutex_unlock(&free_lock);
 }
 
-void hl_hooks_fork_prepare(void) { pthread_mutex_lock(&free_lock); }
-void hl_hooks_fork_parent(void) { pthread_mutex_unlock(&free_lock); }
-void hl_hooks_fork_child(void) { pthread_mutex_init(&free_lock, NULL); }
+void hl_hooks_fork_prepare(void) {
+    pthread_mutex_lock(&free_lock);
+}
+void hl_hooks_fork_parent(void) {
+    pthread_mutex_unlock(&free_lock);
+}
+void hl_hooks_fork_child(void) {
+    pthread_mutex_init(&free_lock, NULL);
+}
 
 hl_thread_t *hl_thread_create(int start_writer) {
     pthread_mutex_lock(&free_lock);
@@ -593,7 +633,8 @@ hl_thread_t *hl_thread_create(int start_writer) {
         atomic_store(&t->state, TS_ACTIVE);
         /* publish in the registry (the writer walks it without a lock) */
         hl_thread_t *head = atomic_load(&hl_threads);
-        do t->next = head;
+        do
+            t->next = head;
         while (!atomic_compare_exchange_weak(&hl_threads, &head, t));
     } else {
         /* drained by the writer; positions carry on where they were */

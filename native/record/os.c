@@ -30,7 +30,8 @@ void *hl_os_alloc(size_t size) {
 /* Pages faulted in at once: cheaper than one fault per page for a table
  * that is about to be written all over (the object map after a resize). */
 void *hl_os_alloc_populated(size_t size) {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void *p =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -56,7 +57,9 @@ static void mem_release(void *ctx, void *p, size_t size) {
 
 const hl_mem_t hl_os_mem = {mem_alloc, mem_release, NULL};
 
-pid_t hl_os_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+pid_t hl_os_gettid(void) {
+    return (pid_t)syscall(SYS_gettid);
+}
 
 uint64_t hl_os_realtime_ns(void) {
     struct timespec ts;
@@ -94,9 +97,11 @@ size_t hl_os_readlink(const char *path, char *buf, size_t size) {
 size_t hl_fmt_u64(char *out, uint64_t v) {
     char tmp[24];
     size_t n = 0;
-    do tmp[n++] = (char)('0' + v % 10);
+    do
+        tmp[n++] = (char)('0' + v % 10);
     while (v /= 10);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
     out[n] = 0;
     return n;
 }
@@ -115,7 +120,8 @@ void hl_os_thread_name(pid_t tid, char *name, size_t size) {
     hl_fmt_u64(path + strlen(path), (uint64_t)tid);
     strcat(path, "/comm");
     size_t n = hl_os_read_file(path, name, size - 1);
-    while (n && (name[n - 1] == '\n')) n--;
+    while (n && (name[n - 1] == '\n'))
+        n--;
     name[n] = 0;
 }
 
@@ -143,7 +149,8 @@ void hl_sink_init(hl_sink_t *s, int fd, const char *path) {
 
 static int sink_check(hl_sink_t *s) {
     struct stat st;
-    if (fstat(s->fd, &st) == 0 && (uint64_t)st.st_dev == s->dev && (uint64_t)st.st_ino == s->ino) return 0;
+    if (fstat(s->fd, &st) == 0 && (uint64_t)st.st_dev == s->dev && (uint64_t)st.st_ino == s->ino)
+        return 0;
     int fd = open(s->path, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) return -1;
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 600);
@@ -163,7 +170,8 @@ static int sink_check(hl_sink_t *s) {
  * parent's trace; the program may own that number by now). */
 void hl_sink_close(hl_sink_t *s) {
     struct stat st;
-    if (s->fd >= 0 && fstat(s->fd, &st) == 0 && (uint64_t)st.st_dev == s->dev && (uint64_t)st.st_ino == s->ino)
+    if (s->fd >= 0 && fstat(s->fd, &st) == 0 && (uint64_t)st.st_dev == s->dev &&
+        (uint64_t)st.st_ino == s->ino)
         close(s->fd);
     s->fd = -1;
 }

@@ -30,7 +30,7 @@ RECORD_TESTS_CC := $(basename $(notdir $(wildcard $(RECORD_DIR)/tests/t_*.cc)))
 RECORD_TESTBIN  := $(addprefix $(BINDIR)/record-,$(RECORD_TESTS_C) $(RECORD_TESTS_CC))
 
 $(BINDIR)/record-t_%: $(RECORD_DIR)/tests/t_%.c | dirs
-	$(CC) $(CFLAGS) -O1 -fno-builtin -Wno-use-after-free -o $@ $< -lpthread
+	$(CC) $(CFLAGS) -O1 -fno-builtin -Wno-use-after-free -Wno-alloc-size-larger-than -o $@ $< -lpthread
 
 $(BINDIR)/record-t_%: $(RECORD_DIR)/tests/t_%.cc | dirs
 	$(CXX) $(CXXFLAGS) -O1 -fno-builtin -o $@ $< -lpthread

@@ -49,10 +49,10 @@ static hl_writer_t *W; /* NULL: no trace open (yet) */
 static int W_fd = -1;
 static hl_sink_t W_sink;
 static char W_path[4200];
-static int W_child;       /* a fork child: its trace opens on first need */
-static int W_closed;      /* END written for good */
-static int W_broken;      /* the trace could not be written */
-static pid_t W_parent;    /* META parent pid of a fork child */
+static int W_child;          /* a fork child: its trace opens on first need */
+static int W_closed;         /* END written for good */
+static int W_broken;         /* the trace could not be written */
+static pid_t W_parent;       /* META parent pid of a fork child */
 static hl_thread_t *W_first; /* thread 0 of a fork child's trace */
 static uint64_t next_seq = 1;
 static uint64_t last_flush_ns, last_recycle_ns;
@@ -110,7 +110,8 @@ static void broken(const char *why) {
 static int grow(void **p, size_t *cap, size_t elem, size_t need) {
     if (need <= *cap) return 0;
     size_t n = *cap ? *cap : 1024;
-    while (n < need) n *= 2;
+    while (n < need)
+        n *= 2;
     void *q = hl_os_grow(*p, *cap * elem, n * elem);
     if (!q) return -1;
     *p = q;
@@ -166,7 +167,8 @@ static int obj_rehash(size_t cap) {
     for (size_t i = 0; i < oc; i++) {
         if (!old[i].addr) continue;
         size_t j = obj_hash(old[i].addr);
-        while (objs[j].addr) j = (j + 1) & (cap - 1);
+        while (objs[j].addr)
+            j = (j + 1) & (cap - 1);
         objs[j] = old[i];
     }
     hl_os_free(old, oc * sizeof *old);
@@ -175,9 +177,11 @@ static int obj_rehash(size_t cap) {
 
 /* The slot for addr, new or (an address whose free was not recorded) old. */
 static obj_t *obj_insert(uint64_t addr) {
-    if ((objs_n + 1) * 10 > objs_cap * 7 && obj_rehash(objs_cap ? objs_cap * 2 : 1 << 16)) return NULL;
+    if ((objs_n + 1) * 10 > objs_cap * 7 && obj_rehash(objs_cap ? objs_cap * 2 : 1 << 16))
+        return NULL;
     size_t i = obj_hash(addr);
-    while (objs[i].addr && objs[i].addr != addr) i = (i + 1) & (objs_cap - 1);
+    while (objs[i].addr && objs[i].addr != addr)
+        i = (i + 1) & (objs_cap - 1);
     if (!objs[i].addr) objs_n++;
     objs[i].addr = addr;
     return &objs[i];
@@ -208,7 +212,7 @@ static void obj_remove(obj_t *o) {
 #ifndef NURSERY_SLOTS
 #define NURSERY_SLOTS 4096
 #endif
-#define NURSERY_INDEX (NURSERY_SLOTS * 4)
+#define NURSERY_INDEX      (NURSERY_SLOTS * 4)
 #define NURSERY_INDEX_BITS (__builtin_ctz(NURSERY_INDEX))
 static obj_t nursery[NURSERY_SLOTS];
 static uint32_t nindex[NURSERY_INDEX]; /* position in the ring + 1; 0: empty */
@@ -218,7 +222,9 @@ static inline uint32_t *nursery_index(uint64_t addr) {
     return &nindex[((addr >> 4) * 0xff51afd7ed558ccdull) >> (64 - NURSERY_INDEX_BITS)];
 }
 
-static inline int in_nursery(const obj_t *o) { return o >= nursery && o < nursery + NURSERY_SLOTS; }
+static inline int in_nursery(const obj_t *o) {
+    return o >= nursery && o < nursery + NURSERY_SLOTS;
+}
 
 static inline obj_t *nursery_find(uint64_t addr) {
     uint32_t e = *nursery_index(addr);
@@ -278,7 +284,6 @@ static void nursery_flush(void) {
     memset(nindex, 0, sizeof nindex);
 }
 
-
 /* ---------------------------------------------------------------- modules */
 
 typedef struct mod {
@@ -336,7 +341,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     uint64_t bias = info->dlpi_addr;
     for (size_t i = 0; i < mods_n; i++) {
         mod_t *m = &mods[i];
-        if (m->bias == bias && m->lo == bias + lo && m->path_len == nlen && !memcmp(strs + m->path_at, name, nlen)) {
+        if (m->bias == bias && m->lo == bias + lo && m->path_len == nlen &&
+            !memcmp(strs + m->path_at, name, nlen)) {
             m->loaded = 2;
             return 0;
         }
@@ -375,7 +381,8 @@ static int modules_refresh(void) {
     if (c[0] == seen_adds && c[1] == seen_subs) return 0;
     seen_adds = c[0];
     seen_subs = c[1];
-    for (size_t i = 0; i < mods_n; i++) mods[i].loaded = mods[i].loaded ? 1 : 0;
+    for (size_t i = 0; i < mods_n; i++)
+        mods[i].loaded = mods[i].loaded ? 1 : 0;
     dl_iterate_phdr(scan_cb, NULL);
     msorted_n = 0;
     if (grow((void **)&msorted, &msorted_cap, sizeof *msorted, mods_n)) return 0;
@@ -414,7 +421,8 @@ static mod_t *module_of(uint64_t addr, int *refreshed) {
 
 static uint32_t module_trace_id(mod_t *m) {
     if (!m->trace_id) {
-        int64_t id = hl_writer_module(W, m->bias, m->hi - m->lo, strs + m->path_at, m->path_len, m->bid, m->bid_len);
+        int64_t id = hl_writer_module(W, m->bias, m->hi - m->lo, strs + m->path_at, m->path_len,
+                                      m->bid, m->bid_len);
         if (id < 0) {
             broken(hl_writer_error(W));
             return 0;
@@ -452,7 +460,8 @@ static uint32_t stk_find(uint64_t hash) {
 
 static void sidx_put(uint32_t e) {
     size_t i = (size_t)(stks[e].hash * 0x9E3779B97F4A7C15ull >> 24) & (sidx_cap - 1);
-    while (sidx[i]) i = (i + 1) & (sidx_cap - 1);
+    while (sidx[i])
+        i = (i + 1) & (sidx_cap - 1);
     sidx[i] = e;
 }
 
@@ -464,7 +473,8 @@ static uint32_t stk_add(uint64_t hash, const uint64_t *f, unsigned n) {
         hl_os_free(sidx, sidx_cap * sizeof *sidx);
         sidx = s;
         sidx_cap = cap;
-        for (uint32_t e = 1; e < stks_n; e++) sidx_put(e);
+        for (uint32_t e = 1; e < stks_n; e++)
+            sidx_put(e);
     }
     if (grow((void **)&stks, &stks_cap, sizeof *stks, stks_n + 1) ||
         grow((void **)&frames, &frames_cap, sizeof *frames, frames_n + n))
@@ -571,7 +581,9 @@ static inline uint32_t thread_index(hl_thread_t *t) {
     return HL_LIKELY(t->trace_index >= 0) ? (uint32_t)t->trace_index : define_thread(t);
 }
 
-static inline int kind_releases(unsigned kind) { return kind == HL_FREE || kind == HL_REALLOC_FREE; }
+static inline int kind_releases(unsigned kind) {
+    return kind == HL_FREE || kind == HL_REALLOC_FREE;
+}
 
 /* Events wait in a batch and reach the hltrace writer together (its column
  * cursors then stay in registers). Ids are counted here meanwhile: the
@@ -579,14 +591,15 @@ static inline int kind_releases(unsigned kind) { return kind == HL_FREE || kind 
  * need are made at once, so they always precede the batch. */
 
 static void batch_flush(void) {
-    if (batch_n && W && !W_broken && hl_writer_append(W, batch, batch_n)) broken(hl_writer_error(W));
+    if (batch_n && W && !W_broken && hl_writer_append(W, batch, batch_n))
+        broken(hl_writer_error(W));
     batch_n = 0;
 }
 
 /* Queues one event; returns the new object id (UINT64_MAX: none). The
  * caller has opened the trace (process() does, first thing). */
-static uint64_t emit(hl_thread_t *t, uint64_t time_ns, unsigned kind, int failed, int has_old, uint64_t old,
-                     uint64_t size, uint64_t align, uint32_t stack_e, int inherited) {
+static uint64_t emit(hl_thread_t *t, uint64_t time_ns, unsigned kind, int failed, int has_old,
+                     uint64_t old, uint64_t size, uint64_t align, uint32_t stack_e, int inherited) {
     int creates = !kind_releases(kind) && !failed;
     if (HL_UNLIKELY(absorbing || !W || W_broken)) return creates ? fake_ids++ : UINT64_MAX;
     hl_event_t *ev = &batch[batch_n]; /* the writer reads only the fields set here */
@@ -666,7 +679,8 @@ static void write_inherited(void) {
 /* The release half of a realloc, at its seq1: the old block is free from
  * here on (another thread may be handed the same address before seq). */
 static void realloc_release(hl_thread_t *t, const hl_rec_t *r) {
-    if (HL_UNLIKELY(!W) && !absorbing) ensure_open(); /* a fork child's first event renumbers the objects */
+    if (HL_UNLIKELY(!W) && !absorbing)
+        ensure_open(); /* a fork child's first event renumbers the objects */
     t->stash_known = 0;
     if (!r->addr && r->size != 0) return; /* failed: the old block stays */
     obj_t *o = obj_lookup(r->old);
@@ -676,7 +690,8 @@ static void realloc_release(hl_thread_t *t, const hl_rec_t *r) {
     obj_delete(o);
 }
 
-static void new_object(hl_thread_t *t, const hl_rec_t *r, unsigned kind, int has_old, uint64_t old, uint32_t se) {
+static void new_object(hl_thread_t *t, const hl_rec_t *r, unsigned kind, int has_old, uint64_t old,
+                       uint32_t se) {
     uint64_t align = kind >= HL_MEMALIGN && kind <= HL_PVALLOC ? r->align : 0;
     if (!r->addr) {
         emit(t, r->time, kind, 1, has_old, old, r->size, align, se, 0);
@@ -688,7 +703,8 @@ static void new_object(hl_thread_t *t, const hl_rec_t *r, unsigned kind, int has
 }
 
 static void process(hl_thread_t *t, const hl_rec_t *r) {
-    if (HL_UNLIKELY(!W) && !absorbing) ensure_open(); /* a fork child's first event renumbers the objects */
+    if (HL_UNLIKELY(!W) && !absorbing)
+        ensure_open(); /* a fork child's first event renumbers the objects */
     unsigned kind = r->op;
     uint32_t se = stack_entry(r);
     switch (kind) {
@@ -721,7 +737,9 @@ static void process(hl_thread_t *t, const hl_rec_t *r) {
         }
         t->stash_known = 0;
         return;
-    default: new_object(t, r, kind, 0, 0, se); return;
+    default:
+        new_object(t, r, kind, 0, 0, se);
+        return;
     }
 }
 
@@ -736,7 +754,9 @@ typedef struct head {
 static head_t *heap;
 static size_t heap_cap, heap_n;
 
-static inline int head_less(const head_t *a, const head_t *b) { return a->key < b->key; }
+static inline int head_less(const head_t *a, const head_t *b) {
+    return a->key < b->key;
+}
 
 static void heap_down(size_t i) {
     for (;;) {
@@ -821,7 +841,8 @@ static int gap(int mode, uint64_t top_key, uint64_t deadline) {
     uint64_t now = hl_now_ns();
     if (gap_seq != next_seq) gap_seq = next_seq, gap_since = now;
     int waiting = inflight || lowest == next_seq;
-    if (waiting && (mode == DRAIN_FINAL ? now < deadline : now - gap_since < 2000000000ull)) return 0;
+    if (waiting && (mode == DRAIN_FINAL ? now < deadline : now - gap_since < 2000000000ull))
+        return 0;
     /* nobody will publish the seqs below `lowest` (or we gave up on them) */
     next_seq = lowest > next_seq ? lowest : next_seq + 1;
     if (heap_n && heap[0].key < next_seq) next_seq = heap[0].key;
@@ -881,7 +902,8 @@ static size_t drain(int mode, size_t budget, uint64_t deadline) {
                 prefetch_ahead(t);
                 if (r) key = rec_key(t, r);
             }
-            if ((++done & 255) == 0) atomic_store_explicit(&t->head_pub, t->chead, memory_order_release);
+            if ((++done & 255) == 0)
+                atomic_store_explicit(&t->head_pub, t->chead, memory_order_release);
             if (!r || key > next_seq || done >= budget) break;
         }
         if (r) {
@@ -899,7 +921,8 @@ static size_t drain(int mode, size_t budget, uint64_t deadline) {
 
 static int rings_empty(void) {
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
-        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE && ring_head(t, 1)) return 0;
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE && ring_head(t, 1))
+            return 0;
     return 1;
 }
 
@@ -916,7 +939,8 @@ static void flush_on_time(int force) {
         last_flush_ns = now;
     }
     /* producers write an overdue block themselves (hooks.c, flush_if_due) */
-    atomic_store_explicit(&hl_flush_due, hl_stamp() + (uint64_t)((double)hl_cfg.flush_ns * stamps_per_ns),
+    atomic_store_explicit(&hl_flush_due,
+                          hl_stamp() + (uint64_t)((double)hl_cfg.flush_ns * stamps_per_ns),
                           memory_order_relaxed);
 }
 
@@ -970,7 +994,8 @@ static void *writer_main(void *arg) {
         if (n >= 4096)
             idle_ns = 0;
         else
-            idle_ns = n ? HL_BUSY_SLEEP_NS : (idle_ns ? (idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2) : 50000);
+            idle_ns = n ? HL_BUSY_SLEEP_NS
+                        : (idle_ns ? (idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2) : 50000);
         if (idle_ns) hl_os_sleep_ns(idle_ns);
     }
     atomic_store(&hl_writer_running, 0);
@@ -979,7 +1004,9 @@ static void *writer_main(void *arg) {
 
 static __thread int t_helping __attribute__((tls_model("initial-exec")));
 
-int hl_writer_helping(void) { return t_helping; }
+int hl_writer_helping(void) {
+    return t_helping;
+}
 
 int hl_writer_help(void) {
     if (W_closed || W_broken || pthread_mutex_trylock(&hl_wlock)) return 0;
@@ -997,7 +1024,8 @@ int hl_writer_help(void) {
 }
 
 void hl_writer_ensure_running(void) {
-    if (atomic_load_explicit(&hl_writer_running, memory_order_relaxed) || W_closed || W_broken) return;
+    if (atomic_load_explicit(&hl_writer_running, memory_order_relaxed) || W_closed || W_broken)
+        return;
     if (!hl_agent_ctor_done()) return; /* until then, full rings are drained by their producers */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&hl_writer_running, &expected, 1)) return;
@@ -1036,8 +1064,9 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     int rc = -1;
     if (ensure_open()) {
         batch_flush();
-        hl_end_t e = {(uint64_t)reason, status, hl_os_realtime_ns(), 0, 0,
-                      atomic_load(&hl_unrecorded), unknown_frees};
+        hl_end_t e = {
+            (uint64_t)reason, status, hl_os_realtime_ns(), 0, 0, atomic_load(&hl_unrecorded),
+            unknown_frees};
         if (hl_writer_end(W, &e))
             broken(hl_writer_error(W));
         else
@@ -1096,8 +1125,10 @@ void hl_fork_child(pid_t parent) {
         t->trace_index = -1;
         if (t != self && atomic_load(&t->state) != TS_FREE) hl_thread_recycle(t);
     }
-    for (size_t e = 1; e < stks_n; e++) stks[e].trace_id = 0;
-    for (size_t i = 0; i < mods_n; i++) mods[i].trace_id = 0;
+    for (size_t e = 1; e < stks_n; e++)
+        stks[e].trace_id = 0;
+    for (size_t i = 0; i < mods_n; i++)
+        mods[i].trace_id = 0;
     if (W) hl_writer_free(W);
     W = NULL;
     batch_n = 0;
@@ -1118,4 +1149,6 @@ void hl_exec_prepare(void) {
     hl_finish_locked(HL_END_EXEC, 0, 0);
 }
 
-void hl_exec_failed(void) { pthread_mutex_unlock(&hl_wlock); }
+void hl_exec_failed(void) {
+    pthread_mutex_unlock(&hl_wlock);
+}

@@ -46,7 +46,8 @@ static int tokenize(const char *s, tok_t *t, int max) {
         if (n == max) die("too many tokens");
         tok_t *k = &t[n++];
         size_t st = i;
-        while (i < len && s[i] != ' ' && s[i] != '=' && s[i] != '"') i++;
+        while (i < len && s[i] != ' ' && s[i] != '=' && s[i] != '"')
+            i++;
         if (i - st >= sizeof k->key) die("token too long");
         memcpy(k->key, s + st, i - st);
         k->key[i - st] = 0;
@@ -67,7 +68,8 @@ static int tokenize(const char *s, tok_t *t, int max) {
                     else if (e == 't')
                         k->val[k->vlen++] = '\t';
                     else if (e == 'x') {
-                        if (i + 2 > len || hexval(s[i]) < 0 || hexval(s[i + 1]) < 0) die("bad \\x escape");
+                        if (i + 2 > len || hexval(s[i]) < 0 || hexval(s[i + 1]) < 0)
+                            die("bad \\x escape");
                         k->val[k->vlen++] = (uint8_t)(hexval(s[i]) << 4 | hexval(s[i + 1]));
                         i += 2;
                     } else
@@ -157,7 +159,8 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof line, in)) {
         lineno++;
         size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r' || line[l - 1] == ' ')) line[--l] = 0;
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r' || line[l - 1] == ' '))
+            line[--l] = 0;
         if (!l || line[0] == '#') continue;
         int n = tokenize(line, t, 300);
         const char *word = t[0].key;
@@ -167,7 +170,8 @@ int main(int argc, char **argv) {
                 meta.pid = num(t, n, "pid");
                 tok_t *pp = field(t, n, "ppid");
                 if (!pp) die("missing ppid");
-                if (strcmp((char *)pp->val, "-")) meta.has_ppid = 1, meta.ppid = parse_num((char *)pp->val);
+                if (strcmp((char *)pp->val, "-"))
+                    meta.has_ppid = 1, meta.ppid = parse_num((char *)pp->val);
                 meta.start_ns = num(t, n, "start_ns");
                 meta.pointer_size = num(t, n, "pointer_size");
                 tok_t *en = field(t, n, "endian");
@@ -200,7 +204,8 @@ int main(int argc, char **argv) {
         if (!strcmp(word, "writer")) {
             tok_t *c = field(t, n, "codec");
             if (c) opts.zstd_level = strcmp((char *)c->val, "zstd") ? 0 : 3;
-            if (field(t, n, "block_events")) opts.block_events = (uint32_t)num(t, n, "block_events");
+            if (field(t, n, "block_events"))
+                opts.block_events = (uint32_t)num(t, n, "block_events");
             continue;
         }
         if (!w) {
@@ -213,7 +218,8 @@ int main(int argc, char **argv) {
             tok_t *b = field(t, n, "build_id"), *p = field(t, n, "path");
             if (!b || !p) die("module needs path= and build_id=");
             size_t bl = unhex(b, bid);
-            rc = hl_writer_module(w, num(t, n, "base"), num(t, n, "size"), p->val, p->vlen, bid, bl) < 0;
+            rc = hl_writer_module(w, num(t, n, "base"), num(t, n, "size"), p->val, p->vlen, bid,
+                                  bl) < 0;
         } else if (!strcmp(word, "thread")) {
             tok_t *nm = field(t, n, "name");
             if (!nm) die("thread needs name=");
@@ -252,7 +258,8 @@ int main(int argc, char **argv) {
             if (kind < 0) die("unknown kind");
             ev.kind = (uint8_t)kind;
             tok_t *o = field(t, n, "old");
-            if (o && strcmp((char *)o->val, "null")) ev.has_old = 1, ev.old = parse_num((char *)o->val);
+            if (o && strcmp((char *)o->val, "null"))
+                ev.has_old = 1, ev.old = parse_num((char *)o->val);
             ev.thread = (uint32_t)num(t, n, "thread");
             ev.time = num(t, n, "time");
             if (!hl_kind_is_release(kind)) ev.size = num(t, n, "size");
@@ -262,7 +269,8 @@ int main(int argc, char **argv) {
             ev.inherited = field(t, n, "inherited") != NULL;
             uint64_t id;
             rc = hl_writer_event(w, &ev, &id);
-            if (!rc && field(t, n, "id") && id != num(t, n, "id")) die("the writer assigned another id");
+            if (!rc && field(t, n, "id") && id != num(t, n, "id"))
+                die("the writer assigned another id");
         } else if (!strcmp(word, "flush")) {
             rc = hl_writer_flush(w);
         } else if (!strcmp(word, "raw_block")) {
@@ -270,7 +278,8 @@ int main(int argc, char **argv) {
             tok_t *p = field(t, n, "payload");
             if (!p) die("raw_block needs payload=");
             size_t pl = unhex(p, payload);
-            rc = hl_writer_raw_block(w, (uint8_t)num(t, n, "kind"), (uint16_t)num(t, n, "flags"), payload, pl);
+            rc = hl_writer_raw_block(w, (uint8_t)num(t, n, "kind"), (uint16_t)num(t, n, "flags"),
+                                     payload, pl);
         } else if (!strcmp(word, "end")) {
             hl_end_t e = {0};
             tok_t *rs = field(t, n, "reason");

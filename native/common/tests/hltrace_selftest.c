@@ -22,14 +22,14 @@
 #include <string.h>
 
 static int failures;
-#define CHECK(cond, ...)                                                                                      \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            failures++;                                                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                              \
-            fprintf(stderr, __VA_ARGS__);                                                                     \
-            fputc('\n', stderr);                                                                              \
-        }                                                                                                     \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
     } while (0)
 
 /* ---- memory that counts */
@@ -83,21 +83,27 @@ static uint64_t rnd(void) {
 }
 
 static void test_codec_helpers(void) {
-    CHECK(hl_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value %08x", hl_crc32c(0, "123456789", 9));
+    CHECK(hl_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value %08x",
+          hl_crc32c(0, "123456789", 9));
     uint8_t buf[1000];
-    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)rnd();
     for (size_t cut = 0; cut <= sizeof buf; cut += 37)
-        CHECK(hl_crc32c(hl_crc32c(0, buf, cut), buf + cut, sizeof buf - cut) == hl_crc32c(0, buf, sizeof buf),
+        CHECK(hl_crc32c(hl_crc32c(0, buf, cut), buf + cut, sizeof buf - cut) ==
+                  hl_crc32c(0, buf, sizeof buf),
               "crc chaining at %zu", cut);
-    const uint64_t vals[] = {0, 1, 127, 128, 255, 16383, 16384, UINT32_MAX, UINT64_MAX - 1, UINT64_MAX};
+    const uint64_t vals[] = {0,         1, 127, 128, 255, 16383, 16384, UINT32_MAX, UINT64_MAX - 1,
+                             UINT64_MAX};
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
         uint8_t b[10];
         size_t n = hl_varint_put(b, vals[i]);
         const uint8_t *p = b;
         uint64_t v;
-        CHECK(hl_varint_get(&p, b + n, &v) == 0 && v == vals[i] && p == b + n, "varint %" PRIu64, vals[i]);
+        CHECK(hl_varint_get(&p, b + n, &v) == 0 && v == vals[i] && p == b + n, "varint %" PRIu64,
+              vals[i]);
         p = b;
-        CHECK(n == 1 || hl_varint_get(&p, b + n - 1, &v) == -1, "truncated varint %" PRIu64, vals[i]);
+        CHECK(n == 1 || hl_varint_get(&p, b + n - 1, &v) == -1, "truncated varint %" PRIu64,
+              vals[i]);
     }
     uint8_t eleven[11];
     memset(eleven, 0x80, 10);
@@ -133,14 +139,22 @@ static void push(expect_t *x, const hl_event_t *e) {
 }
 
 /* Writes a random trace of n events into f; the events as a reader must see them go to x. */
-static void gen_trace(mfile_t *f, expect_t *x, uint64_t n, uint32_t block_events, int zstd, int live_cap,
-                      hl_end_t *end_out) {
+static void gen_trace(mfile_t *f, expect_t *x, uint64_t n, uint32_t block_events, int zstd,
+                      int live_cap, hl_end_t *end_out) {
     model_t *m = calloc(1, sizeof *m);
     static const uint8_t a0[] = "prog", a1[] = "arg \"1\"\t\xff";
     hl_bytes_t argv[2] = {{a0, 4}, {a1, sizeof a1 - 1}};
-    hl_meta_t meta = {.pid = 77, .has_ppid = 1, .ppid = 1, .argv = argv, .argc = 2, .start_ns = 12345,
-                      .pointer_size = 8, .time_unit_ns = 1000, .stack_depth = 4,
-                      .recorder = {(const uint8_t *)"selftest", 8}, .clock = {(const uint8_t *)"CLOCK_MONOTONIC", 15}};
+    hl_meta_t meta = {.pid = 77,
+                      .has_ppid = 1,
+                      .ppid = 1,
+                      .argv = argv,
+                      .argc = 2,
+                      .start_ns = 12345,
+                      .pointer_size = 8,
+                      .time_unit_ns = 1000,
+                      .stack_depth = 4,
+                      .recorder = {(const uint8_t *)"selftest", 8},
+                      .clock = {(const uint8_t *)"CLOCK_MONOTONIC", 15}};
     hl_writer_opts_t o = {zstd ? 1 : 0, block_events};
     hl_writer_t *w = hl_writer_new(&tmem, m_write, f, &meta, &o);
     CHECK(w != NULL, "writer_new: %s", strerror(errno));
@@ -155,14 +169,16 @@ static void gen_trace(mfile_t *f, expect_t *x, uint64_t n, uint32_t block_events
             threads++;
         }
         if (modules == 0 || rnd() % 20000 == 0) {
-            int64_t id = hl_writer_module(w, 0x400000 * (modules + 1), 0x1000, "/lib/x.so", 9, "\x01\x02", 2);
+            int64_t id = hl_writer_module(w, 0x400000 * (modules + 1), 0x1000, "/lib/x.so", 9,
+                                          "\x01\x02", 2);
             modules++;
             CHECK(id == modules, "module id");
         }
         if (stacks == 0 || rnd() % 300 == 0) {
             hl_frame_t fr[4];
             unsigned nf = 1 + (unsigned)(rnd() % 4);
-            for (unsigned k = 0; k < nf; k++) fr[k] = (hl_frame_t){(uint32_t)(rnd() % (modules + 1)), rnd() % 100000};
+            for (unsigned k = 0; k < nf; k++)
+                fr[k] = (hl_frame_t){(uint32_t)(rnd() % (modules + 1)), rnd() % 100000};
             CHECK(hl_writer_stack(w, fr, nf) == ++stacks, "stack id");
         }
         hl_event_t e = {0};
@@ -233,8 +249,8 @@ static void compare_read(mfile_t *f, const expect_t *x, const hl_end_t *end, con
     if (!r) return;
     const hl_meta_t *m = hl_reader_meta(r);
     CHECK(m->pid == 77 && m->has_ppid && m->ppid == 1 && m->argc == 2 && m->argv[1].len == 9 &&
-              !memcmp(m->argv[1].ptr, "arg \"1\"\t\xff", 9) && m->stack_depth == 4 && m->recorder.len == 8 &&
-              !m->executable.ptr && !m->has_parent_pid,
+              !memcmp(m->argv[1].ptr, "arg \"1\"\t\xff", 9) && m->stack_depth == 4 &&
+              m->recorder.len == 8 && !m->executable.ptr && !m->has_parent_pid,
           "%s: meta", what);
     hl_item_t it;
     size_t i = 0;
@@ -242,9 +258,11 @@ static void compare_read(mfile_t *f, const expect_t *x, const hl_end_t *end, con
     uint32_t nstack = 0, nthread = 0, nmod = 0;
     while ((rc = hl_reader_next(r, &it)) == 1) {
         if (it.kind == HL_ITEM_STACK) CHECK(it.u.stack.id == ++nstack, "%s: stack id", what);
-        if (it.kind == HL_ITEM_THREAD) CHECK(it.u.thread.index == nthread++, "%s: thread index", what);
+        if (it.kind == HL_ITEM_THREAD)
+            CHECK(it.u.thread.index == nthread++, "%s: thread index", what);
         if (it.kind == HL_ITEM_MODULE)
-            CHECK(it.u.module.id == ++nmod && it.u.module.build_id.len == 2 && it.u.module.path.len == 9,
+            CHECK(it.u.module.id == ++nmod && it.u.module.build_id.len == 2 &&
+                      it.u.module.path.len == 9,
                   "%s: module", what);
         if (it.kind == HL_ITEM_END) {
             ends++;
@@ -257,11 +275,14 @@ static void compare_read(mfile_t *f, const expect_t *x, const hl_end_t *end, con
         }
         const hl_event_t *a = &it.u.event, *b = &x->ev[i++];
         int same = a->index == b->index && a->kind == b->kind && a->failed == b->failed &&
-                   a->inherited == b->inherited && a->has_id == b->has_id && a->has_old == b->has_old &&
-                   a->thread == b->thread && a->stack == b->stack && a->time == b->time && a->size == b->size &&
-                   a->align == b->align && (!a->has_id || a->id == b->id) &&
+                   a->inherited == b->inherited && a->has_id == b->has_id &&
+                   a->has_old == b->has_old && a->thread == b->thread && a->stack == b->stack &&
+                   a->time == b->time && a->size == b->size && a->align == b->align &&
+                   (!a->has_id || a->id == b->id) &&
                    (!a->has_old || (a->old == b->old && a->old_size == b->old_size));
-        CHECK(same, "%s: event %zu differs (kind %u/%u size %" PRIu64 "/%" PRIu64 " time %" PRIu64 "/%" PRIu64 ")",
+        CHECK(same,
+              "%s: event %zu differs (kind %u/%u size %" PRIu64 "/%" PRIu64 " time %" PRIu64
+              "/%" PRIu64 ")",
               what, i - 1, a->kind, b->kind, a->size, b->size, a->time, b->time);
         if (!same) break;
     }
@@ -279,7 +300,8 @@ static long read_all(mfile_t *f, uint64_t *events, hl_error_t *err) {
     if (!r) return -1;
     hl_item_t it;
     int rc;
-    while ((rc = hl_reader_next(r, &it)) == 1) (*events) += it.kind == HL_ITEM_EVENT;
+    while ((rc = hl_reader_next(r, &it)) == 1)
+        (*events) += it.kind == HL_ITEM_EVENT;
     if (rc < 0) *err = *hl_reader_error(r);
     hl_reader_free(r);
     return rc < 0 ? -1 : (long)*events;
@@ -317,8 +339,8 @@ static void test_damage(void) {
     while (at < f.len && nb < 64) {
         bounds[nb] = at;
         ev_before[nb++] = evs;
-        uint32_t stored = (uint32_t)f.p[at + 8] | (uint32_t)f.p[at + 9] << 8 | (uint32_t)f.p[at + 10] << 16 |
-                          (uint32_t)f.p[at + 11] << 24;
+        uint32_t stored = (uint32_t)f.p[at + 8] | (uint32_t)f.p[at + 9] << 8 |
+                          (uint32_t)f.p[at + 10] << 16 | (uint32_t)f.p[at + 11] << 24;
         if (f.p[at + 4] == HL_STREAM_EVENTS) {
             const uint8_t *p = f.p + at + HL_BLOCK_HEADER_LEN;
             uint64_t n;
@@ -343,8 +365,8 @@ static void test_damage(void) {
         }
         if (cut > HL_FILE_HEADER_LEN && rc < 0)
             CHECK(hl_error_is_cut_short(&err) && events == complete && err.events == complete,
-                  "prefix %zu: problem %d, %" PRIu64 " events (%" PRIu64 " complete): %s", cut, err.problem, events,
-                  complete, err.msg);
+                  "prefix %zu: problem %d, %" PRIu64 " events (%" PRIu64 " complete): %s", cut,
+                  err.problem, events, complete, err.msg);
     }
     f.limit = 0;
     for (size_t i = 0; i < f.len; i++) {
@@ -380,9 +402,10 @@ static void test_memory_bound(void) {
     if (getenv("HLTRACE_SELFTEST_QUICK")) return;
     size_t len1, len4;
     size_t p1 = reader_peak(150000, &len1), p4 = reader_peak(600000, &len4);
-    CHECK(p4 <= p1 + p1 / 10 + 65536, "reader peak grew with the trace: %zu bytes for 150k events, %zu for 600k", p1,
-          p4);
-    printf("hltrace-selftest: reader peak memory %zu bytes for 150k events (%zu-byte file), %zu for 600k (%zu-byte "
+    CHECK(p4 <= p1 + p1 / 10 + 65536,
+          "reader peak grew with the trace: %zu bytes for 150k events, %zu for 600k", p1, p4);
+    printf("hltrace-selftest: reader peak memory %zu bytes for 150k events (%zu-byte file), %zu "
+           "for 600k (%zu-byte "
            "file)\n",
            p1, len1, p4, len4);
 }

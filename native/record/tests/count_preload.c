@@ -21,10 +21,22 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { C_MALLOC, C_CALLOC, C_REALLOC, C_MEMALIGN, C_POSIX_MEMALIGN, C_ALIGNED_ALLOC, C_VALLOC, C_PVALLOC, C_FREE,
-       C_REALLOC_FREE, C_N };
-static const char *const names[C_N] = {"malloc", "calloc", "realloc", "memalign", "posix_memalign", "aligned_alloc",
-                                       "valloc", "pvalloc", "free", "realloc_free"};
+enum {
+    C_MALLOC,
+    C_CALLOC,
+    C_REALLOC,
+    C_MEMALIGN,
+    C_POSIX_MEMALIGN,
+    C_ALIGNED_ALLOC,
+    C_VALLOC,
+    C_PVALLOC,
+    C_FREE,
+    C_REALLOC_FREE,
+    C_N
+};
+static const char *const names[C_N] = {"malloc",         "calloc",        "realloc", "memalign",
+                                       "posix_memalign", "aligned_alloc", "valloc",  "pvalloc",
+                                       "free",           "realloc_free"};
 static _Atomic uint64_t counts[C_N];
 
 static void *(*r_malloc)(size_t);
@@ -44,7 +56,9 @@ static _Atomic int state; /* 0 none, 1 resolving, 2 ready */
 
 static __thread int busy; /* this library's own calls (on_exit, atfork) are not counted */
 
-static int is_boot(void *p) { return (char *)p >= boot && (char *)p < boot + sizeof boot; }
+static int is_boot(void *p) {
+    return (char *)p >= boot && (char *)p < boot + sizeof boot;
+}
 
 static void *boot_alloc(size_t total) {
     size_t at = boot_used;
@@ -63,13 +77,16 @@ static void dump(void) {
         if (i == -1) v = (uint64_t)getppid();
         if (i >= -1) line[n++] = ' ';
         if (i >= 0) v = atomic_load(&counts[i]);
-        while (*k) line[n++] = *k++;
+        while (*k)
+            line[n++] = *k++;
         line[n++] = '=';
         char tmp[24];
         int t = 0;
-        do tmp[t++] = (char)('0' + v % 10);
+        do
+            tmp[t++] = (char)('0' + v % 10);
         while (v /= 10);
-        while (t) line[n++] = tmp[--t];
+        while (t)
+            line[n++] = tmp[--t];
     }
     line[n++] = '\n';
     int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -87,7 +104,8 @@ static void on_exit_dump(int status, void *arg) {
 }
 
 static void child(void) {
-    for (int i = 0; i < C_N; i++) atomic_store(&counts[i], 0);
+    for (int i = 0; i < C_N; i++)
+        atomic_store(&counts[i], 0);
 }
 
 static void resolve(void) {

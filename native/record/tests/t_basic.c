@@ -74,7 +74,8 @@ int main(void) {
     void *m6 = pvalloc(5000);
     int l6 = tp_label();
     tp_say("pvalloc 5000 %ld -> #%d\n", page, l6);
-    if (((uintptr_t)m1 & 4095) || ((uintptr_t)m2 & 31) || ((uintptr_t)m3 & 63) || ((uintptr_t)m5 & (page - 1)))
+    if (((uintptr_t)m1 & 4095) || ((uintptr_t)m2 & 31) || ((uintptr_t)m3 & 63) ||
+        ((uintptr_t)m5 & (page - 1)))
         return 17;
     if (malloc_usable_size(m6) < 5000) return 18;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #define MARK_BEGIN 987654321
-#define MARK_END 987654322
+#define MARK_END   987654322
 
 struct alignas(64) Wide {
     char b[100];
@@ -18,7 +18,8 @@ struct alignas(64) Wide {
 static char out[4096];
 static size_t len;
 static void say(const char *s) {
-    for (; *s; s++) out[len++] = *s;
+    for (; *s; s++)
+        out[len++] = *s;
 }
 
 int main() {
@@ -46,9 +47,11 @@ int main() {
     say("end\n");
     {
         std::vector<int> v;
-        for (int i = 0; i < 1000; i++) v.push_back(i);
+        for (int i = 0; i < 1000; i++)
+            v.push_back(i);
         std::string s;
-        for (int i = 0; i < 200; i++) s += "abcdef";
+        for (int i = 0; i < 200; i++)
+            s += "abcdef";
         if (v.size() != 1000 || s.size() != 1200) return 1;
     }
     if (write(1, out, len) != (ssize_t)len) return 1;

@@ -22,15 +22,18 @@ static void *busy(void *arg) {
 
 int main(void) {
     void *keep[10];
-    for (int i = 0; i < 10; i++) keep[i] = malloc(1000 + (size_t)i);
+    for (int i = 0; i < 10; i++)
+        keep[i] = malloc(1000 + (size_t)i);
     pthread_t t;
     pthread_create(&t, NULL, busy, NULL);
     usleep(20000);
     pid_t pid = fork();
     if (pid == 0) {
-        for (int i = 0; i < 3; i++) free(keep[i]);
+        for (int i = 0; i < 3; i++)
+            free(keep[i]);
         void *mine[5];
-        for (int i = 0; i < 5; i++) mine[i] = malloc(5000 + (size_t)i);
+        for (int i = 0; i < 5; i++)
+            mine[i] = malloc(5000 + (size_t)i);
         free(mine[0]);
         _exit(7);
     }
@@ -38,9 +41,11 @@ int main(void) {
     pthread_join(t, NULL);
     int st = 0;
     waitpid(pid, &st, 0);
-    for (int i = 0; i < 10; i++) free(keep[i]);
+    for (int i = 0; i < 10; i++)
+        free(keep[i]);
     char line[64];
-    int n = snprintf(line, sizeof line, "child=%d status=%d\n", (int)pid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    int n = snprintf(line, sizeof line, "child=%d status=%d\n", (int)pid,
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     if (write(1, line, (size_t)n) != n) return 1;
     return 0;
 }

@@ -10,8 +10,10 @@
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "segv";
     void *keep[100];
-    for (int i = 0; i < 100; i++) keep[i] = malloc(32 + (size_t)i);
-    for (int i = 0; i < 50; i++) free(keep[i]);
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(32 + (size_t)i);
+    for (int i = 0; i < 50; i++)
+        free(keep[i]);
     if (!strcmp(mode, "segv")) {
         volatile int *p = NULL;
         *p = 1;
@@ -19,7 +21,8 @@ int main(int argc, char **argv) {
         abort();
     } else if (!strcmp(mode, "sleep")) {
         if (write(1, "ready\n", 6) != 6) return 1;
-        for (;;) pause();
+        for (;;)
+            pause();
     } else if (!strcmp(mode, "slow")) {
         /* one allocation every 5 ms: the trace must keep up within flush_ms */
         if (write(1, "ready\n", 6) != 6) return 1;

@@ -85,10 +85,13 @@ static void *short_lived(void *arg) {
 }
 
 int main(void) {
-    for (int i = 0; i < WORKERS; i++) pthread_mutex_init(&queues[i].lock, NULL);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_mutex_init(&queues[i].lock, NULL);
     pthread_t t[WORKERS];
-    for (long i = 0; i < WORKERS; i++) pthread_create(&t[i], NULL, worker, (void *)i);
-    for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
+    for (long i = 0; i < WORKERS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)i);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(t[i], NULL);
     /* what is still queued is freed by the main thread */
     for (int i = 0; i < WORKERS; i++) {
         void *p;
@@ -99,12 +102,14 @@ int main(void) {
     }
     for (int round = 0; round < SHORT; round++) {
         pthread_t s[4];
-        for (int i = 0; i < 4; i++) pthread_create(&s[i], NULL, short_lived, NULL);
-        for (int i = 0; i < 4; i++) pthread_join(s[i], NULL);
+        for (int i = 0; i < 4; i++)
+            pthread_create(&s[i], NULL, short_lived, NULL);
+        for (int i = 0; i < 4; i++)
+            pthread_join(s[i], NULL);
     }
     char line[128];
-    int n = snprintf(line, sizeof line, "worker_allocs=%d short=%d threads=%d\n", WORKERS * ROUNDS * BATCH,
-                     4 * SHORT, 1 + WORKERS + 4 * SHORT);
+    int n = snprintf(line, sizeof line, "worker_allocs=%d short=%d threads=%d\n",
+                     WORKERS * ROUNDS * BATCH, 4 * SHORT, 1 + WORKERS + 4 * SHORT);
     if (write(1, line, (size_t)n) != n) return 1;
     return 0;
 }

@@ -61,5 +61,7 @@ static void tp_mark_end(void *begin) {
     tp_say("end\n");
 }
 
-static int tp_label(void) { return tp_next_label++; }
+static int tp_label(void) {
+    return tp_next_label++;
+}
 #endif
