@@ -205,9 +205,10 @@ static inline uint64_t claim_seq(hl_thread_t *t) {
 
 /* Return addresses of the caller of the allocator entry point and above,
  * skipping frames inside this library. */
-static __attribute__((noinline)) unsigned unwind(uintptr_t *out) {
+static inline __attribute__((always_inline)) unsigned unwind(uintptr_t *out) {
     void *buf[HL_MAX_DEPTH + 8];
-    int want = (int)hl_cfg.stack_depth + 3;
+    /* the recording is inlined into the entry point: one frame of ours */
+    int want = (int)hl_cfg.stack_depth + 1;
     int e = errno;
     int n = unw_backtrace(buf, want);
     errno = e;
@@ -238,7 +239,7 @@ typedef struct stk {
 
 /* Unwinds, and decides whether the frames must travel with the record: only
  * the first time this thread meets the stack (a direct-mapped cache). */
-static inline void take_stack(hl_thread_t *t, stk_t *s, int want) {
+static inline __attribute__((always_inline)) void take_stack(hl_thread_t *t, stk_t *s, int want) {
     s->hash = 0;
     s->nf = s->nsend = 0;
     if (!want || !hl_cfg.stack_depth) return;
@@ -277,7 +278,8 @@ static inline void flush_if_due(uint64_t now) {
 }
 
 /* An allocation that has returned. */
-static void rec_alloc(hl_thread_t *t, unsigned kind, void *p, uint64_t size, uint64_t align) {
+static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
+                                                            uint64_t size, uint64_t align) {
     stk_t s;
     take_stack(t, &s, 1);
     size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
@@ -290,7 +292,7 @@ static void rec_alloc(hl_thread_t *t, unsigned kind, void *p, uint64_t size, uin
 }
 
 /* A free that is about to happen. */
-static void rec_free(hl_thread_t *t, void *p) {
+static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
     stk_t s;
     take_stack(t, &s, hl_cfg.free_stacks);
     size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
@@ -303,7 +305,8 @@ static void rec_free(hl_thread_t *t, void *p) {
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
-static void *rec_realloc(hl_thread_t *t, void *old, size_t size, int fail) {
+static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, void *old,
+                                                               size_t size, int fail) {
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);
         int e = errno;
@@ -438,7 +441,7 @@ HL_EXPORT void *calloc(size_t n, size_t size) {
     return p;
 }
 
-static void *realloc_any(void *old, size_t size, int fail) {
+static inline __attribute__((always_inline)) void *realloc_any(void *old, size_t size, int fail) {
     if (HL_UNLIKELY(old && is_boot(old))) {
         /* a bootstrap block moves to the real heap (or stays in the buffer) */
         if (fail) return errno = ENOMEM, NULL;
@@ -503,7 +506,8 @@ static void *do_aligned(al_kind_t k, size_t align, size_t size) {
     }
 }
 
-static void *aligned_any(al_kind_t k, size_t align, size_t size) {
+static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size_t align,
+                                                               size_t size) {
     static const unsigned kinds[4] = {HL_MEMALIGN, HL_ALIGNED_ALLOC, HL_VALLOC, HL_PVALLOC};
     static size_t page;
     if (k == AL_VALLOC || k == AL_PVALLOC) {
