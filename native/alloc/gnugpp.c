@@ -32,6 +32,9 @@
  * Departures: 8-byte words and 16-byte alignment make the smallest block 32
  * bytes, so a remainder under 32 bytes is never split off either; the next
  * non-empty larger bin is found with a bitmap rather than a loop.
+ *
+ * realloc: shrink in place, grow into a free successor or, for the last block
+ * of the heap, by moving the break; otherwise move (as firstfit.c).
  */
 #include "hl_alloc.h"
 
@@ -216,6 +219,19 @@ static void *gp_realloc(void *p, size_t n) {
         set_tags(b, sz, INUSE);
         trim(b, sz, need);
         return p;
+    }
+    char *after = !(next_tag & INUSE) ? next + tag_size(next_tag) : next;
+    if (after == heap_hi) { /* the last block: grow the heap under it */
+        size_t have = sz + (after != next ? tag_size(next_tag) : 0);
+        size_t incr = need - have < grow_min ? grow_min : need - have;
+        if (hl_sbrk((intptr_t)incr)) {
+            if (after != next) bin_remove((gp_free_t *)next);
+            heap_hi += incr;
+            *hdr(heap_hi) = INUSE;
+            set_tags(b, have + incr, INUSE);
+            trim(b, have + incr, need);
+            return p;
+        }
     }
     void *q = gp_malloc(n);
     if (!q) return NULL;

@@ -61,6 +61,13 @@ static void __attribute__((noinline, cold)) init_locked(void) {
     if (!a->malloc || !a->free || !a->usable_size)
         hl_fatal("allocator %s lacks malloc, free or usable_size", a->info.name);
     if (a->init && a->init() != 0) hl_fatal("allocator %s failed to initialise", a->info.name);
+    if (hl_tunable("HEAPLAB_GENERIC", 0)) { /* test the shim's own realloc and memalign */
+        static hl_alloc_t generic;
+        generic = *a;
+        generic.realloc = NULL;
+        generic.memalign = NULL;
+        a = &generic;
+    }
     ops = pad ? hl_pad_layer(a, pad) : a;
     st.version = HEAPLAB_STATS_VERSION;
     st.name = a->info.name;
