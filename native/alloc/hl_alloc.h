@@ -36,6 +36,8 @@
 extern "C" {
 #endif
 
+struct heaplab_site; /* native/common/heaplab_site.h */
+
 /* ------------------------------------------------------------------------ */
 /* Constants                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -113,11 +115,14 @@ typedef struct hl_alloc {
      * and whenever a test calls heaplab_alloc_check(). */
     void (*check)(void);
 
-    /* RESERVED for the replay/segregation issue; leave NULL.  When set, the
-     * shim will pass the recorded call site (an opaque 64-bit id) of the next
-     * allocation made by the calling thread, under the lock, just before that
-     * allocation.  Its exact meaning is defined by that issue. */
-    void (*site_hint)(uint64_t site);
+    /* OPTIONAL: the call site of the calling thread's next allocation
+     * (paper 001's segregation by site).  A caller that knows it (the
+     * replayer, a predictor) calls the exported heaplab_site_hint(site) just
+     * before that allocation; the shim hands `site` over under the lock.  The
+     * struct and what it points to live only during the call: copy what you
+     * keep.  The ABI (frame keys, kind, size) is native/common/heaplab_site.h.
+     * Under the pad layer, site->size is the caller's size, without the pad. */
+    void (*site_hint)(const struct heaplab_site *site);
 } hl_alloc_t;
 
 /* ------------------------------------------------------------------------ */

@@ -35,7 +35,7 @@ static void *pad_memalign(size_t align, size_t size) {
 static void pad_check(void) {
     inner->check();
 }
-static void pad_site_hint(uint64_t site) {
+static void pad_site_hint(const struct heaplab_site *site) {
     inner->site_hint(site);
 }
 

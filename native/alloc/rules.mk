@@ -17,7 +17,7 @@ alloc_links  = $(shell awk -F'|' -v n='$(1)' '/^[ \t]*[a-z0-9_]/ { a=$$1; gsub(/
 ALLOC_CFLAGS  := $(CFLAGS) -I$(ALLOC_DIR) -fvisibility=hidden -Werror -Wshadow -Wstrict-prototypes \
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  -ftls-model=initial-exec
-ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h
+ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h $(NATIVE)/common/heaplab_site.h
 ALLOC_COMMON  := $(ALLOC_OBJ)/platform.o $(ALLOC_OBJ)/pad.o
 ALLOC_LIBS    := $(foreach n,$(ALLOC_NAMES),$(LIBDIR)/libheaplab-$(n).so)
 ALLOC_TESTBIN := $(BINDIR)/alloc-conform $(BINDIR)/alloc-random $(BINDIR)/alloc-threads
@@ -36,7 +36,7 @@ $(LIBDIR)/libheaplab-$(1).so: $(ALLOC_OBJ)/shim-$(1).o $(ALLOC_OBJ)/$(1).o $(for
 endef
 $(foreach n,$(ALLOC_NAMES),$(eval $(call ALLOC_template,$(n))))
 
-$(BINDIR)/alloc-%: $(ALLOC_DIR)/tests/%.c $(ALLOC_DIR)/tests/testlib.h $(ALLOC_DIR)/hl_alloc.h | dirs
+$(BINDIR)/alloc-%: $(ALLOC_DIR)/tests/%.c $(ALLOC_DIR)/tests/testlib.h $(ALLOC_DIR)/hl_alloc.h $(NATIVE)/common/heaplab_site.h | dirs
 	$(CC) $(CFLAGS) -I$(ALLOC_DIR) -O1 -fno-builtin -Werror -Wno-use-after-free -o $@ $< -ldl -lpthread
 
 .PHONY: alloc alloc-test

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "hl_internal.h"
+#include "heaplab_site.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -413,6 +414,15 @@ HL_EXPORT int heaplab_alloc_check(void) {
     }
     hl_lock_release(&lock);
     return ran;
+}
+
+/* The site-hint ABI (native/common/heaplab_site.h): exported by every heaplab
+ * allocator; a no-op unless the algorithm sets hl_alloc_t.site_hint. */
+HL_EXPORT void heaplab_site_hint(const heaplab_site_t *site) {
+    if (!site || (ready && !ops->site_hint)) return;
+    enter();
+    if (ops->site_hint) ops->site_hint(site);
+    hl_lock_release(&lock);
 }
 
 HL_EXPORT const hl_alloc_info_t *heaplab_alloc_info(void) {

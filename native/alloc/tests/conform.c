@@ -11,6 +11,7 @@
  * thread is allocating.  Exit status 0 when every expectation held.
  */
 #include "testlib.h"
+#include "heaplab_site.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -350,5 +351,18 @@ int main(int argc, char **argv) {
     test_edges();
     test_memalign();
     test_fork();
+    /* the site-hint export: callable, and the allocation after it works */
+    heaplab_site_hint_fn hint = (heaplab_site_hint_fn)dlsym(RTLD_DEFAULT, "heaplab_site_hint");
+    EXPECT(!t_info_fn || hint, "a heaplab allocator must export heaplab_site_hint");
+    if (hint) {
+        uint64_t keys[2] = {1, 2};
+        heaplab_site_t site = {
+            HEAPLAB_SITE_VERSION,       sizeof site, HEAPLAB_SITE_MALLOC, 2, 40, 0, 0,
+            heaplab_site_hash(keys, 2), keys};
+        hint(&site);
+        void *p = malloc(40);
+        EXPECT(p != NULL, "malloc after a site hint");
+        free(p);
+    }
     return t_finish();
 }

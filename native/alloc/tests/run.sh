@@ -114,7 +114,7 @@ one() {
                 ok=1
                 for s in malloc free calloc realloc reallocarray posix_memalign aligned_alloc memalign \
                     valloc pvalloc malloc_usable_size heaplab_alloc_stats heaplab_alloc_stats_reset_peak \
-                    heaplab_alloc_check heaplab_alloc_info; do
+                    heaplab_alloc_check heaplab_alloc_info heaplab_site_hint; do
                     nm -D --defined-only "$pre" | awk '{print $3}' | grep -qx "$s" || { echo "missing export $s"; ok=0; }
                 done
                 want=$(awk -F'|' -v n="$a" '/^[ \t]*[a-z0-9_]/ { k=$1; gsub(/[ \t]/,"",k); if (k==n) {
