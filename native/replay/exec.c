@@ -46,8 +46,8 @@ NOINLINE void *rp_call_malloc(size_t n) {
     AFTER_CALL();
     return p;
 }
-NOINLINE void *rp_call_calloc(size_t n) {
-    void *p = calloc(1, n);
+NOINLINE void *rp_call_calloc(size_t a, size_t n) {
+    void *p = calloc(a, n);
     AFTER_CALL();
     return p;
 }
@@ -313,7 +313,7 @@ static void *call_alloc(unsigned kind, uint64_t size, uint64_t align) {
     case HL_MALLOC:
         return rp_call_malloc(size);
     case HL_CALLOC:
-        return rp_call_calloc(size);
+        return rp_call_calloc(1, size);
     case HL_MEMALIGN:
         return rp_call_memalign(align, size);
     case HL_POSIX_MEMALIGN:
@@ -419,14 +419,22 @@ __attribute__((noinline, visibility("hidden"))) void **rp_lean_rare(const rp_op_
     return ctx->obj + ctx->nid;
 }
 
+/* The lean loop's four entry points: the allocator's own, or through the
+ * rp_call_* functions (--per-call), one noinline function per kind, which
+ * callgrind reports one by one. */
+static const rp_calls_t direct = {malloc, calloc, realloc, free};
+static const rp_calls_t wrapped = {rp_call_malloc, rp_call_calloc, rp_call_realloc, rp_call_free};
+
 #if defined(__x86_64__)
 /* lean_x86_64.S: the same loop as below, by hand (9 instructions per malloc
  * and 7 per free, where gcc's code for the C spends 12 and 9). */
-void **rp_lean_x86_64(const rp_op_t *op, void **obj, void **slot, rp_ctx_t *ctx);
+void **rp_lean_x86_64(const rp_op_t *op, void **obj, void **slot, rp_ctx_t *ctx,
+                      const rp_calls_t *calls);
 
 uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
     ctx->chunk = op;
-    return (uint64_t)(rp_lean_x86_64(op, ctx->obj, ctx->obj + ctx->nid, ctx) - ctx->obj);
+    const rp_calls_t *calls = ctx->per_call ? &wrapped : &direct;
+    return (uint64_t)(rp_lean_x86_64(op, ctx->obj, ctx->obj + ctx->nid, ctx, calls) - ctx->obj);
 }
 #else
 uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
@@ -439,6 +447,7 @@ uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
 #pragma GCC diagnostic pop
     void **const obj = ctx->obj;
     void **slot = obj + ctx->nid; /* where the next new object's pointer goes */
+    const rp_calls_t *calls = ctx->per_call ? &wrapped : &direct;
     uint64_t w = op->w;
     ctx->chunk = op;
 #define NEXT()                                                                                     \
@@ -448,16 +457,16 @@ uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx) {
     } while (0)
     goto *T[(uint8_t)w];
 l_malloc:
-    *slot++ = malloc(w >> 8);
+    *slot++ = calls->malloc(w >> 8);
     NEXT();
 l_free:
-    free(obj[op->x]);
+    calls->free(obj[op->x]);
     NEXT();
 l_calloc:
-    *slot++ = calloc(1, w >> 8);
+    *slot++ = calls->calloc(1, w >> 8);
     NEXT();
 l_realloc:
-    *slot++ = realloc(obj[op->x], w >> 8);
+    *slot++ = calls->realloc(obj[op->x], w >> 8);
     NEXT();
 rare:
     slot = rp_lean_rare(op, slot, ctx);

@@ -4,12 +4,15 @@
  * shuffles registers and spends 11 to 13).  exec.c holds the same loop in C
  * for other machines, and says what each op means.
  *
- *   void **rp_lean_x86_64(const rp_op_t *op, void **obj, void **slot, rp_ctx_t *ctx)
+ *   void **rp_lean_x86_64(const rp_op_t *op, void **obj, void **slot, rp_ctx_t *ctx,
+ *                         const rp_calls_t *calls)
  *
  *   rbx  op      the op being run (16 bytes: w = size << 8 | op byte, x)
  *   r12  obj     object id -> pointer
  *   r13  slot    obj + the next object id
  *   r14  ctx     for the rare path
+ *   r15  calls   malloc, calloc, realloc, free: the allocator's own entry
+ *                points, or the rp_call_* functions that callgrind counts by
  *   rbp  .Ltable 256 handlers, indexed by the op byte
  *
  * Instructions per event, the allocator's call excluded (its `call` counted):
@@ -40,12 +43,16 @@ rp_lean_x86_64:
     push %r14
     .cfi_adjust_cfa_offset 8
     .cfi_offset %r14, -48
-    sub $16, %rsp              /* keeps calls 16-byte aligned */
-    .cfi_adjust_cfa_offset 16
+    push %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset %r15, -56
+    sub $8, %rsp               /* keeps calls 16-byte aligned */
+    .cfi_adjust_cfa_offset 8
     mov %rdi, %rbx
     mov %rsi, %r12
     mov %rdx, %r13
     mov %rcx, %r14
+    mov %r8, %r15
     lea .Ltable(%rip), %rbp
     mov (%rbx), %rax
     movzbl %al, %ecx
@@ -55,7 +62,7 @@ rp_lean_x86_64:
 .Lmalloc:
     mov %rax, %rdi
     shr $8, %rdi
-    call *malloc@GOTPCREL(%rip)
+    call *(%r15)
 .Lstore:
     mov %rax, (%r13)
     add $8, %r13
@@ -69,7 +76,7 @@ rp_lean_x86_64:
 .Lfree:
     mov 8(%rbx), %rax
     mov (%r12,%rax,8), %rdi
-    call *free@GOTPCREL(%rip)
+    call *24(%r15)
     add $16, %rbx
     mov (%rbx), %rax
     movzbl %al, %ecx
@@ -80,7 +87,7 @@ rp_lean_x86_64:
     mov %rax, %rsi
     shr $8, %rsi
     mov $1, %edi
-    call *calloc@GOTPCREL(%rip)
+    call *8(%r15)
     jmp .Lstore
 
     .p2align 4
@@ -89,7 +96,7 @@ rp_lean_x86_64:
     shr $8, %rsi
     mov 8(%rbx), %rax
     mov (%r12,%rax,8), %rdi
-    call *realloc@GOTPCREL(%rip)
+    call *16(%r15)
     jmp .Lstore
 
     .p2align 4
@@ -104,8 +111,10 @@ rp_lean_x86_64:
     .p2align 4
 .Ldone:
     mov %r13, %rax
-    add $16, %rsp
-    .cfi_adjust_cfa_offset -16
+    add $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    pop %r15
+    .cfi_adjust_cfa_offset -8
     pop %r14
     .cfi_adjust_cfa_offset -8
     pop %r13

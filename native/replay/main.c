@@ -20,6 +20,7 @@
  */
 #include "rp.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* Under callgrind, `valgrind --tool=callgrind --instr-atstart=no` counts only
@@ -36,8 +37,8 @@
 #define VERSION "heaplab-replay 0.1.0"
 
 static const char USAGE[] =
-    "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--general] [--max-problems "
-    "N] TRACE\n"
+    "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
+    "                      [--max-problems N] [--ops-cache DIR] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -50,10 +51,15 @@ static const char USAGE[] =
     "                  calloc blocks that are not zeroed; exit status 3 on any problem\n"
     "  --site-hints    before each allocation, pass the recorded call site to the\n"
     "                  allocator's heaplab_site_hint() if it exports one (heaplab_site.h)\n"
-    "  --general       run plain mode through the general loop, which calls the allocator\n"
-    "                  through one function per entry point (rp_call_malloc, ...) so that\n"
-    "                  callgrind attributes instructions to each kind of call\n"
+    "  --per-call      make every call through one noinline function per entry point\n"
+    "                  (rp_call_malloc, rp_call_free, ...), so that callgrind attributes\n"
+    "                  instructions to each kind of call (heaplab compare does this)\n"
+    "  --general       run plain mode through the general loop (which always calls\n"
+    "                  through those functions) instead of the lean one\n"
     "  --max-problems N  check mode: describe at most N problems (default 20; all are counted)\n"
+    "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
+    "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
+    "                  --site-hints)\n"
     "\n"
     "Events of every thread are replayed on one thread, in trace order. Exit status: 0 done,\n"
     "1 unreadable trace, 2 bad usage, 3 check found problems, 4 a call that succeeded when\n"
@@ -93,10 +99,8 @@ static void vec_push(vec_t *v, const void *e) {
 /* ---------------------------------------------------------------- pass 1 */
 
 typedef struct trace_info {
-    uint64_t events, kinds[HL_KIND_COUNT], failed, inherited, ids, threads;
-    uint64_t live, peak_live, peak_objects;
-    int cut_short;
-    char warning[512];
+    rp_summary_t s;
+    uint64_t live;
     vec_t mod_hash;    /* module id -> fnv1a64(basename); index 0 unused */
     vec_t stack_first; /* stack id -> first frame index; index 0 unused */
     vec_t stack_n;     /* stack id -> nframes (uint32) */
@@ -145,23 +149,23 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
         switch (it.kind) {
         case HL_ITEM_EVENT: {
             const hl_event_t *e = &it.u.event;
-            ti->events++;
-            ti->kinds[e->kind]++;
-            ti->failed += e->failed;
-            ti->inherited += e->inherited;
+            ti->s.events++;
+            ti->s.kinds[e->kind]++;
+            ti->s.failed += e->failed;
+            ti->s.inherited += e->inherited;
             if (e->has_id) {
-                ti->ids = e->id + 1;
+                ti->s.ids = e->id + 1;
                 ti->live += e->size;
             }
             if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old && !e->failed))
                 ti->live -= e->kind == HL_REALLOC ? e->old_size : e->size;
-            if (ti->live > ti->peak_live) ti->peak_live = ti->live;
+            if (ti->live > ti->s.peak_live) ti->s.peak_live = ti->live;
             uint64_t lo = hl_reader_live_objects(r);
-            if (lo > ti->peak_objects) ti->peak_objects = lo;
+            if (lo > ti->s.peak_objects) ti->s.peak_objects = lo;
             break;
         }
         case HL_ITEM_THREAD:
-            ti->threads++;
+            ti->s.threads++;
             break;
         case HL_ITEM_MODULE:
             if (want_sites) {
@@ -195,8 +199,8 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             trace_error(e);
             rp_exit(1);
         }
-        ti->cut_short = 1;
-        hl_error_format(e, ti->warning, sizeof ti->warning);
+        ti->s.cut_short = 1;
+        hl_error_format(e, ti->s.warning, sizeof ti->s.warning);
     }
     hl_reader_free(r);
 }
@@ -255,7 +259,8 @@ static void *touch_table(uint64_t n, size_t elem) {
 }
 
 int main(int argc, char **argv) {
-    int mode = RP_PLAIN, hints = 0, general = 0;
+    int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0;
+    const char *cache_dir = NULL;
     uint64_t max_problems = 20;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -279,6 +284,11 @@ int main(int argc, char **argv) {
                 die_usage("--mode takes plain, touch or check, not ", v);
         } else if (!strcmp(a, "--site-hints")) {
             hints = 1;
+        } else if (!strcmp(a, "--ops-cache")) {
+            cache_dir = i + 1 < argc ? argv[++i] : NULL;
+            if (!cache_dir || !*cache_dir) die_usage("--ops-cache needs a directory", NULL);
+        } else if (!strcmp(a, "--per-call")) {
+            per_call = 1;
         } else if (!strcmp(a, "--general")) {
             general = 1;
         } else if (!strcmp(a, "--max-problems")) {
@@ -312,11 +322,18 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    /* pass 1 */
+    /* pass 1, unless the ops cache has this trace */
     static trace_info_t ti;
     uint64_t t_decode0 = rp_now_ns();
-    pass1(fd, path, hints, &ti);
-    if (ti.ids >= RP_NIL && mode == RP_CHECK)
+    static char cache_file[PATH_MAX], cache_tmp[PATH_MAX + 32];
+    uint64_t cache_key = 0, cache_off = 0;
+    int cache_fd = -1, cache_out = -1;
+    int use_cache =
+        cache_dir && !hints &&
+        rp_cache_name(cache_dir, path, VERSION, cache_file, sizeof cache_file, &cache_key) == 0;
+    if (use_cache) cache_fd = rp_cache_open(cache_file, cache_key, &ti.s);
+    if (cache_fd < 0) pass1(fd, path, hints, &ti);
+    if (ti.s.ids >= RP_NIL && mode == RP_CHECK)
         die_usage("check mode handles fewer than 2^32 objects", NULL);
 
     /* setup: every table now, touched */
@@ -328,16 +345,17 @@ int main(int argc, char **argv) {
     rp_buf_init(&jprobs, 1 << 16);
     rp_buf_init(&out, 1 << 16);
     ctx.mode = mode;
+    ctx.per_call = per_call;
     ctx.hints = hints && heaplab_site_hint != NULL;
-    ctx.obj = touch_table(ti.ids, sizeof(void *));
+    ctx.obj = touch_table(ti.s.ids, sizeof(void *));
     if (mode == RP_TOUCH) {
-        ctx.usable = touch_table(ti.ids, 8);
-        ctx.size = touch_table(ti.ids, 8);
+        ctx.usable = touch_table(ti.s.ids, 8);
+        ctx.size = touch_table(ti.s.ids, 8);
     }
     if (mode == RP_CHECK) {
-        rp_check_init(&chk, ti.ids, max_problems, &msgs, &jprobs);
-        memset(chk.size, 0, (ti.ids ? ti.ids : 1) * 8);
-        memset(chk.born, 0, (ti.ids ? ti.ids : 1) * 8);
+        rp_check_init(&chk, ti.s.ids, max_problems, &msgs, &jprobs);
+        memset(chk.size, 0, (ti.s.ids ? ti.s.ids : 1) * 8);
+        memset(chk.born, 0, (ti.s.ids ? ti.s.ids : 1) * 8);
         ctx.check = &chk;
         ctx.size = chk.size;
     }
@@ -351,11 +369,15 @@ int main(int argc, char **argv) {
     rp_op_t *ops = touch_table(RP_CHUNK + 1, sizeof *ops);
     int lean = mode == RP_PLAIN && !ctx.hints && !general;
 
-    /* pass 2 */
-    if (rp_rewind(fd) != 0) {
-        die_usage("cannot read the trace twice (it must be a regular file): ", path);
+    /* pass 2: from the cache, or decoding again (and filling the cache) */
+    hl_reader_t *r = NULL;
+    if (cache_fd < 0) {
+        if (rp_rewind(fd) != 0)
+            die_usage("cannot read the trace twice (it must be a regular file): ", path);
+        r = open_reader(fd, path);
+        if (use_cache) cache_out = rp_cache_begin(cache_file, cache_tmp, sizeof cache_tmp);
     }
-    hl_reader_t *r = open_reader(fd, path);
+    int cache_ok = 1;
     uint64_t decode_ns = rp_now_ns() - t_decode0;
     heaplab_alloc_stats_t st0;
     memset(&st0, 0, sizeof st0);
@@ -373,7 +395,21 @@ int main(int argc, char **argv) {
     while (rc == 1) {
         uint64_t t0 = rp_now_ns();
         size_t n = 0;
-        while (n < RP_CHUNK && (rc = hl_reader_next(r, &it)) == 1) {
+        if (cache_fd >= 0) {
+            ssize_t got = rp_read_full(cache_fd, (char *)ops, RP_CHUNK * sizeof *ops);
+            if (got < 0 || got % (ssize_t)sizeof *ops) {
+                rp_buf_t b;
+                rp_buf_init(&b, 4096);
+                rp_puts(&b, "heaplab-replay: the ops cache ");
+                rp_puts(&b, cache_file);
+                rp_puts(&b, " is damaged; delete it\n");
+                rp_flush(&b, 2);
+                rp_exit(1);
+            }
+            n = (size_t)got / sizeof *ops;
+            rc = n == RP_CHUNK ? 1 : 0;
+        }
+        while (cache_fd < 0 && n < RP_CHUNK && (rc = hl_reader_next(r, &it)) == 1) {
             if (it.kind != HL_ITEM_EVENT) continue;
             const hl_event_t *e = &it.u.event;
             uint8_t b = e->kind;
@@ -392,6 +428,7 @@ int main(int argc, char **argv) {
             if (op_stack) op_stack[n] = e->stack;
             n++;
         }
+        if (cache_out >= 0 && n) cache_ok &= rp_cache_add(cache_out, ops, n, &cache_off) == 0;
         ops[n].w = RP_OP_END;
         ops[n].x = 0;
         uint64_t t1 = rp_now_ns();
@@ -413,6 +450,9 @@ int main(int argc, char **argv) {
         chunks++;
     }
     crash_ctx = NULL;
+    if (cache_out >= 0)
+        rp_cache_commit(cache_out, cache_tmp, cache_file, cache_key, &ti.s,
+                        cache_ok && cache_off == ti.s.events * sizeof(rp_op_t));
     /* rc < 0 here is the cut-short tail pass 1 already reported */
 
     uint64_t rss1, hwm1;
@@ -435,50 +475,52 @@ int main(int argc, char **argv) {
     rp_key(&out, &f, "mode");
     rp_put_jstr(&out, mode == RP_PLAIN ? "plain" : mode == RP_TOUCH ? "touch" : "check");
     rp_key(&out, &f, "loop");
-    rp_put_jstr(&out, lean ? "lean" : "general");
+    rp_put_jstr(&out, lean ? (per_call ? "lean-per-call" : "lean") : "general");
     rp_key(&out, &f, "allocator");
     if (heaplab_alloc_info && heaplab_alloc_info())
         rp_put_jstr(&out, heaplab_alloc_info()->name);
     else
         rp_puts(&out, "null");
     rp_key(&out, &f, "events");
-    rp_putu(&out, ti.events);
+    rp_putu(&out, ti.s.events);
     rp_key(&out, &f, "kinds");
     rp_putc(&out, '{');
     for (unsigned k = 0; k < HL_KIND_COUNT; k++) {
         if (k) rp_putc(&out, ',');
         rp_put_jstr(&out, hl_kind_name(k));
         rp_putc(&out, ':');
-        rp_putu(&out, ti.kinds[k]);
+        rp_putu(&out, ti.s.kinds[k]);
     }
     rp_putc(&out, '}');
     rp_key(&out, &f, "failed_events");
-    rp_putu(&out, ti.failed);
+    rp_putu(&out, ti.s.failed);
     rp_key(&out, &f, "inherited_events");
-    rp_putu(&out, ti.inherited);
+    rp_putu(&out, ti.s.inherited);
     rp_key(&out, &f, "objects");
-    rp_putu(&out, ti.ids);
+    rp_putu(&out, ti.s.ids);
     rp_key(&out, &f, "trace_threads");
-    rp_putu(&out, ti.threads);
+    rp_putu(&out, ti.s.threads);
     rp_key(&out, &f, "replay_threads");
     rp_putu(&out, 1);
     rp_key(&out, &f, "cut_short");
-    rp_puts(&out, ti.cut_short ? "true" : "false");
+    rp_puts(&out, ti.s.cut_short ? "true" : "false");
     rp_key(&out, &f, "trace_warning");
-    if (ti.cut_short)
-        rp_put_jstr(&out, ti.warning);
+    if (ti.s.cut_short)
+        rp_put_jstr(&out, ti.s.warning);
     else
         rp_puts(&out, "null");
     rp_key(&out, &f, "timed_ns");
     rp_putu(&out, timed_ns);
     rp_key(&out, &f, "decode_ns");
     rp_putu(&out, decode_ns);
+    rp_key(&out, &f, "ops_cache");
+    rp_put_jstr(&out, cache_fd >= 0 ? "hit" : cache_out >= 0 ? "written" : "off");
     rp_key(&out, &f, "chunks");
     rp_putu(&out, chunks);
     rp_key(&out, &f, "peak_live_bytes");
-    rp_putu(&out, ti.peak_live);
+    rp_putu(&out, ti.s.peak_live);
     rp_key(&out, &f, "peak_live_objects");
-    rp_putu(&out, ti.peak_objects);
+    rp_putu(&out, ti.s.peak_objects);
 
     rp_key(&out, &f, "footprint");
     if (have_stats) {
@@ -594,11 +636,11 @@ int main(int argc, char **argv) {
     rp_puts(&out, "}\n");
     rp_flush(&out, 1);
 
-    if (ti.cut_short) {
+    if (ti.s.cut_short) {
         rp_buf_t b;
         rp_buf_init(&b, 4096);
         rp_puts(&b, "heaplab-replay: warning: ");
-        rp_puts(&b, ti.warning);
+        rp_puts(&b, ti.s.warning);
         rp_puts(&b, "; replayed the events before it\n");
         rp_flush(&b, 2);
     }

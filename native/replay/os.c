@@ -5,8 +5,10 @@
  * hl_mem_t that keeps every region it hands out mapped after release and
  * hands it out again (smallest cached region that fits, zeroed), so that the
  * second pass over a trace allocates exactly what the first pass left
- * behind: the replayer's resident memory does not grow while it replays, and
- * "peak RSS minus the baseline" is the allocator's.
+ * behind.  Every region is written in full when it is first mapped, so it is
+ * resident from the first pass on: the replayer's resident memory does not
+ * grow while it replays, and "peak RSS minus the baseline" is the
+ * allocator's.
  */
 #define _GNU_SOURCE
 #include "rp.h"
@@ -14,8 +16,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +86,9 @@ static void *cache_alloc(void *ctx, size_t size) {
     }
     void *p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
+    /* Touch it all now (in the first pass), so that zeroing it on reuse in
+     * the second pass does not grow the resident set after the baseline. */
+    memset(p, 0, need);
     for (int i = 0; i < CACHE_SLOTS; i++)
         if (!cache[i].p) {
             cache[i].p = p;
@@ -142,6 +150,63 @@ void rp_write_all(int fd, const char *buf, size_t len) {
 
 void rp_exit(int code) {
     _exit(code);
+}
+
+/* ---------------------------------------------------------------- the ops cache's files */
+
+int rp_file_id(const char *path, char *abs, size_t abs_len, uint64_t *size, uint64_t *mtime_ns) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !realpath(path, abs)) return -1;
+    (void)abs_len; /* realpath writes at most PATH_MAX bytes: abs must hold them */
+    *size = (uint64_t)st.st_size;
+    *mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+    return 0;
+}
+
+int rp_create(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+int rp_mkdir(const char *path) {
+    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+int rp_rename(const char *from, const char *to) {
+    return rename(from, to);
+}
+void rp_remove(const char *path) {
+    unlink(path);
+}
+int rp_pid(void) {
+    return (int)getpid();
+}
+
+int rp_pwrite_all(int fd, const void *buf, size_t len, uint64_t off) {
+    const char *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads up to len bytes; fewer only at end of file.  Returns the count or -1. */
+ssize_t rp_read_full(int fd, void *buf, size_t len) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
 }
 
 /* ---------------------------------------------------------------- /proc */

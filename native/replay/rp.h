@@ -47,6 +47,14 @@ static inline uint64_t rp_op_size(const rp_op_t *o) {
 
 enum { RP_PLAIN = 0, RP_TOUCH = 1, RP_CHECK = 2 };
 
+/* What the first pass learns about a trace (and what the ops cache keeps). */
+typedef struct rp_summary {
+    uint64_t events, kinds[HL_KIND_COUNT], failed, inherited, ids, threads;
+    uint64_t peak_live, peak_objects;
+    uint64_t cut_short;
+    char warning[512];
+} rp_summary_t;
+
 /* ---------------------------------------------------------------- os.c */
 
 void *rp_map(size_t bytes); /* zeroed pages; exits with a message on failure */
@@ -61,6 +69,15 @@ void rp_write_all(int fd, const char *buf, size_t len);
 __attribute__((noreturn)) void rp_exit(int code);
 const char *rp_strerror(int err);
 int rp_errno(void);
+/* The ops cache's files (cache.c). */
+int rp_file_id(const char *path, char *abs, size_t abs_len, uint64_t *size, uint64_t *mtime_ns);
+int rp_create(const char *path);
+int rp_mkdir(const char *path);
+int rp_rename(const char *from, const char *to);
+void rp_remove(const char *path);
+int rp_pid(void);
+int rp_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+ssize_t rp_read_full(int fd, void *buf, size_t len);
 /* Resident set now and its high-water mark, in bytes, from /proc/self/status
  * (0 when unreadable). */
 void rp_rss(uint64_t *rss, uint64_t *hwm);
@@ -68,6 +85,23 @@ int rp_reset_hwm(void); /* writes 5 to /proc/self/clear_refs: 1 if it worked */
 /* Calls handler(signal) on SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL. */
 void rp_on_crash(void (*handler)(int));
 const char *rp_signal_name(int sig);
+
+/* ---------------------------------------------------------------- cache.c */
+
+/* The ops cache (--ops-cache DIR): a trace decoded once into DIR/KEY.ops,
+ * a header then 16-byte ops, so later runs skip both passes of decoding.
+ * KEY hashes the trace's absolute path, size and mtime and the replayer's
+ * version. */
+int rp_cache_name(const char *dir, const char *trace, const char *version, char *file, size_t len,
+                  uint64_t *key);
+/* An fd positioned at the first op, with *s filled; -1 if absent or stale. */
+int rp_cache_open(const char *file, uint64_t key, rp_summary_t *s);
+/* Starts writing the cache: returns an fd (tmp holds its temporary name) or -1. */
+int rp_cache_begin(const char *file, char *tmp, size_t len);
+int rp_cache_add(int fd, const rp_op_t *ops, size_t n, uint64_t *off);
+/* Writes the header and renames tmp to file; on failure removes tmp. */
+void rp_cache_commit(int fd, const char *tmp, const char *file, uint64_t key, const rp_summary_t *s,
+                     int ok);
 
 /* ---------------------------------------------------------------- fmt.c */
 
@@ -139,8 +173,17 @@ typedef struct rp_sites {
     uint64_t *keys;     /* frame keys */
 } rp_sites_t;
 
+/* The four entry points the lean loop calls (the offsets are lean_x86_64.S's). */
+typedef struct rp_calls {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void (*free)(void *);
+} rp_calls_t;
+
 typedef struct rp_ctx {
     int mode;
+    int per_call;             /* lean loop: call through the rp_call_* functions */
     int hints;                /* deliver site hints */
     void **obj;               /* object id -> pointer */
     uint64_t *usable;         /* touch: object id -> usable size */

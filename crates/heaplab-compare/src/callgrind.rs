@@ -10,7 +10,7 @@
 //! separate id spaces.
 //!
 //! Two readings are built on it:
-//! - [`replay_costs`]: the replayer's general loop calls the allocator through
+//! - [`replay_costs`]: with `--per-call` the replayer calls the allocator through
 //!   one noinline function per entry point (`rp_call_malloc`, ...), so the
 //!   inclusive cost of each one's callees is the allocator's cost of that
 //!   kind of call, whatever name the allocator gives its functions;
@@ -200,8 +200,8 @@ pub const REPLAY_WRAPPERS: [(&str, &str); 10] = [
     ("rp_call_realloc", "realloc"),
 ];
 
-/// The allocator's costs in a replay run with `--general`: the inclusive cost
-/// of every callee of each `rp_call_*` function.
+/// The allocator's costs in a replay run with `--per-call` (or `--general`):
+/// the inclusive cost of every callee of each `rp_call_*` function.
 pub fn replay_costs(p: &Profile) -> AllocCosts {
     let mut c = AllocCosts::default();
     for ((caller, _), arc) in &p.arcs {

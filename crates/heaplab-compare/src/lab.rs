@@ -180,7 +180,7 @@ pub fn lab(
         };
     }
     let _ = std::fs::remove_dir_all(&work);
-    let _ = std::fs::remove_dir(&tools.work_dir);
+    tools.clean();
     Ok(recs)
 }
 

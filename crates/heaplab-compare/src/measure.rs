@@ -179,49 +179,71 @@ pub fn compare(
         .collect();
     progress.start((phase1.len() + runnable.len() * opts.repeat) as u64);
 
-    // Phase 1: touch and callgrind runs, in parallel.
-    let results = parallel(phase1.len(), opts.jobs, |j| {
-        let (i, what) = phase1[j];
+    // Phase 1: touch runs, then callgrind runs, each in parallel. A cell
+    // whose touch run failed, or whose replay is so slow natively that
+    // callgrind (about 60 times slower) would pass its time limit, gets no
+    // callgrind run.
+    let mut cells: Vec<Cell> = (0..n).map(|_| Cell::default()).collect();
+    let stem = |t: &Path| t.file_stem().unwrap_or_default().to_string_lossy().to_string();
+    let touch_jobs: Vec<usize> = phase1.iter().filter(|j| j.1 == 0).map(|j| j.0).collect();
+    let touched = parallel(touch_jobs.len(), opts.jobs, |j| {
+        let i = touch_jobs[j];
         let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
-        let r = if what == 0 {
-            replay::run(tools, alloc, trace, Mode::Touch, &[]).map(|o| (o, None))
-        } else {
-            let out = replay::scratch(tools, trace, alloc, "callgrind.out");
-            let r = replay::run_callgrind(tools, alloc, trace, &out).map(|(o, p)| {
-                let c = (replay_costs(&p), p.total);
-                (o, Some(c))
-            });
-            if !opts.keep_scratch {
-                let _ = std::fs::remove_file(&out);
-            }
-            r
-        };
-        progress.step(&format!(
-            "{} {} {}",
-            if what == 0 { "touch" } else { "callgrind" },
-            trace.file_stem().unwrap_or_default().to_string_lossy(),
-            alloc.name
-        ));
+        let r = replay::run(tools, alloc, trace, Mode::Touch, &[]);
+        progress.step(&format!("touch {} {}", stem(trace), alloc.name));
         r
     });
-    let mut cells: Vec<Cell> = (0..n).map(|_| Cell::default()).collect();
-    for ((i, what), r) in phase1.iter().zip(results) {
-        let c = &mut cells[*i];
+    for (&i, r) in touch_jobs.iter().zip(touched) {
+        match r {
+            Err(e) => cells[i].fail(format!("{e:#}")),
+            Ok(o) => {
+                if let Some(f) = o.failure() {
+                    cells[i].fail(format!("touch-mode replay: {f}"));
+                }
+                cells[i].touch = Some(o);
+            }
+        }
+    }
+    let cg_limit = tools.callgrind_timeout();
+    let mut cg_jobs: Vec<usize> = Vec::new();
+    for i in phase1.iter().filter(|j| j.1 == 1).map(|j| j.0) {
+        let native = cells[i].touch.as_ref().and_then(|o| o.out.as_ref()).map(|o| o.timed_ns as f64 / 1e9);
+        match (native, cg_limit) {
+            _ if cells[i].failure.is_some() => progress.step("skipped"),
+            (Some(s), Some(limit)) if s * 60.0 > limit.as_secs_f64() => {
+                cells[i].fail(format!(
+                    "not run under callgrind: the replay took {s:.1} s natively, about {:.0} s under callgrind, \
+                     past the limit of {} s (raise --timeout)",
+                    s * 60.0,
+                    limit.as_secs()
+                ));
+                progress.step("skipped");
+            }
+            _ => cg_jobs.push(i),
+        }
+    }
+    let results = parallel(cg_jobs.len(), opts.jobs, |j| {
+        let i = cg_jobs[j];
+        let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
+        let out = replay::scratch(tools, trace, alloc, "callgrind.out");
+        let r = replay::run_callgrind(tools, alloc, trace, &out).map(|(o, p)| (o, (replay_costs(&p), p.total)));
+        if !opts.keep_scratch {
+            let _ = std::fs::remove_file(&out);
+        }
+        progress.step(&format!("callgrind {} {}", stem(trace), alloc.name));
+        r
+    });
+    for (&i, r) in cg_jobs.iter().zip(results) {
+        let c = &mut cells[i];
         match r {
             Err(e) => c.fail(format!("{e:#}")),
             Ok((o, costs)) => {
                 if let Some(f) = o.failure() {
-                    c.fail(format!(
-                        "{} replay: {f}",
-                        if *what == 0 { "touch-mode" } else { "callgrind" }
-                    ));
-                }
-                if *what == 0 {
-                    c.touch = Some(o);
+                    c.fail(format!("callgrind replay: {f}"));
                 } else {
-                    c.costs = costs;
-                    c.events_from_cg = Some(o);
+                    c.costs = Some(costs);
                 }
+                c.events_from_cg = Some(o);
             }
         }
     }
@@ -253,7 +275,7 @@ pub fn compare(
         }
     }
     if !opts.keep_scratch {
-        let _ = std::fs::remove_dir(&tools.work_dir);
+        tools.clean();
     }
 
     // Records.

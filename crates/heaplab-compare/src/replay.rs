@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The replayer's modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,8 +155,59 @@ fn command(program: &Path, alloc: &Allocator) -> Command {
     c
 }
 
-fn finish(c: &mut Command) -> Result<Outcome> {
-    let out = c.output().map_err(|e| anyhow!("cannot run {:?}: {e}", c.get_program()))?;
+/// What a finished process left.
+struct Output {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Runs `c` to completion, killing it after `timeout` (None: no limit).
+fn output(c: &mut Command, timeout: Option<Duration>) -> Result<(Output, bool)> {
+    use std::io::Read;
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| anyhow!("cannot run {:?}: {e}", c.get_program()))?;
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = so.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = se.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if timeout.is_some_and(|t| start.elapsed() > t) {
+            let _ = child.kill();
+            timed_out = true;
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    Ok((Output { status, stdout, stderr }, timed_out))
+}
+
+fn finish(c: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
+    let (out, timed_out) = output(c, timeout)?;
+    if timed_out {
+        let t = timeout.expect("a timeout").as_secs();
+        return Ok(Outcome {
+            out: None,
+            code: Some(124),
+            signal: None,
+            stderr: format!("timed out after {t} s (raise it with --timeout)"),
+        });
+    }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let parsed = stdout.lines().find(|l| l.starts_with('{')).map(serde_json::from_str::<ReplayOut>);
     let parsed = match parsed {
@@ -180,12 +232,17 @@ pub fn run(
     extra: &[&str],
 ) -> Result<Outcome> {
     let mut c = command(&tools.replay, alloc);
-    c.arg("--mode").arg(mode.arg()).args(extra).arg(trace);
-    finish(&mut c)
+    c.arg("--mode").arg(mode.arg()).args(extra);
+    if let Some(d) = tools.ops_cache.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
+        c.arg("--ops-cache").arg(d);
+    }
+    c.arg(trace);
+    finish(&mut c, tools.timeout)
 }
 
-/// Replays `trace` under `alloc` inside callgrind, with the general loop
-/// (one function per entry point) and instrumentation only while ops run.
+/// Replays `trace` under `alloc` inside callgrind, every call made through
+/// one function per entry point (`--per-call`), instrumentation on only
+/// while ops run.
 /// The callgrind output goes to `out_file`.
 pub fn run_callgrind(
     tools: &Tools,
@@ -198,9 +255,12 @@ pub fn run_callgrind(
         .arg("--instr-atstart=no")
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(&tools.replay)
-        .arg("--general")
-        .arg(trace);
-    let o = finish(&mut c)?;
+        .arg("--per-call");
+    if let Some(d) = &tools.ops_cache {
+        c.arg("--ops-cache").arg(d);
+    }
+    c.arg(trace);
+    let o = finish(&mut c, tools.callgrind_timeout())?;
     if o.failure().is_some() {
         return Ok((o, Profile::default()));
     }

@@ -18,12 +18,24 @@ pub struct Tools {
     pub valgrind: PathBuf,
     /// Where scratch files (callgrind output, converted traces) go.
     pub work_dir: PathBuf,
+    /// The replayer's decoded-ops cache (`--ops-cache`), so that the many runs
+    /// of one trace decode it once; None: every run decodes.
+    pub ops_cache: Option<PathBuf>,
+    /// The longest a native replay may run before it is killed and its cell
+    /// marked failed; None: no limit.
+    pub timeout: Option<std::time::Duration>,
+    /// The same for a replay under callgrind (None: ten times `timeout`).
+    pub callgrind_timeout: Option<std::time::Duration>,
 }
 
 impl Tools {
     /// The layout of a checkout (or `$HEAPLAB_HOME`) rooted at `home`.
     pub fn from_home(home: &Path) -> Tools {
+        let work_dir = std::env::temp_dir().join(format!("heaplab-compare-{}", std::process::id()));
         Tools {
+            ops_cache: Some(work_dir.join("ops")),
+            timeout: None,
+            callgrind_timeout: None,
             replay: home.join("build/bin/heaplab-replay"),
             lib_dir: home.join("build/lib"),
             registry: home.join("native/alloc/registry.txt"),
@@ -41,7 +53,7 @@ impl Tools {
                 .collect(),
             },
             valgrind: PathBuf::from("valgrind"),
-            work_dir: std::env::temp_dir().join(format!("heaplab-compare-{}", std::process::id())),
+            work_dir,
         }
     }
 
@@ -54,6 +66,16 @@ impl Tools {
             );
         }
         Ok(())
+    }
+
+    /// The time limit of a callgrind replay.
+    pub fn callgrind_timeout(&self) -> Option<std::time::Duration> {
+        self.callgrind_timeout.or(self.timeout.map(|t| t * 10))
+    }
+
+    /// Removes the work directory and everything in it (the ops cache included).
+    pub fn clean(&self) {
+        let _ = std::fs::remove_dir_all(&self.work_dir);
     }
 
     /// Whether `valgrind` runs.

@@ -446,6 +446,9 @@ def test_instructions():
           f"callgrind: bump's malloc costs exactly {want_malloc} instructions (objdump) per call: {cost}/{n}")
     n, cost = next(((n, c) for (f, g), (n, c) in calls.items() if f == "rp_call_free"), (0, 0))
     check(n == 2995 and cost == 2995 * want_free, f"callgrind: bump's free costs {want_free}: {cost}/{n}")
+    selfc, calls = callgrind(["--per-call", trace], bump)
+    n, cost = next(((n, c) for (f, g), (n, c) in calls.items() if f == "rp_call_malloc"), (0, 0))
+    check(n == 3000 and cost == 3000 * want_malloc, f"callgrind, --per-call: {cost}/{n} for malloc")
     selfc, calls = callgrind([trace], bump)
     lean = [f for f in selfc if f.startswith("rp_lean_x86_64") or f == "rp_exec_lean"]
     harness = sum(selfc[f] for f in lean)

@@ -57,9 +57,14 @@ pub struct Args {
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
-    /// Keep callgrind's output files (in the work directory, named on stderr).
+    /// Keep callgrind's output files and the decoded traces (in the work
+    /// directory, named on stderr).
     #[arg(long)]
     keep_scratch: bool,
+    /// Kill a replay that runs longer than this many seconds and mark its cell
+    /// failed (callgrind replays get ten times as long; 0: no limit).
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    timeout: u64,
     /// Run the program given after `--` under each allocator instead of replaying traces.
     #[arg(long)]
     live: bool,
@@ -107,6 +112,13 @@ pub fn tools() -> Tools {
     Tools::from_home(&paths::home())
 }
 
+/// The tools with a replay time limit (0: none).
+pub fn tools_with_timeout(secs: u64) -> Tools {
+    let mut t = tools();
+    t.timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
+    t
+}
+
 fn write(path: &Path, text: &str) -> Result<()> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -115,7 +127,9 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Runs the trace comparison and writes the outputs; returns the records.
+#[allow(clippy::too_many_arguments)]
 pub fn compare_traces(
+    tools: &Tools,
     traces: &[PathBuf],
     allocators: &[String],
     opts: &measure::Options,
@@ -124,11 +138,13 @@ pub fn compare_traces(
     report_dir: Option<&Path>,
     command: &str,
 ) -> Result<Vec<record::Record>> {
-    let tools = tools();
-    let mut allocs = alloc::resolve(allocators, &tools)?;
-    let added = alloc::add_baselines(&mut allocs, &tools);
+    let mut allocs = alloc::resolve(allocators, tools)?;
+    let added = alloc::add_baselines(&mut allocs, tools);
     let bar = Bar::new();
-    let records = measure::compare(&tools, traces, &allocs, opts, &bar)?;
+    if opts.keep_scratch {
+        eprintln!("heaplab compare: scratch files in {}", tools.work_dir.display());
+    }
+    let records = measure::compare(tools, traces, &allocs, opts, &bar)?;
     bar.0.finish_and_clear();
     print!("{}", record::table(&records));
     let mut notes = Vec::new();
@@ -201,6 +217,7 @@ pub fn run(a: Args) -> Result<i32> {
         keep_scratch: a.keep_scratch,
     };
     let records = compare_traces(
+        &tools_with_timeout(a.timeout),
         &a.traces,
         &a.allocators,
         &opts,
@@ -221,7 +238,7 @@ pub fn run(a: Args) -> Result<i32> {
 }
 
 fn run_live(a: &Args, jobs: usize) -> Result<i32> {
-    let tools = tools();
+    let tools = tools_with_timeout(a.timeout);
     let mut allocs = alloc::resolve(&a.allocators, &tools)?;
     alloc::add_baselines(&mut allocs, &tools);
     let mut env = Vec::new();
