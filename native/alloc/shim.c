@@ -40,7 +40,7 @@ extern const hl_alloc_t HL_ALLOC_SYM;
 
 static hl_lock_t lock;
 static const hl_alloc_t *ops; /* the active allocator: the algorithm or the pad layer */
-static volatile int ready;
+static int ready;             /* set with release order once ops is valid */
 static size_t pad;
 static size_t check_every, since_check;
 static const char *stats_path;
@@ -78,7 +78,7 @@ static void __attribute__((noinline, cold)) init_locked(void) {
 
 static inline void enter(void) {
     hl_lock_acquire(&lock);
-    if (HL_UNLIKELY(!ready)) init_locked();
+    if (HL_UNLIKELY(!__atomic_load_n(&ready, __ATOMIC_RELAXED))) init_locked();
 }
 
 static void __attribute__((noinline)) run_check(void) {
@@ -419,7 +419,8 @@ HL_EXPORT int heaplab_alloc_check(void) {
 /* The site-hint ABI (native/common/heaplab_site.h): exported by every heaplab
  * allocator; a no-op unless the algorithm sets hl_alloc_t.site_hint. */
 HL_EXPORT void heaplab_site_hint(const heaplab_site_t *site) {
-    if (!site || (ready && !ops->site_hint)) return;
+    if (!site || (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) && !ops->site_hint))
+        return; /* the common case: no lock taken */
     enter();
     if (ops->site_hint) ops->site_hint(site);
     hl_lock_release(&lock);
