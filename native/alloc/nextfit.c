@@ -51,9 +51,9 @@
  * of 8 that is at least 16; next fit: find_fit walks the blocks from
  * `last_stop` by adding sizes, wraps at the epilogue, and takes the first free
  * block that is big enough, which is NOT divided (HEAPLAB_NEXTFIT_SPLIT=0, the
- * default; a positive value splits when the remainder would be at least that
- * many bytes); `last_stop` records where find_fit stopped, and is moved to the
- * (merged) block of every free, which goes through coalesce, and to the block
+ * default; a positive value makes malloc split when the remainder would be
+ * at least that many bytes; realloc never divides); `last_stop` records where find_fit stopped, and
+ * is moved to the (merged) block of every free, which goes through coalesce, and to the block
  * realloc returns when it grows in place, so it never points into the middle
  * of a block;
  * coalescing is immediate, with both neighbours, through the footers; realloc
@@ -475,16 +475,6 @@ static size_t nf_usable_size(void *p) {
     return bsize(checked_block(p, "malloc_usable_size")) - OVERHEAD;
 }
 
-/* Cut an allocated block down to `keep` bytes when splitting is on and the
- * tail is worth a block of its own. */
-static void trim(char *b, size_t keep) {
-    size_t sz = bsize(b);
-    if (!split_min || sz - keep < split_min) return;
-    set_tags(b, keep, ALLOC);
-    set_tags(b + keep, sz - keep, 0);
-    coalesce(b + keep);
-}
-
 /* Case 4: move to a block three times the new size (or the size itself when
  * that is not to be had), copy, free. */
 static void *realloc_move(void *p, size_t n, size_t old_usable) {
@@ -508,10 +498,10 @@ static void *nf_realloc(void *p, size_t n) {
     }
     char *b = checked_block(p, "realloc");
     size_t sz = bsize(b);
-    if (need <= sz) { /* 1: smaller: keep the block (undivided unless splitting is on) */
-        trim(b, need);
-        return p;
-    }
+    /* Whatever room a block has is kept: "any extra space that so happen to be
+     * there is not divided" (004), even with HEAPLAB_NEXTFIT_SPLIT, which is
+     * malloc's placement only; dividing would throw away case 4's surplus. */
+    if (need <= sz) return p; /* 1: smaller: keep the block */
     if (need <= big_min) {
         char *next = b + sz;
         if (!is_alloc(next) && sz + bsize(next) >= need && sz + bsize(next) <= MAXBLOCK) {
@@ -519,7 +509,6 @@ static void *nf_realloc(void *p, size_t n) {
             free_out(next);
             set_tags(b, sz + nsz, ALLOC); /* 2: absorb the next block */
             last_stop = b;
-            trim(b, need);
             return p;
         }
         uint32_t ptag = *(uint32_t *)(b - TAG);
@@ -530,7 +519,6 @@ static void *nf_realloc(void *p, size_t n) {
             memmove(pb + TAG, p, sz - OVERHEAD);
             set_tags(pb, psz + sz, ALLOC);
             last_stop = pb;
-            trim(pb, need);
             return pb + TAG;
         }
     }
