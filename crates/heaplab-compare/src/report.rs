@@ -114,11 +114,12 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
         r.footprint_vs_firstfit
     });
     fp.reference = Some((1.0, "firstfit".into()));
+    fp.clip = Some(4.0);
     page.figure(
         &fp.to_svg(),
         "Figure 3. Maximum memory obtained from the OS, over firstfit's on the same trace. heaplab's allocators \
          report it exactly (heaplab_alloc_stats); glibc and the peers are measured as peak RSS growth in touch \
-         mode, where every object's bytes are written.",
+         mode, where every object's bytes are written. Bars above 4× are cut, with their value written on top.",
     );
     let util = chart(records, "Utilization", "peak live bytes / peak footprint (%)", |r| {
         r.utilization.map(|u| u * 100.0)

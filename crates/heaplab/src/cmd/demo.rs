@@ -1,5 +1,7 @@
 //! `heaplab demo`: the main job on the bundled workloads. It records each
-//! workload with `heaplab record`, then reports what each asked of malloc.
+//! workload with `heaplab record`, reports what each asked of malloc, then
+//! compares every allocator (heaplab's and the peers) on those traces and
+//! writes the report (`heaplab compare`, `heaplab-compare`).
 
 use crate::cmd::stats::profile_trace;
 use crate::human;
@@ -10,15 +12,36 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// Record the bundled workloads (perl, make, python3, sqlite3 on generated
-/// inputs) and print what each asks of malloc.
+/// inputs), print what each asks of malloc, then compare every allocator on
+/// those traces: instructions per malloc and free, wall time against glibc,
+/// footprint against firstfit. Writes OUT/compare.json, OUT/compare.csv and
+/// OUT/report/report.html.
 #[derive(clap::Args)]
 pub struct Args {
     /// Where traces, program output and reports go.
     #[arg(long, default_value = "out/demo")]
     out: PathBuf,
-    /// Input size relative to the default (1.0).
-    #[arg(long, default_value_t = 1.0)]
-    scale: f64,
+    /// Input size relative to the default (1.0; 0.25 with --quick).
+    #[arg(long)]
+    scale: Option<f64>,
+    /// A shorter run: inputs at a quarter of the size, one timing run per cell.
+    #[arg(long)]
+    quick: bool,
+    /// Only record and profile; compare no allocators.
+    #[arg(long)]
+    no_compare: bool,
+    /// Allocators to compare (as in `heaplab compare`).
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    allocators: Vec<String>,
+    /// Timing runs per (workload, allocator) (default 3; 1 with --quick).
+    #[arg(long)]
+    repeat: Option<usize>,
+    /// Skip the callgrind runs (instruction counts).
+    #[arg(long)]
+    no_instructions: bool,
+    /// Seconds a replay may run before its cell is marked failed (callgrind: ten times as long).
+    #[arg(long, value_name = "SECS", default_value_t = 20)]
+    timeout: u64,
     /// Comma-separated workloads (default: perl-wc,make-n,python,sqlite).
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
@@ -36,6 +59,7 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         a.workloads.iter().map(|n| workloads::find(n)).collect::<Result<_>>()?
     };
+    let scale = a.scale.unwrap_or(if a.quick { 0.25 } else { 1.0 });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let inputs = a.out.join("inputs");
     let exe = std::env::current_exe()?;
@@ -44,7 +68,7 @@ pub fn run(a: Args) -> Result<i32> {
     let mut rows = Vec::new();
     for w in &chosen {
         pb.set_message(format!("{}: preparing and recording", w.name));
-        let prep = w.prepare(&inputs, 1, a.scale)?;
+        let prep = w.prepare(&inputs, 1, scale)?;
         let trace = a.out.join(format!("{}.hltrace", w.name));
         let stdout = a.out.join(format!("{}.stdout", w.name));
         let mut cmd = Command::new(&exe);
@@ -106,5 +130,74 @@ pub fn run(a: Args) -> Result<i32> {
         let profiles: Vec<_> = rows.iter().map(|(w, p, _)| serde_json::json!({"workload": w.name, "profile": p})).collect();
         std::fs::write(j, serde_json::to_string_pretty(&profiles)?)?;
     }
-    Ok(0)
+    if a.no_compare {
+        return Ok(0);
+    }
+
+    // Compare every allocator on the traces just recorded.
+    let dir = a.out.join("traces");
+    std::fs::create_dir_all(&dir)?;
+    let mut traces = Vec::new();
+    for (w, _, _) in &rows {
+        let main = main_trace(&a.out, w.name)?;
+        let link = dir.join(format!("{}.hltrace", w.name));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(std::fs::canonicalize(&main)?, &link)
+            .with_context(|| format!("linking {}", link.display()))?;
+        traces.push(link);
+    }
+    let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
+    println!(
+        "\nheaplab demo: every allocator on these traces ({} timing run{} per cell; instructions from callgrind)\n",
+        repeat,
+        if repeat == 1 { "" } else { "s" }
+    );
+    let opts = heaplab_compare::Options {
+        repeat,
+        jobs: heaplab_compare::cores(),
+        instructions: !a.no_instructions,
+        footprint: true,
+        keep_scratch: false,
+    };
+    let tools = crate::cmd::compare::tools_with_timeout(a.timeout);
+    let records = crate::cmd::compare::compare_traces(
+        &tools,
+        &traces,
+        &a.allocators,
+        &opts,
+        Some(&a.out.join("compare.json")),
+        Some(&a.out.join("compare.csv")),
+        Some(&a.out.join("report")),
+        &format!("heaplab demo --scale {scale} --repeat {repeat}"),
+    )?;
+    println!("records: {} and {}", a.out.join("compare.json").display(), a.out.join("compare.csv").display());
+    let bad: Vec<String> = records
+        .iter()
+        .filter(|r| r.status != "ok")
+        .map(|r| format!("{}/{} ({})", r.trace_name, r.allocator, r.status))
+        .collect();
+    if !bad.is_empty() {
+        println!("not measured in full: {}", bad.join(", "));
+    }
+    Ok(if records.iter().any(|r| r.status == "missing") { 1 } else { 0 })
+}
+
+/// The trace of the workload's program itself: `heaplab record` writes one
+/// trace per process, and a workload started through a wrapper (env, a
+/// shell, pyenv's shim) leaves the program's trace under a child's name
+/// (NAME.hltrace.PID[.N]). The one with the most bytes is the program's.
+fn main_trace(out: &std::path::Path, name: &str) -> Result<PathBuf> {
+    let prefix = format!("{name}.hltrace");
+    let mut best: Option<(u64, PathBuf)> = None;
+    for e in std::fs::read_dir(out)? {
+        let e = e?;
+        let f = e.file_name().to_string_lossy().to_string();
+        if f == prefix || f.starts_with(&format!("{prefix}.")) {
+            let len = e.metadata()?.len();
+            if best.as_ref().map_or(true, |b| len > b.0) {
+                best = Some((len, e.path()));
+            }
+        }
+    }
+    best.map(|b| b.1).with_context(|| format!("no trace {prefix} in {}", out.display()))
 }
