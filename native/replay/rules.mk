@@ -5,6 +5,8 @@
 #   build/lib/libheaplab-test-overlap.so   test allocator, broken: hands out overlapping blocks
 #   build/lib/libheaplab-test-corrupt.so   test allocator, broken: damages a live payload
 #   build/lib/libheaplab-test-log.so       test allocator: logs every call and site hint it receives
+#   build/lib/libheaplab-test-zoosite.so   test algorithm behind native/alloc's shim: logs the hints
+#                                          the shim hands to hl_alloc_t.site_hint
 #
 #   make -C native replay-test             run the replayer's tests
 
@@ -36,6 +38,17 @@ REPLAY_TESTLIBS := $(addprefix $(LIBDIR)/libheaplab-test-,bump.so overlap.so cor
 
 $(LIBDIR)/libheaplab-test-%.so: $(REPLAY_DIR)/tests/%.c $(REPLAY_DIR)/tests/bumpcore.h $(COMMON_DIR)/heaplab_site.h | dirs
 	$(CC) $(CFLAGS) -fno-builtin -shared -Wl,-z,now -o $@ $<
+
+# The site-hint path through heaplab's own shim (native/alloc/rules.mk makes
+# shim-zoosite.o, platform.o and pad.o).
+$(REPLAY_OBJ)/zoosite.o: $(REPLAY_DIR)/tests/zoosite.c $(ALLOC_HEADERS) | dirs
+	@mkdir -p $(REPLAY_OBJ)
+	$(CC) $(ALLOC_CFLAGS) -I$(COMMON_DIR) -c $< -o $@
+
+$(LIBDIR)/libheaplab-test-zoosite.so: $(ALLOC_OBJ)/shim-zoosite.o $(REPLAY_OBJ)/zoosite.o $(ALLOC_COMMON)
+	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $^
+
+REPLAY_TESTLIBS += $(LIBDIR)/libheaplab-test-zoosite.so
 
 ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS)
 
