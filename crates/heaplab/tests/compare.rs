@@ -430,3 +430,44 @@ fn lab_grades_correctness_utilization_and_score() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("NO") && table.contains("correct 0/1"), "{table}");
 }
+
+#[test]
+fn demo_records_then_compares() {
+    let d = tmp("demo");
+    let out = heaplab(
+        &[
+            "demo",
+            "--out",
+            d.0.to_str().unwrap(),
+            "--workloads",
+            "sqlite",
+            "--scale",
+            "0.05",
+            "--allocators",
+            "bsd,glibc",
+            "--repeat",
+            "1",
+            "--no-instructions",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("what each workload asks of malloc") && stdout.contains("every allocator"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(d.0.join("compare.json")).unwrap();
+    check_schema(&text, "compare");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let names: Vec<&str> =
+        v.as_array().unwrap().iter().map(|r| r["allocator"].as_str().unwrap()).collect();
+    assert!(names.starts_with(&["bsd", "glibc"]), "{names:?}");
+    assert!(v
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["trace_name"] == "sqlite" && r["status"] == "ok"));
+    assert!(d.0.join("traces/sqlite.hltrace").exists());
+    assert!(std::fs::read_to_string(d.0.join("report/report.html")).unwrap().contains("<svg"));
+}
