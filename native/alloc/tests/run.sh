@@ -93,10 +93,20 @@ prog_cmd() {
 prog_stdin() { if [ "$1" = sqlite3 ]; then echo "$in/work.sql"; else echo /dev/null; fi; }
 
 # run_prog PROG PRELOAD OUT: stdout to OUT, exit status echoed
+# With a preload, the shim appends its statistics to OUT.stats at exit, so
+# that the test can tell the allocator really ran (a library that fails to
+# load leaves the program on glibc, which would pass for the wrong reason).
 run_prog() {
     local p=$1 pre=$2 out=$3
-    (cd "$in" && timeout "$limit" env ${pre:+LD_PRELOAD=$pre} $(prog_cmd "$p") <"$(prog_stdin "$p")" >"$out" 2>"$out.err")
+    rm -f "$out.stats"
+    (cd "$in" && timeout "$limit" env ${pre:+LD_PRELOAD=$pre HEAPLAB_STATS=$out.stats} $(prog_cmd "$p") \
+        <"$(prog_stdin "$p")" >"$out" 2>"$out.err")
     echo $?
+}
+
+# True when OUT.stats shows the preloaded allocator served mallocs.
+served() {
+    [ -s "$1.stats" ] && grep -q '"mallocs": *[1-9]' "$1.stats"
 }
 
 # ---- one allocator: every selected test, one result file per column ----
@@ -157,7 +167,10 @@ one() {
                     echo "exit status $rc (glibc $want_rc), $(awk -v s="$start" -v e="$end" 'BEGIN{printf "%.2f", e-s}') s"
                     tail -5 "$out.err"
                 } >"$logd/$p.log"
-                if [ "$rc" = "$want_rc" ] && cmp -s "$out" "$work/expected/$p.out"; then
+                if [ -n "$pre" ] && ! served "$out"; then
+                    echo "the allocator did not serve this program (no mallocs in $out.stats)" >>"$logd/$p.log"
+                    echo FAIL >"$res/$p"
+                elif [ "$rc" = "$want_rc" ] && cmp -s "$out" "$work/expected/$p.out"; then
                     echo PASS >"$res/$p"
                 else
                     cmp "$out" "$work/expected/$p.out" >>"$logd/$p.log" 2>&1
@@ -196,7 +209,7 @@ if grep -qw programs <<<"$tests"; then
 fi
 
 echo "allocator tests: $(echo $allocators | wc -w) allocators + glibc; tests:$columns ($jobs at a time)"
-export -f one run_prog prog_cmd prog_stdin
+export -f one run_prog served prog_cmd prog_stdin
 export here lib bin work registry tests programs python in limit
 t0=$(date +%s)
 printf '%s\n' glibc $allocators | xargs -P "$jobs" -I{} bash -c 'one "$@"' _ {}
