@@ -133,7 +133,9 @@ typedef struct hl_alloc {
  * mmap at first use, committed as its break grows.  The default heap backs
  * hl_sbrk; a layered allocator (quickfit over gnugpp) takes its own with
  * hl_heap_new so that each one's region stays contiguous.  At most
- * HL_MAX_HEAPS heaps per process; each reserves HEAPLAB_HEAP_RESERVE bytes. */
+ * HL_MAX_HEAPS heaps per process, the default heap included (it always holds
+ * slot 0, so hl_heap_new gives at most HL_MAX_HEAPS - 1 more); each reserves
+ * HEAPLAB_HEAP_RESERVE bytes. */
 typedef struct hl_heap hl_heap_t;
 #define HL_MAX_HEAPS 8
 

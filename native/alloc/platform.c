@@ -264,7 +264,18 @@ void hl_platform_init(const char *name) {
     if (heap_reserve < HL_COMMIT_GRANULE) heap_reserve = HL_COMMIT_GRANULE;
 }
 
+/* Slot 0 is always the default heap (hl_sbrk's), whether or not anything has
+ * used it yet, so that a heap taken first with hl_heap_new is never mistaken
+ * for it. */
+static void claim_default_slot(void) {
+    if (!nheaps) {
+        heaps[0].name = "default";
+        nheaps = 1;
+    }
+}
+
 hl_heap_t *hl_heap_new(const char *name) {
+    claim_default_slot();
     if (nheaps == HL_MAX_HEAPS) return NULL;
     hl_heap_t *h = &heaps[nheaps++];
     h->name = name;
@@ -272,7 +283,7 @@ hl_heap_t *hl_heap_new(const char *name) {
 }
 
 hl_heap_t *hl_default_heap(void) {
-    if (!nheaps) hl_heap_new("default");
+    claim_default_slot();
     return &heaps[0];
 }
 
@@ -403,6 +414,26 @@ void hl_lock_slow(hl_lock_t *l) {
 
 void hl_platform_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
     pthread_atfork(prepare, parent, child);
+}
+
+/* Thread exit: one key whose destructor runs the front end's hook. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static int exit_key_made;
+static void (*exit_fn)(void *);
+
+static void exit_run(void *arg) {
+    if (exit_fn) exit_fn(arg);
+}
+
+static void exit_key_make(void) {
+    exit_key_made = pthread_key_create(&exit_key, exit_run) == 0;
+}
+
+int hl_platform_thread_exit(void (*fn)(void *), void *arg) {
+    exit_fn = fn;
+    pthread_once(&exit_once, exit_key_make);
+    return exit_key_made && pthread_setspecific(exit_key, arg) == 0 ? 0 : -1;
 }
 
 void hl_platform_append(const char *path, const char *line, size_t len) {
