@@ -12,20 +12,24 @@
  *                           stores each marked application or allocator
  *
  * The raw stream (--hl-out=PATH, usually a FIFO that heaplab reads) is a
- * sequence of records made of 64-bit little-endian words. Every record is
- * at least two words; the second word says what it is:
+ * sequence of 64-bit little-endian words; bits 61..63 of a record's first
+ * word say what it is:
  *
- *   reference  (w1 bit 2 = 0), 2 words:
- *     w0 = address
- *     w1 = WRITE (bit 0) | ALLOC (bit 1, measure: made by the allocator)
- *          | size << 3 (bits 3..12, 1..1023; larger accesses are clamped)
- *          | time << 13 (bits 13..63: instructions before the accessing one;
- *            record mode only, 0 in measure mode)
+ *   0 REF   one word: address (bits 0..47) | k << 48 (bits 48..55) | size
+ *           code << 56 (bits 56..58: 1 << code bytes, 0..6) | WRITE << 59 |
+ *           ALLOC << 60 (measure: made by the allocator's code).
+ *           Its time (record mode) is the last TIME word plus k: the number
+ *           of instructions executed before the accessing one.
+ *   1 TIME  one word: bits 0..60 = instructions executed before the first
+ *           instruction of the superblock run whose references follow
+ *           (record mode; written before the first REF of each run).
+ *   2 SREF  two words: a reference of any size: the first word as a REF
+ *           (size code ignored), the second the size in bytes.
+ *   3 CTL   2 + n words: kind (bits 0..7) | n << 8 (bits 8..39); then w0,
+ *           the record's first argument; then n extra words.
  *
- *   control    (w1 bit 2 = 1), 2 + n words:
- *     w0 = first argument
- *     w1 = 4 | kind << 3 (bits 3..10) | n << 16 (bits 16..47: extra words)
- *     then n extra words, as listed per kind below.
+ * A superblock of Valgrind's translation emits its TIME word and its REFs
+ * with straight-line stores into a buffer, so a reference costs one word.
  *
  * Control kinds (extra words in brackets):
  *   HELLO   w0 = HLVG_PROTOCOL  [mode (1 record, 2 measure), pid, ppid,
@@ -55,14 +59,19 @@
 #ifndef HEAPLAB_VG_H
 #define HEAPLAB_VG_H
 
-#define HLVG_PROTOCOL 1
+#define HLVG_PROTOCOL 2
 
-#define HLVG_REF_WRITE  1u
-#define HLVG_REF_ALLOC  2u
-#define HLVG_CONTROL    4u
-#define HLVG_SIZE_SHIFT 3
-#define HLVG_SIZE_MAX   1023u
-#define HLVG_TIME_SHIFT 13
+#define HLVG_T_REF      0ull
+#define HLVG_T_TIME     1ull
+#define HLVG_T_SREF     2ull
+#define HLVG_T_CTL      3ull
+#define HLVG_TYPE_SHIFT 61
+#define HLVG_ADDR_MASK  ((1ull << 48) - 1)
+#define HLVG_K_SHIFT    48
+#define HLVG_K_MAX      255u
+#define HLVG_SC_SHIFT   56
+#define HLVG_WRITE      (1ull << 59)
+#define HLVG_ALLOC      (1ull << 60)
 
 enum {
     HLVG_C_HELLO = 1,

@@ -147,8 +147,8 @@ static inline void room(UInt words) {
 static ULong *control(UInt kind, ULong w0, UInt n) {
     room(2 + n);
     ULong *p = buf_cur;
-    p[0] = w0;
-    p[1] = HLVG_CONTROL | ((ULong)kind << 3) | ((ULong)n << 16);
+    p[0] = HLVG_T_CTL << HLVG_TYPE_SHIFT | (ULong)kind | (ULong)n << 8;
+    p[1] = w0;
     buf_cur = p + 2 + n;
     return p + 2;
 }
@@ -313,7 +313,7 @@ static UInt thread_index(ThreadId tid) {
 static UInt stack_of(ThreadId tid, ULong *frames) {
     if (clo_stack_depth == 0) return 0;
     Addr ips[64 + 8];
-    UInt n = VG_(get_StackTrace)(tid, ips, (UInt)clo_stack_depth + 8, NULL, NULL, 0);
+    UInt n = VG_(get_StackTrace)(tid, ips, (UInt)clo_stack_depth + 2, NULL, NULL, 0);
     UInt k = 0;
     /* ips[0] is the pc, inside the malloc wrapper; the others are calling
      * instructions (Valgrind gives return address - 1): store return addresses */
@@ -475,26 +475,26 @@ static SizeT hl_usable_size(ThreadId tid, void *p) {
 #define assign(t, e)   IRStmt_WrTmp((t), (e))
 #define HWORD(p)       mkIRExpr_HWord((HWord)(p))
 
-/* One access of a dirty helper or a guarded load/store, appended by a
- * (guarded) call: rare on amd64 (fxsave, xsave, masked moves). */
-static VG_REGPARM(3) void hl_put_ref(Addr a, UWord info, ULong time) {
+/* One access of a guarded load or store, or of a guarded dirty helper,
+ * appended by a (guarded) call as an SREF: rare on amd64. */
+static VG_REGPARM(3) void hl_put_sref(Addr a, UWord bits, UWord size) {
     ULong *p = buf_cur;
-    p[0] = a;
-    p[1] = info | time << HLVG_TIME_SHIFT;
+    p[0] = (a & HLVG_ADDR_MASK) | bits;
+    p[1] = size;
     buf_cur = p + 2;
 }
 
 typedef struct {
     IRSB *sb;
-    Bool started;  /* the superblock's prologue (buffer check, loads) is out */
-    IRTemp cur;    /* buf_cur at the last reload */
-    UInt off;      /* bytes written after cur since */
-    IRTemp ic[2];  /* icount[part] at the prologue */
-    ULong k[2];    /* instructions counted since the prologue, per part */
-    ULong k_insn;  /* application instructions before the current one */
-    UInt mark;     /* of the current instruction */
-    UInt reserve;  /* accesses the superblock may stream */
-    IRTemp time_t; /* (icount[0] + k_insn) << 13 for the current instruction, or IRTemp_INVALID */
+    Bool started; /* the superblock's prologue (buffer check, loads) is out */
+    IRTemp cur;   /* buf_cur at the last reload */
+    UInt off;     /* bytes written after cur since */
+    IRTemp ic[2]; /* icount[part] at the prologue */
+    ULong k[2];   /* instructions counted since the prologue, per part */
+    ULong k_insn; /* application instructions before the current one */
+    ULong base_k; /* k_insn of the last TIME word */
+    UInt mark;    /* of the current instruction */
+    UInt reserve; /* words the superblock may stream */
 } ins_t;
 
 static IRTemp new_temp(ins_t *s) {
@@ -511,7 +511,27 @@ static IRTemp load64(ins_t *s, void *p) {
     return t;
 }
 
-/* The prologue: reserve room for the superblock's accesses, then load the
+/* cur + off, the address of the next word. */
+static IRExpr *slot(ins_t *s) {
+    if (!s->off) return mkexpr(s->cur);
+    IRTemp a = new_temp(s);
+    add(s, assign(a, binop(Iop_Add64, mkexpr(s->cur), mkU64(s->off))));
+    return mkexpr(a);
+}
+
+/* Record mode: a TIME word for the instruction k_insn of the superblock. */
+static void time_word(ins_t *s) {
+    if (HL_MEASURE) return;
+    IRTemp t = new_temp(s), w = new_temp(s);
+    add(s, assign(t, binop(Iop_Add64, mkexpr(s->ic[0]), mkU64(s->k_insn))));
+    add(s, assign(w, binop(Iop_Or64, mkexpr(t), mkU64(HLVG_T_TIME << HLVG_TYPE_SHIFT))));
+    IRExpr *at = slot(s);
+    add(s, IRStmt_Store(Iend_LE, at, mkexpr(w)));
+    s->off += 8;
+    s->base_k = s->k_insn;
+}
+
+/* The prologue: reserve room for the superblock's words, then load the
  * buffer pointer and the counters into temps. */
 static void prologue(ins_t *s) {
     if (s->started) return;
@@ -519,7 +539,7 @@ static void prologue(ins_t *s) {
     if (s->reserve) {
         IRTemp c0 = load64(s, &buf_cur);
         IRTemp need = new_temp(s);
-        add(s, assign(need, binop(Iop_Add64, mkexpr(c0), mkU64(16ull * s->reserve))));
+        add(s, assign(need, binop(Iop_Add64, mkexpr(c0), mkU64(8ull * s->reserve))));
         IRTemp g = newIRTemp(s->sb->tyenv, Ity_I1);
         add(s, assign(g, binop(Iop_CmpLT64U, HWORD(BUF_END), mkexpr(need))));
         IRDirty *d =
@@ -535,6 +555,8 @@ static void prologue(ins_t *s) {
     s->ic[0] = load64(s, &icount[0]);
     s->ic[1] = HL_MEASURE ? load64(s, &icount[1]) : IRTemp_INVALID;
     s->k[0] = s->k[1] = 0;
+    s->k_insn = 0;
+    if (s->reserve) time_word(s);
 }
 
 /* Brings buf_cur and the counters in memory up to date. */
@@ -559,57 +581,44 @@ static void reload(ins_t *s) {
     s->off = 0;
 }
 
-static UWord info_bits(ins_t *s, Bool write, Int size) {
-    UWord sz = size < 1 ? 1 : size > (Int)HLVG_SIZE_MAX ? HLVG_SIZE_MAX : (UWord)size;
-    return (write ? HLVG_REF_WRITE : 0) | (s->mark == M_ALLOC ? HLVG_REF_ALLOC : 0) |
-           sz << HLVG_SIZE_SHIFT;
+/* The constant bits of a REF or SREF's first word: type, k, size code, flags. */
+static ULong ref_bits(ins_t *s, Bool write, Int size, ULong type) {
+    if (!HL_MEASURE && s->k_insn - s->base_k > HLVG_K_MAX) time_word(s);
+    ULong k = HL_MEASURE ? 0 : s->k_insn - s->base_k;
+    ULong sc = 0;
+    while (sc < 6 && (1 << sc) < size)
+        sc++;
+    return type << HLVG_TYPE_SHIFT | k << HLVG_K_SHIFT | sc << HLVG_SC_SHIFT |
+           (write ? HLVG_WRITE : 0) | (s->mark == M_ALLOC ? HLVG_ALLOC : 0);
 }
 
-/* The time word's high part for the current instruction. */
-static IRExpr *time_expr(ins_t *s) {
-    if (HL_MEASURE) return mkU64(0);
-    if (s->time_t == IRTemp_INVALID) {
-        IRTemp t = new_temp(s), u = new_temp(s);
-        add(s, assign(t, binop(Iop_Add64, mkexpr(s->ic[0]), mkU64(s->k_insn))));
-        add(s, assign(u, binop(Iop_Shl64, mkexpr(t), IRExpr_Const(IRConst_U8(HLVG_TIME_SHIFT)))));
-        s->time_t = u;
-    }
-    return mkexpr(s->time_t);
-}
-
-/* An access of the current instruction, streamed inline. */
+/* An access of the current instruction, streamed inline: one word (a REF),
+ * or two (an SREF) when its size is not a power of two up to 64. */
 static void access(ins_t *s, IRExpr *addr, Int size, Bool write) {
     if (s->mark == M_SKIP) return;
-    IRTemp a = new_temp(s);
-    add(s, assign(a, s->off ? binop(Iop_Add64, mkexpr(s->cur), mkU64(s->off)) : mkexpr(s->cur)));
-    add(s, IRStmt_Store(Iend_LE, mkexpr(a), addr));
-    IRTemp a8 = new_temp(s);
-    add(s, assign(a8, binop(Iop_Add64, mkexpr(s->cur), mkU64(s->off + 8))));
-    IRExpr *info = mkU64(info_bits(s, write, size));
-    if (!HL_MEASURE) {
-        IRTemp w = new_temp(s);
-        add(s, assign(w, binop(Iop_Or64, time_expr(s), info)));
-        info = mkexpr(w);
+    Bool plain = size >= 1 && size <= 64 && (size & (size - 1)) == 0;
+    ULong bits = ref_bits(s, write, size, plain ? HLVG_T_REF : HLVG_T_SREF);
+    IRTemp m = new_temp(s), w = new_temp(s);
+    add(s, assign(m, binop(Iop_And64, addr, mkU64(HLVG_ADDR_MASK))));
+    add(s, assign(w, binop(Iop_Or64, mkexpr(m), mkU64(bits))));
+    IRExpr *at = slot(s);
+    add(s, IRStmt_Store(Iend_LE, at, mkexpr(w)));
+    s->off += 8;
+    if (!plain) {
+        IRExpr *at2 = slot(s);
+        add(s, IRStmt_Store(Iend_LE, at2, mkU64(size < 1 ? 1 : (ULong)size)));
+        s->off += 8;
     }
-    add(s, IRStmt_Store(Iend_LE, mkexpr(a8), info));
-    s->off += 16;
 }
 
 /* An access that happens only if `guard` (NULL: always), through a call. */
 static void access_call(ins_t *s, IRExpr *addr, Int size, Bool write, IRExpr *guard) {
     if (s->mark == M_SKIP) return;
+    ULong bits = ref_bits(s, write, size, HLVG_T_SREF);
     sync(s);
-    IRExpr *t;
-    if (HL_MEASURE) {
-        t = mkU64(0);
-    } else {
-        IRTemp tt = new_temp(s);
-        add(s, assign(tt, binop(Iop_Add64, mkexpr(s->ic[0]), mkU64(s->k_insn))));
-        t = mkexpr(tt);
-    }
-    IRDirty *d =
-        unsafeIRDirty_0_N(3, "hl_put_ref", VG_(fnptr_to_fnentry)(&hl_put_ref),
-                          mkIRExprVec_3(addr, mkIRExpr_HWord(info_bits(s, write, size)), t));
+    IRDirty *d = unsafeIRDirty_0_N(
+        3, "hl_put_sref", VG_(fnptr_to_fnentry)(&hl_put_sref),
+        mkIRExprVec_3(addr, mkIRExpr_HWord(bits), mkIRExpr_HWord(size < 1 ? 1 : (UWord)size)));
     if (guard) d->guard = guard;
     d->mFx = Ifx_Modify;
     d->mAddr = HWORD(&buf_cur);
@@ -660,6 +669,9 @@ static IRSB *hl_instrument(VgCallbackClosure *closure, IRSB *sbIn, const VexGues
         }
     }
     if (!any) return sbIn;
+    /* words: 2 per access (an SREF at most), a TIME word, and a TIME word per
+     * 256 instructions (never, with Valgrind's superblocks of at most 100) */
+    if (reserve) reserve = 2 * reserve + 1 + (UInt)(sbIn->stmts_used / 256) + 1;
     if (reserve > BUF_RESERVE / 2) VG_(tool_panic)("heaplab: a superblock with too many accesses");
 
     ins_t s;
@@ -667,7 +679,6 @@ static IRSB *hl_instrument(VgCallbackClosure *closure, IRSB *sbIn, const VexGues
     s.sb = deepCopyIRSBExceptStmts(sbIn);
     s.reserve = reserve;
     s.mark = M_SKIP;
-    s.time_t = IRTemp_INVALID;
 
     Int i = 0;
     while (i < sbIn->stmts_used && sbIn->stmts[i]->tag != Ist_IMark) {
@@ -685,7 +696,6 @@ static IRSB *hl_instrument(VgCallbackClosure *closure, IRSB *sbIn, const VexGues
                 UInt part = s.mark == M_ALLOC;
                 s.k_insn = s.k[0];
                 s.k[HL_MEASURE ? part : 0]++;
-                s.time_t = IRTemp_INVALID;
             }
             break;
         case Ist_Exit:

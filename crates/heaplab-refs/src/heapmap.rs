@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   address ─▶ [lo, hi) of every block ever seen?  no ─▶ not heap (stack, globals: one compare)
-//!           ─▶ chunk = address >> 16 (last chunk cached, else a hash map)
+//!           ─▶ chunk = address >> 16 (a table over the heap's span, a hash map past 1 TiB)
 //!           ─▶ granule = chunk[(address >> 4) & 4095]  (u32 slot, 0 = none)
 //!           ─▶ slot: start <= address < start + usable ─▶ (object id, offset)
 //! ```
@@ -36,10 +36,18 @@ struct Slot {
 pub struct HeapMap {
     lo: u64,
     hi: u64,
+    /// Chunk index + 1 (0: none) for chunk keys first_key .. first_key + len.
+    first: Vec<u32>,
+    first_key: u64,
+    /// Chunks outside `first` (blocks more than 1 TiB apart).
     chunk_index: HashMap<u64, u32>,
     chunks: Vec<Box<[u32; PER_CHUNK]>>,
     cache_key: u64,
     cache_idx: u32,
+    /// The block of the last hit: start, usable length, id (len 0: none).
+    last_start: u64,
+    last_len: u64,
+    last_id: u64,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     by_start: HashMap<u64, (u32, u64)>,
@@ -56,19 +64,58 @@ impl HeapMap {
         HeapMap {
             lo: u64::MAX,
             hi: 0,
+            first: Vec::new(),
+            first_key: 0,
             chunk_index: HashMap::new(),
             chunks: Vec::new(),
             cache_key: u64::MAX,
             cache_idx: 0,
+            last_start: 0,
+            last_len: 0,
+            last_id: 0,
             slots: vec![Slot::default()], // slot 0 means "none"
             free_slots: Vec::new(),
             by_start: HashMap::new(),
         }
     }
 
+    /// Widens `first` to cover `key` when that keeps it under 2^24 entries.
+    fn cover(&mut self, key: u64) -> bool {
+        const MAX: u64 = 1 << 24;
+        if self.first.is_empty() {
+            self.first_key = key;
+            self.first.push(0);
+            return true;
+        }
+        let (a, b) = (self.first_key, self.first_key + self.first.len() as u64);
+        if key >= a && key < b {
+            return true;
+        }
+        let (na, nb) = (a.min(key), b.max(key + 1));
+        if nb - na > MAX {
+            return false;
+        }
+        if na < a {
+            let mut v = vec![0u32; (a - na) as usize];
+            v.extend_from_slice(&self.first);
+            self.first = v;
+            self.first_key = na;
+        }
+        self.first.resize((nb - self.first_key) as usize, 0);
+        true
+    }
+
     fn chunk_mut(&mut self, key: u64) -> &mut [u32; PER_CHUNK] {
         let n = self.chunks.len() as u32;
-        let idx = *self.chunk_index.entry(key).or_insert(n);
+        let idx = if self.cover(key) {
+            let e = &mut self.first[(key - self.first_key) as usize];
+            if *e == 0 {
+                *e = n + 1;
+            }
+            *e - 1
+        } else {
+            *self.chunk_index.entry(key).or_insert(n)
+        };
         if idx == n {
             self.chunks.push(Box::new([0; PER_CHUNK]));
         }
@@ -108,6 +155,9 @@ impl HeapMap {
     /// The block that starts at `start` is gone; returns its object id.
     pub fn remove(&mut self, start: u64) -> Option<u64> {
         let (slot, id) = self.by_start.remove(&start)?;
+        if start == self.last_start {
+            self.last_len = 0;
+        }
         self.slots[slot as usize].end = 0;
         self.free_slots.push(slot);
         Some(id)
@@ -128,14 +178,23 @@ impl HeapMap {
     }
 
     /// (object id, offset) of the live block whose usable bytes hold `addr`.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, addr: u64) -> Option<(u64, u64)> {
+        let d = addr.wrapping_sub(self.last_start);
+        if d < self.last_len {
+            return Some((self.last_id, d));
+        }
         if addr < self.lo || addr >= self.hi {
             return None;
         }
         let key = addr >> CHUNK_SHIFT;
         if key != self.cache_key {
-            self.cache_idx = *self.chunk_index.get(&key)?;
+            let d = key.wrapping_sub(self.first_key);
+            self.cache_idx = match self.first.get(d as usize) {
+                Some(&0) => return None,
+                Some(&e) => e - 1,
+                None => *self.chunk_index.get(&key)?,
+            };
             self.cache_key = key;
         }
         let s = self.chunks[self.cache_idx as usize]
@@ -145,6 +204,9 @@ impl HeapMap {
         }
         let sl = &self.slots[s as usize];
         if addr >= sl.start && addr < sl.end {
+            self.last_start = sl.start;
+            self.last_len = sl.end - sl.start;
+            self.last_id = sl.id;
             Some((sl.id, addr - sl.start))
         } else {
             None
@@ -168,6 +230,13 @@ mod tests {
         assert_eq!(m.lookup(0x10020 + 100_000), None);
         assert_eq!(m.lookup(0xffff), None);
         assert_eq!(m.lookup(0x7ffe_0000), None);
+        // far apart: the table widens, then a hash map takes the rest
+        m.insert(0x1000, 16, 2);
+        m.insert(0x7f00_0000_0000, 32, 3);
+        assert_eq!(m.lookup(0x1008), Some((2, 8)));
+        assert_eq!(m.lookup(0x7f00_0000_0010), Some((3, 16)));
+        assert_eq!(m.lookup(0x10000), Some((0, 0)));
+        assert_eq!(m.lookup(0x5000_0000), None);
     }
 
     #[test]

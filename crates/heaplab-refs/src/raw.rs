@@ -1,14 +1,17 @@
 //! The raw stream of heaplab's Valgrind tool (`native/vgtool/heaplab_vg.h`
-//! is its specification): 64-bit little-endian words, references as two
-//! words, control records as two words plus extras.
+//! is its specification): 64-bit little-endian words; bits 61..63 of a
+//! record's first word give its type.
 //!
 //! ```text
-//!   reference  [address][WRITE | ALLOC<<1 | 0<<2 | size<<3 | time<<13]
-//!   control    [w0][4 | kind<<3 | n<<16][extra 0] .. [extra n-1]
+//!   REF   [addr:48 | k:8 | size code:3 | WRITE | ALLOC | 000]       time = last TIME + k
+//!   TIME  [instructions:61 | 001]
+//!   SREF  [as REF | 010][size]
+//!   CTL   [kind:8 | n:32 | 011][w0][extra 0] .. [extra n-1]
 //! ```
 //!
-//! [`RawReader`] reads it in large chunks and hands out [`Rec`]s that borrow
-//! the chunk, so a reference costs a match and two loads.
+//! [`RawReader::fill`] hands out the words read so far; [`next`] decodes one
+//! record at a time from them (a reference costs a shift and a match), and
+//! [`RawReader::consume`] says how far the caller got.
 
 use std::io::{self, Read};
 
@@ -24,52 +27,102 @@ pub mod ctl {
 }
 
 /// The protocol version this reader understands (HELLO's w0).
-pub const PROTOCOL: u64 = 1;
+pub const PROTOCOL: u64 = 2;
 pub const MODE_RECORD: u64 = 1;
 pub const MODE_MEASURE: u64 = 2;
 pub const EXIT_EXIT: u64 = 1;
 pub const EXIT_EXEC: u64 = 2;
 
-pub const REF_WRITE: u64 = 1;
-pub const REF_ALLOC: u64 = 2;
-const CONTROL: u64 = 4;
+pub const T_REF: u64 = 0;
+pub const T_TIME: u64 = 1;
+pub const T_SREF: u64 = 2;
+pub const T_CTL: u64 = 3;
+pub const ADDR_MASK: u64 = (1 << 48) - 1;
+pub const WRITE: u64 = 1 << 59;
+pub const ALLOC: u64 = 1 << 60;
+pub const TIME_MASK: u64 = (1 << 61) - 1;
 
-/// The size of a reference (`info` word).
+/// The address of a REF or SREF word.
 #[inline(always)]
-pub fn ref_size(info: u64) -> u32 {
-    ((info >> 3) & 1023) as u32
+pub fn addr(w: u64) -> u64 {
+    w & ADDR_MASK
 }
-/// The instruction time of a reference (record mode).
+/// Instructions since the last TIME word.
 #[inline(always)]
-pub fn ref_time(info: u64) -> u64 {
-    info >> 13
+pub fn k(w: u64) -> u64 {
+    (w >> 48) & 0xff
+}
+/// The size of a REF (not an SREF: its size is the next word).
+#[inline(always)]
+pub fn size(w: u64) -> u32 {
+    1 << ((w >> 56) & 7)
 }
 
-/// One record of a chunk.
+/// One record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rec<'a> {
-    Ref { addr: u64, info: u64 },
-    Control { kind: u8, w0: u64, extra: &'a [u64] },
+    /// A reference of 1 to 64 bytes: see [`addr`], [`k`], [`size`], [`WRITE`], [`ALLOC`].
+    Ref(u64),
+    /// A reference of `size` bytes (first word as a REF's).
+    SRef(u64, u64),
+    /// Instructions before the next references' superblock run.
+    Time(u64),
+    Control {
+        kind: u8,
+        w0: u64,
+        extra: &'a [u64],
+    },
 }
 
-/// Reads the stream in chunks of whole records.
+/// Decodes the record at `*pos`, advancing `pos`; None when `words` ends
+/// before the record does (or at its end).
+#[inline(always)]
+pub fn next<'a>(words: &'a [u64], pos: &mut usize) -> Option<Rec<'a>> {
+    let i = *pos;
+    let w = *words.get(i)?;
+    match w >> 61 {
+        T_REF => {
+            *pos = i + 1;
+            Some(Rec::Ref(w))
+        }
+        T_TIME => {
+            *pos = i + 1;
+            Some(Rec::Time(w & TIME_MASK))
+        }
+        T_SREF => {
+            let size = *words.get(i + 1)?;
+            *pos = i + 2;
+            Some(Rec::SRef(w, size))
+        }
+        _ => {
+            let n = ((w >> 8) & 0xffff_ffff) as usize;
+            if i + 2 + n > words.len() {
+                return None;
+            }
+            *pos = i + 2 + n;
+            Some(Rec::Control { kind: w as u8, w0: words[i + 1], extra: &words[i + 2..i + 2 + n] })
+        }
+    }
+}
+
+/// Reads the stream in large reads.
 pub struct RawReader<R> {
     src: R,
     buf: Vec<u64>,
     /// Bytes of `buf` holding data (whole words and a partial one).
     filled: usize,
-    /// Words of `buf` already handed out.
+    /// Words of `buf` the caller has consumed.
     done: usize,
     eof: bool,
     bytes: u64,
 }
 
-/// Words per read; a control record is far smaller.
-const CHUNK_WORDS: usize = 1 << 20;
+/// Words of buffer; a control record is far smaller.
+const BUF_WORDS: usize = 1 << 20;
 
 impl<R: Read> RawReader<R> {
     pub fn new(src: R) -> Self {
-        RawReader { src, buf: vec![0; CHUNK_WORDS], filled: 0, done: 0, eof: false, bytes: 0 }
+        RawReader { src, buf: vec![0; BUF_WORDS], filled: 0, done: 0, eof: false, bytes: 0 }
     }
 
     /// Bytes read so far.
@@ -77,31 +130,24 @@ impl<R: Read> RawReader<R> {
         self.bytes
     }
 
-    /// The next chunk of whole records; `None` at the end of the stream.
-    /// A stream that ends inside a record is an error.
-    pub fn chunk(&mut self) -> io::Result<Option<Chunk<'_>>> {
-        // keep the unread tail (a partial record) at the front
-        let tail_start = self.done * 8;
-        if tail_start > 0 {
-            let n = self.filled - tail_start;
-            // SAFETY: buf is a Vec<u64>; viewing its initialized words as bytes is sound
-            // (u8 has no alignment or validity requirements) and the range is in bounds.
-            let bytes = unsafe {
-                std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8)
-            };
-            bytes.copy_within(tail_start..self.filled, 0);
-            self.filled = n;
-            self.done = 0;
-        }
+    /// The words read and not consumed, holding at least one whole record;
+    /// `None` at the end of the stream. A stream that ends inside a record is
+    /// an error.
+    pub fn fill(&mut self) -> io::Result<Option<&[u64]>> {
         loop {
             let words = self.filled / 8;
-            let whole = whole_records(&self.buf[..words]);
-            if whole > 0 {
-                self.done = whole;
-                for w in &mut self.buf[..whole] {
-                    *w = u64::from_le(*w);
-                }
-                return Ok(Some(Chunk { words: &self.buf[..whole], pos: 0 }));
+            let mut p = self.done;
+            if next(&self.buf[..words], &mut p).is_some() {
+                return Ok(Some(&self.buf[self.done..words]));
+            }
+            // keep the unread tail (a partial record) at the front
+            if self.done > 0 {
+                let from = self.done * 8;
+                let n = self.filled - from;
+                self.bytes_mut().copy_within(from..from + n, 0);
+                self.filled = n;
+                self.done = 0;
+                continue;
             }
             if self.eof {
                 if self.filled == 0 {
@@ -116,66 +162,48 @@ impl<R: Read> RawReader<R> {
                 ));
             }
             if self.filled == self.buf.len() * 8 {
-                // a record larger than the buffer: only a corrupt length does this
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "a control record longer than 8 MiB",
                 ));
             }
-            // SAFETY: as above; the slice covers the unfilled part of buf's memory.
-            let bytes = unsafe {
+            let filled = self.filled;
+            // SAFETY: as in bytes_mut; `src` is a different field, not aliased.
+            let b = unsafe {
                 std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8)
             };
-            match self.src.read(&mut bytes[self.filled..]) {
+            let r = read_some(&mut self.src, &mut b[filled..]);
+            match r {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
                     self.filled += n;
                     self.bytes += n as u64;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
     }
-}
 
-/// How many words at the start of `w` form whole records.
-fn whole_records(w: &[u64]) -> usize {
-    let mut i = 0;
-    while i + 2 <= w.len() {
-        let w1 = u64::from_le(w[i + 1]);
-        let len = if w1 & CONTROL != 0 { 2 + ((w1 >> 16) & 0xffff_ffff) as usize } else { 2 };
-        if i + len > w.len() {
-            break;
-        }
-        i += len;
+    /// The caller decoded `words` words of what [`Self::fill`] returned.
+    pub fn consume(&mut self, words: usize) {
+        self.done += words;
     }
-    i
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: buf is a Vec<u64>; viewing its memory as bytes is sound (u8
+        // has no alignment or validity requirements) and the length matches.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut u8, self.buf.len() * 8)
+        }
+    }
 }
 
-/// Whole records, in order.
-pub struct Chunk<'a> {
-    words: &'a [u64],
-    pos: usize,
-}
-
-impl<'a> Iterator for Chunk<'a> {
-    type Item = Rec<'a>;
-    #[inline]
-    fn next(&mut self) -> Option<Rec<'a>> {
-        let w = self.words;
-        let i = self.pos;
-        if i + 2 > w.len() {
-            return None;
+fn read_some<R: Read>(src: &mut R, b: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match src.read(b) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
         }
-        let (w0, w1) = (w[i], w[i + 1]);
-        if w1 & CONTROL == 0 {
-            self.pos = i + 2;
-            return Some(Rec::Ref { addr: w0, info: w1 });
-        }
-        let n = ((w1 >> 16) & 0xffff_ffff) as usize;
-        self.pos = i + 2 + n;
-        Some(Rec::Control { kind: ((w1 >> 3) & 0xff) as u8, w0, extra: &w[i + 2..i + 2 + n] })
     }
 }
 
@@ -188,6 +216,25 @@ pub fn path_of(extra: &[u64]) -> String {
     }
     b.truncate(len);
     String::from_utf8_lossy(&b).into_owned()
+}
+
+/// Calls `f` on every record of `src` (for tools and tests).
+pub fn for_each<R: Read>(src: R, mut f: impl FnMut(Rec<'_>)) -> io::Result<u64> {
+    let mut r = RawReader::new(src);
+    loop {
+        let n = match r.fill()? {
+            None => break,
+            Some(words) => {
+                let mut pos = 0;
+                while let Some(rec) = next(words, &mut pos) {
+                    f(rec);
+                }
+                pos
+            }
+        };
+        r.consume(n);
+    }
+    Ok(r.bytes())
 }
 
 #[cfg(test)]
@@ -213,46 +260,42 @@ mod tests {
         }
     }
 
+    fn sample() -> Vec<u64> {
+        vec![
+            T_TIME << 61 | 1000,
+            0x1000 | 3 << 48 | 3 << 56 | WRITE, // 8-byte store at 0x1000, k = 3
+            T_CTL << 61 | ctl::THREAD as u64 | 1 << 8,
+            7,
+            4242,
+            T_SREF << 61 | 0x2000 | ALLOC,
+            10,
+        ]
+    }
+
     #[test]
     fn records_survive_any_read_boundaries() {
-        let words = [
-            0x1000,
-            8 << 3 | 1 | 5 << 13,
-            7,
-            4 | (ctl::THREAD as u64) << 3 | 1 << 16,
-            4242,
-            0x2000,
-            4 << 3,
-        ];
         for step in [1, 3, 7, 8, 13, 1000] {
-            let mut r = RawReader::new(Trickle { data: bytes(&words), pos: 0, step });
             let mut got = Vec::new();
-            while let Some(c) = r.chunk().unwrap() {
-                for rec in c {
-                    got.push(format!("{rec:?}"));
-                }
-            }
-            assert_eq!(got.len(), 3, "step {step}");
-            assert!(got[1].contains("kind: 2") && got[1].contains("4242"), "{got:?}");
+            for_each(Trickle { data: bytes(&sample()), pos: 0, step }, |r| {
+                got.push(format!("{r:?}"))
+            })
+            .unwrap();
+            assert_eq!(got.len(), 4, "step {step}: {got:?}");
+            assert_eq!(got[0], "Time(1000)");
+            assert!(got[2].contains("kind: 2") && got[2].contains("4242"), "{got:?}");
         }
+        let w = sample()[1];
+        assert_eq!((addr(w), k(w), size(w), w & WRITE != 0), (0x1000, 3, 8, true));
     }
 
     #[test]
     fn a_torn_record_is_an_error() {
-        let words = [0x1000u64, 8 << 3, 7];
-        let data = bytes(&words);
-        let mut r = RawReader::new(&data[..]);
-        let mut err = None;
-        loop {
-            match r.chunk() {
-                Ok(Some(c)) => assert_eq!(c.count(), 1),
-                Ok(None) => break,
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
-            }
-        }
-        assert!(err.unwrap().to_string().contains("ends inside a record"));
+        let mut w = sample();
+        w.truncate(4); // inside the control record
+        let e = for_each(&bytes(&w)[..], |_| {}).unwrap_err();
+        assert!(e.to_string().contains("ends inside a record"), "{e}");
+        let mut b = bytes(&sample());
+        b.pop(); // inside a word
+        assert!(for_each(&b[..], |_| {}).is_err());
     }
 }

@@ -1,10 +1,14 @@
 //! Record mode: the tool's raw stream becomes a trace with a REFS stream.
 //!
 //! ```text
-//!   raw records ──▶ Converter ──▶ TraceWriter (events, modules, stacks, threads; zstd)
-//!                      │  HeapMap: address ─▶ (object id, offset)
-//!                      └▶ RefsEncoder ──▶ REFS blocks (after the events they place)
+//!   raw records ──▶ Converter ──(channel)──▶ writer thread: TraceWriter (events, modules,
+//!                      │  HeapMap: address ─▶ (object id, offset)         stacks, threads,
+//!                      └▶ RefsEncoder ──▶ REFS payloads ──(channel)──▶     REFS blocks; zstd)
 //! ```
+//!
+//! Reading, attributing and encoding run on one thread, compression and
+//! writing on another, so a machine with a core to spare overlaps them with
+//! the program running under Valgrind.
 //!
 //! The tool sends every block it hands out (ALLOC) and takes back (FREE) in
 //! execution order, interleaved with the references, so the converter always
@@ -15,6 +19,7 @@ use crate::heapmap::HeapMap;
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
 use anyhow::{bail, Context, Result};
+use heaplab_trace::format::{kind, BLOCK_SKIPPABLE};
 use heaplab_trace::refs::{self, RefsEncoder, RefsStats};
 use heaplab_trace::{
     Codec, End, EndReason, Frame, Kind, Meta, Module, NewEvent, TraceWriter, WriterOptions,
@@ -23,6 +28,8 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 /// How to record.
 #[derive(Debug, Clone)]
@@ -71,20 +78,65 @@ pub struct Summary {
     pub raised_times: u64,
 }
 
-/// Turns the raw stream into a trace. Feed it chunks, then finish it with how
-/// the program ended.
-pub struct Converter<W: Write> {
+/// What the converter asks of the writer thread, in stream order.
+enum Msg {
+    Thread(u64),
+    Module(Module),
+    /// An event, its stack's frames, and the object it must create.
+    Event(NewEvent, Vec<Frame>, Option<u64>),
+    Refs(Vec<u8>),
+    /// END (exec: the writer may go on).
+    End(End),
+}
+
+/// The thread that owns the [`TraceWriter`]: it interns stacks, records
+/// events and compresses REFS blocks while the converter reads on.
+fn writer_thread<W: Write>(mut w: TraceWriter<W>, rx: Receiver<Msg>) -> Result<W> {
+    for m in rx {
+        match m {
+            Msg::Thread(tid) => {
+                w.add_thread(tid, "");
+            }
+            Msg::Module(m) => {
+                w.add_module(&m);
+            }
+            Msg::Event(mut ev, frames, want) => {
+                ev.stack = w.intern_stack(&frames)?;
+                let id = w.record(&ev)?;
+                if id != want {
+                    bail!("the writer assigned object {id:?} where {want:?} was expected");
+                }
+            }
+            Msg::Refs(p) => w.write_stream_block(kind::REFS, BLOCK_SKIPPABLE, &p)?,
+            Msg::End(e) => w.write_end(&e)?,
+        }
+    }
+    // the converter is done: its last message was END, or the stream ended
+    // after an exec (whose END is written)
+    w.flush()?;
+    Ok(w.into_inner_unfinished())
+}
+
+/// Turns the raw stream into a trace. Feed it the stream, then finish it with
+/// how the program ended.
+pub struct Converter<W: Write + Send + 'static> {
     out: Option<W>,
     argv: Vec<Vec<u8>>,
     executable: Option<String>,
     opts: Options,
-    w: Option<TraceWriter<W>>,
+    tx: Option<SyncSender<Msg>>,
+    thread: Option<JoinHandle<Result<W>>>,
     enc: RefsEncoder,
     heap: HeapMap,
-    frames: Vec<Frame>,
+    next_id: u64,
+    events: u64,
+    threads: u64,
+    modules: u64,
     exited: Option<(u64, u64)>, // (status, instructions)
     summary: Summary,
     refs_blocks_bytes: u64,
+    /// The last TIME word.
+    time_base: u64,
 }
 
 fn kind_of(code: u64) -> Result<Kind> {
@@ -93,7 +145,15 @@ fn kind_of(code: u64) -> Result<Kind> {
         .with_context(|| format!("the tool sent event kind {code}"))
 }
 
-impl<W: Write> Converter<W> {
+/// Frame words to frames.
+fn frames_of(words: &[u64]) -> Vec<Frame> {
+    words
+        .iter()
+        .map(|&f| Frame { module: (f >> 48) as u32, offset: f & 0xffff_ffff_ffff })
+        .collect()
+}
+
+impl<W: Write + Send + 'static> Converter<W> {
     /// `argv` and `executable` go into META.
     pub fn new(out: W, argv: Vec<Vec<u8>>, executable: Option<String>, opts: Options) -> Self {
         Converter {
@@ -101,50 +161,102 @@ impl<W: Write> Converter<W> {
             argv,
             executable,
             opts,
-            w: None,
+            tx: None,
+            thread: None,
             enc: RefsEncoder::new(),
             heap: HeapMap::new(),
-            frames: Vec::new(),
+            next_id: 0,
+            events: 0,
+            threads: 0,
+            modules: 0,
             exited: None,
             summary: Summary::default(),
             refs_blocks_bytes: 0,
+            time_base: 0,
         }
     }
 
-    fn writer(&mut self) -> Result<&mut TraceWriter<W>> {
-        self.w.as_mut().context("the tool's stream does not start with HELLO")
+    fn send(&mut self, m: Msg) -> Result<()> {
+        let tx = self.tx.as_ref().context("the tool's stream does not start with HELLO")?;
+        if tx.send(m).is_err() {
+            // the writer stopped: its error says why
+            return Err(match self.join_writer() {
+                Err(e) => e,
+                Ok(_) => anyhow::anyhow!("the trace writer stopped"),
+            });
+        }
+        Ok(())
+    }
+
+    fn join_writer(&mut self) -> Result<W> {
+        self.tx = None;
+        let h = self.thread.take().context("no trace writer")?;
+        h.join().map_err(|_| anyhow::anyhow!("the trace writer panicked"))?
     }
 
     fn flush_refs(&mut self) -> Result<()> {
-        let w = self.w.as_mut().context("the tool's stream does not start with HELLO")?;
-        let n = refs::write_block(w, &mut self.enc)?;
-        self.refs_blocks_bytes += n as u64;
+        if let Some(p) = self.enc.take_block() {
+            self.refs_blocks_bytes += p.len() as u64;
+            self.send(Msg::Refs(p))?;
+        }
         Ok(())
     }
 
     /// Reads the whole stream.
     pub fn feed_all<R: Read>(&mut self, src: R) -> Result<u64> {
         let mut r = RawReader::new(src);
-        while let Some(chunk) = r.chunk()? {
-            for rec in chunk {
-                match rec {
-                    Rec::Ref { addr, info } => {
-                        let (size, write, time) =
-                            (raw::ref_size(info), info & raw::REF_WRITE != 0, raw::ref_time(info));
-                        match self.heap.lookup(addr) {
-                            Some((id, off)) => self.enc.heap(id, off, size, write, time),
-                            None => self.enc.other(addr, size, write, time),
-                        }
-                    }
-                    Rec::Control { kind, w0, extra } => self.control(kind, w0, extra)?,
-                }
-            }
+        loop {
+            let used = match r.fill()? {
+                None => break,
+                Some(words) => self.feed_words(words)?,
+            };
+            r.consume(used);
             if self.enc.is_full() {
                 self.flush_refs()?;
             }
         }
         self.summary.stream_bytes = r.bytes();
         Ok(r.bytes())
+    }
+
+    /// Decodes the whole records at the start of `words`; returns how many
+    /// words they took. The loop handles REF words inline (nine in ten words
+    /// are REFs); the rest go through [`raw::next`].
+    pub fn feed_words(&mut self, words: &[u64]) -> Result<usize> {
+        let mut pos = 0;
+        let mut base = self.time_base;
+        let n = words.len();
+        while pos < n {
+            let w = words[pos];
+            if w >> 61 == raw::T_REF {
+                pos += 1;
+                let (a, t, size, write) =
+                    (raw::addr(w), base + raw::k(w), raw::size(w), w & raw::WRITE != 0);
+                match self.heap.lookup(a) {
+                    Some((id, off)) => self.enc.heap(id, off, size, write, t),
+                    None => self.enc.other(a, size, write, t),
+                }
+                continue;
+            }
+            let mut p = pos;
+            let Some(rec) = raw::next(words, &mut p) else { break };
+            pos = p;
+            match rec {
+                Rec::Time(t) => base = t,
+                Rec::SRef(w, size) => {
+                    let (a, t) = (raw::addr(w), base + raw::k(w));
+                    let size = size.clamp(1, u64::from(u32::MAX)) as u32;
+                    match self.heap.lookup(a) {
+                        Some((id, off)) => self.enc.heap(id, off, size, w & raw::WRITE != 0, t),
+                        None => self.enc.other(a, size, w & raw::WRITE != 0, t),
+                    }
+                }
+                Rec::Control { kind, w0, extra } => self.control(kind, w0, extra)?,
+                Rec::Ref(_) => unreachable!("handled above"),
+            }
+        }
+        self.time_base = base;
+        Ok(pos)
     }
 
     fn control(&mut self, kind: u8, w0: u64, x: &[u64]) -> Result<()> {
@@ -191,17 +303,25 @@ impl<W: Write> Converter<W> {
                 let out = self.out.take().context("a second HELLO")?;
                 let wopts =
                     WriterOptions { codec: self.opts.codec, block_events: self.opts.block_events };
-                self.w = Some(TraceWriter::new(out, &meta, wopts)?);
+                let w = TraceWriter::new(out, &meta, wopts)?;
+                let (tx, rx) = sync_channel(64);
+                self.tx = Some(tx);
+                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx)));
             }
             ctl::THREAD => {
                 need(1)?;
-                let idx = self.writer()?.add_thread(x[0], "");
-                if u64::from(idx) != w0 {
-                    bail!("thread {w0} arrived as the trace's thread {idx}");
+                if self.threads != w0 {
+                    bail!("thread {w0} arrived as the trace's thread {}", self.threads);
                 }
+                self.threads += 1;
+                self.send(Msg::Thread(x[0]))?;
             }
             ctl::MODULE => {
                 need(4)?;
+                if self.modules + 1 != w0 {
+                    bail!("module {w0} arrived as the trace's module {}", self.modules + 1);
+                }
+                self.modules += 1;
                 let path = raw::path_of(x);
                 let (bias, lo, size) = (x[0], x[1], x[2]);
                 let m = Module {
@@ -211,10 +331,7 @@ impl<W: Write> Converter<W> {
                     path,
                     build_id: vec![],
                 };
-                let id = self.writer()?.add_module(&m);
-                if u64::from(id) != w0 {
-                    bail!("module {w0} arrived as the trace's module {id}");
-                }
+                self.send(Msg::Module(m))?;
             }
             ctl::ALLOC => {
                 need(6)?;
@@ -223,7 +340,6 @@ impl<W: Write> Converter<W> {
                 let nf = (x[0] >> 40) as usize;
                 need(6 + nf)?;
                 let (size, align, old_addr, time, wall) = (x[1], x[2], x[3], x[4], x[5]);
-                let stack = self.stack(&x[6..6 + nf])?;
                 let k = kind_of(code)?;
                 let p = w0;
                 let old = match k {
@@ -235,21 +351,21 @@ impl<W: Write> Converter<W> {
                     _ => None,
                 };
                 let failed = p == 0 && k != Kind::ReallocFree;
-                let mut ev = NewEvent::alloc(k, size).at(thread, wall / 1000).with_stack(stack);
+                let mut ev = NewEvent::alloc(k, size).at(thread, wall / 1000);
                 ev.align = if k.has_align() { align } else { 0 };
                 ev.old = old;
                 ev.failed = failed;
                 if k == Kind::ReallocFree {
                     ev.size = 0;
                 }
-                let id = self.writer()?.record(&ev)?;
-                if let Some(o) = old {
-                    if !failed {
-                        self.heap.remove(old_addr);
-                        let _ = o;
-                    }
+                let id = (k.creates() && !failed).then_some(self.next_id);
+                self.send(Msg::Event(ev, frames_of(&x[6..6 + nf]), id))?;
+                self.events += 1;
+                if old.is_some() && !failed {
+                    self.heap.remove(old_addr);
                 }
                 if let Some(id) = id {
+                    self.next_id += 1;
                     self.heap.insert(p, size, id);
                 }
                 self.enc.events(1, u64::from(id.is_some()), time);
@@ -259,13 +375,13 @@ impl<W: Write> Converter<W> {
                 let thread = ((x[0] >> 8) & 0xffff_ffff) as u32;
                 let nf = (x[0] >> 40) as usize;
                 need(3 + nf)?;
-                let stack = self.stack(&x[3..3 + nf])?;
                 let id = self
                     .heap
                     .remove(w0)
                     .with_context(|| format!("free of {w0:#x}, which is not live"))?;
-                let ev = NewEvent::free(id).at(thread, x[2] / 1000).with_stack(stack);
-                self.writer()?.record(&ev)?;
+                let ev = NewEvent::free(id).at(thread, x[2] / 1000);
+                self.send(Msg::Event(ev, frames_of(&x[3..3 + nf]), None))?;
+                self.events += 1;
                 self.enc.events(1, 0, x[1]);
             }
             ctl::EXIT => {
@@ -280,7 +396,7 @@ impl<W: Write> Converter<W> {
                         end_ns: now_ns(),
                         ..End::default()
                     };
-                    self.writer()?.write_end(&end)?;
+                    self.send(Msg::End(end))?;
                     self.summary.exec = true;
                 } else {
                     self.summary.exec = false;
@@ -292,27 +408,13 @@ impl<W: Write> Converter<W> {
         Ok(())
     }
 
-    fn stack(&mut self, words: &[u64]) -> Result<u32> {
-        if words.is_empty() {
-            return Ok(0);
-        }
-        self.frames.clear();
-        self.frames.extend(
-            words.iter().map(|&f| Frame { module: (f >> 48) as u32, offset: f & 0xffff_ffff_ffff }),
-        );
-        let frames = std::mem::take(&mut self.frames);
-        let id = self.writer()?.intern_stack(&frames);
-        self.frames = frames;
-        Ok(id?)
-    }
-
     /// Writes the end: the program's exit status from the tool (or `ended`
     /// when the tool could not say: killed by a signal).
     pub fn finish(mut self, ended: Ended) -> Result<(W, Summary)> {
-        if self.w.is_none() {
+        if self.tx.is_none() {
             bail!("the tool sent nothing (valgrind could not start the program?)");
         }
-        let reason = match (self.exited, ended) {
+        let end = match (self.exited, ended) {
             (Some((status, instructions)), _) => {
                 self.enc.end(instructions);
                 self.summary.instructions = Some(instructions);
@@ -326,19 +428,17 @@ impl<W: Write> Converter<W> {
             }
         };
         self.flush_refs()?;
-        let w = self.w.take().expect("checked above");
         let s = &mut self.summary;
-        s.events = w.events();
-        s.objects = w.next_id();
-        s.refs = self.enc.stats;
+        s.events = self.events;
+        s.objects = self.next_id;
+        s.refs = self.enc.stats();
         s.refs_raw_bytes = self.refs_blocks_bytes;
         s.raised_times = self.enc.raised_times;
-        let end = End { end_ns: now_ns(), unknown_frees: s.unknown_frees, ..reason };
-        let out = if s.exec && self.exited.is_none() {
-            w.into_inner_unfinished()
-        } else {
-            w.finish(&end)?
-        };
+        if !(s.exec && self.exited.is_none()) {
+            let unknown_frees = s.unknown_frees;
+            self.send(Msg::End(End { end_ns: now_ns(), unknown_frees, ..end }))?;
+        }
+        let out = self.join_writer()?;
         Ok((out, self.summary))
     }
 }

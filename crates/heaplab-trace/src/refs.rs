@@ -142,7 +142,7 @@ pub struct RefsEncoder {
     // per-block state
     recent: [u64; RECENT],
     recent_len: usize,
-    last_addr: u64,
+    last_addr: [u64; 2],
     tags: Vec<u8>,
     times: Vec<u8>,
     objs: Vec<u8>,
@@ -152,8 +152,13 @@ pub struct RefsEncoder {
     counts: Vec<u8>,
     /// Records whose time ran backwards and was raised.
     pub raised_times: u64,
-    /// Statistics over the whole stream.
-    pub stats: RefsStats,
+    /// Events placed and instructions (the reference counts are below).
+    stats: RefsStats,
+    /// References and bytes: heap load, heap store, other load, other store.
+    counts_n: [u64; 4],
+    counts_b: [u64; 4],
+    /// Records every column has spare capacity for (see `make_room`).
+    room: usize,
 }
 
 /// Counts over a REFS stream.
@@ -205,6 +210,48 @@ impl RefsStats {
     }
 }
 
+/// Appends `v` as a varint into `buf`'s spare capacity.
+///
+/// # Safety
+/// `buf` must have at least 10 bytes of spare capacity (the encoder's `room`
+/// accounting guarantees it for every column of every record).
+#[inline(always)]
+unsafe fn put_unchecked(buf: &mut Vec<u8>, mut v: u64) {
+    let len = buf.len();
+    debug_assert!(buf.capacity() - len >= 10);
+    // SAFETY: the caller guarantees 10 bytes of spare capacity, and a varint
+    // is at most 10 bytes; set_len covers exactly the bytes written.
+    unsafe {
+        let p = buf.as_mut_ptr().add(len);
+        let mut i = 0;
+        while v >= 0x80 {
+            *p.add(i) = (v as u8) | 0x80;
+            v >>= 7;
+            i += 1;
+        }
+        *p.add(i) = v as u8;
+        buf.set_len(len + i + 1);
+    }
+}
+
+/// Appends one byte into `buf`'s spare capacity.
+///
+/// # Safety
+/// `buf` must have spare capacity (see [`put_unchecked`]).
+#[inline(always)]
+unsafe fn push_unchecked(buf: &mut Vec<u8>, b: u8) {
+    let len = buf.len();
+    debug_assert!(buf.capacity() > len);
+    // SAFETY: the caller guarantees spare capacity for the byte.
+    unsafe {
+        *buf.as_mut_ptr().add(len) = b;
+        buf.set_len(len + 1);
+    }
+}
+
+/// Records a refill makes room for.
+const ROOM: usize = 4096;
+
 #[inline]
 fn size_code(size: u32) -> u8 {
     if size.is_power_of_two() && size <= 64 {
@@ -229,17 +276,54 @@ impl RefsEncoder {
         Self::default()
     }
 
-    #[inline]
+    /// Makes sure every column can take one more record (at most 10 bytes
+    /// each) without growing: one counter test per record.
+    #[inline(always)]
+    fn make_room(&mut self) {
+        if self.room == 0 {
+            self.refill();
+        }
+        self.room -= 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self) {
+        for c in [
+            &mut self.tags,
+            &mut self.times,
+            &mut self.objs,
+            &mut self.offs,
+            &mut self.addrs,
+            &mut self.sizes,
+            &mut self.counts,
+        ] {
+            c.reserve(10 * ROOM);
+        }
+        self.room = ROOM;
+    }
+
+    /// The time column's entry. Call after `make_room`.
+    #[inline(always)]
     fn stamp(&mut self, time: u64) {
-        let t = if time < self.time {
+        let d = if time < self.time {
             self.raised_times += 1;
-            self.time
+            0
         } else {
-            time
+            let d = time - self.time;
+            self.time = time;
+            d
         };
-        put(&mut self.times, t - self.time);
-        self.time = t;
+        // SAFETY: make_room was called for this record.
+        unsafe { put_unchecked(&mut self.times, d) };
         self.n += 1;
+    }
+
+    /// Counts one reference: class = heap 0 / other 2, + 1 for a store.
+    #[inline(always)]
+    fn count(&mut self, class: usize, size: u32) {
+        self.counts_n[class] += 1;
+        self.counts_b[class] += u64::from(size);
     }
 
     /// `n` events (the next ones recorded with the writer), creating
@@ -248,11 +332,16 @@ impl RefsEncoder {
         if n == 0 {
             return;
         }
+        self.make_room();
         if n < 64 {
-            self.tags.push(tag::EVENTS | (((n - 1) as u8) << 2));
+            // SAFETY: make_room was called for this record.
+            unsafe { push_unchecked(&mut self.tags, tag::EVENTS | (((n - 1) as u8) << 2)) };
         } else {
-            self.tags.push(tag::EVENTS | (tag::COUNT_EXPLICIT << 2));
-            put(&mut self.counts, n - 64);
+            // SAFETY: as above.
+            unsafe {
+                push_unchecked(&mut self.tags, tag::EVENTS | (tag::COUNT_EXPLICIT << 2));
+                put_unchecked(&mut self.counts, n - 64);
+            }
         }
         self.stamp(time);
         self.placed += n;
@@ -261,8 +350,9 @@ impl RefsEncoder {
     }
 
     /// A load or store of `size` bytes at `offset` in live object `id`.
-    #[inline]
+    #[inline(always)]
     pub fn heap(&mut self, id: u64, offset: u64, size: u32, write: bool, time: u64) {
+        self.make_room();
         let sc = size_code(size);
         let mut t = tag::HEAP | (sc << 3) | if write { tag::WRITE } else { 0 };
         let r = &mut self.recent;
@@ -278,7 +368,8 @@ impl RefsEncoder {
             r[0] = id;
             2
         } else {
-            put(&mut self.objs, self.next_id.wrapping_sub(1).wrapping_sub(id));
+            // SAFETY: make_room was called for this record.
+            unsafe { put_unchecked(&mut self.objs, self.next_id.wrapping_sub(1).wrapping_sub(id)) };
             r[2] = r[1];
             r[1] = r[0];
             r[0] = id;
@@ -286,48 +377,66 @@ impl RefsEncoder {
             tag::OBJ_EXPLICIT
         };
         t |= code << 6;
-        self.tags.push(t);
-        put(&mut self.offs, offset);
-        if sc == tag::SIZE_EXPLICIT {
-            put(&mut self.sizes, u64::from(size));
+        // SAFETY: make_room was called for this record.
+        unsafe {
+            push_unchecked(&mut self.tags, t);
+            put_unchecked(&mut self.offs, offset);
+            if sc == tag::SIZE_EXPLICIT {
+                put_unchecked(&mut self.sizes, u64::from(size));
+            }
         }
         self.stamp(time);
-        let b = u64::from(size);
-        if write {
-            self.stats.heap_writes += 1;
-            self.stats.heap_write_bytes += b;
-        } else {
-            self.stats.heap_reads += 1;
-            self.stats.heap_read_bytes += b;
-        }
+        self.count(write as usize, size);
     }
 
     /// A load or store of `size` bytes at `addr`, outside every heap object.
-    #[inline]
+    #[inline(always)]
     pub fn other(&mut self, addr: u64, size: u32, write: bool, time: u64) {
+        self.make_room();
         let sc = size_code(size);
-        self.tags.push(tag::OTHER | (sc << 3) | if write { tag::WRITE } else { 0 });
-        put(&mut self.addrs, zigzag(addr.wrapping_sub(self.last_addr)));
-        self.last_addr = addr;
-        if sc == tag::SIZE_EXPLICIT {
-            put(&mut self.sizes, u64::from(size));
+        // the nearer of the two address registers (the stack and the rest, typically)
+        let z0 = zigzag(addr.wrapping_sub(self.last_addr[0]));
+        let z1 = zigzag(addr.wrapping_sub(self.last_addr[1]));
+        let r = (z1 < z0) as usize;
+        // SAFETY: make_room was called for this record.
+        unsafe {
+            push_unchecked(
+                &mut self.tags,
+                tag::OTHER | (sc << 3) | if write { tag::WRITE } else { 0 } | ((r as u8) << 6),
+            );
+            put_unchecked(&mut self.addrs, if r == 1 { z1 } else { z0 });
+            if sc == tag::SIZE_EXPLICIT {
+                put_unchecked(&mut self.sizes, u64::from(size));
+            }
         }
+        self.last_addr[r] = addr;
         self.stamp(time);
-        let b = u64::from(size);
-        if write {
-            self.stats.other_writes += 1;
-            self.stats.other_write_bytes += b;
-        } else {
-            self.stats.other_reads += 1;
-            self.stats.other_read_bytes += b;
-        }
+        self.count(2 + write as usize, size);
     }
 
     /// The program ended after `instructions` instructions.
     pub fn end(&mut self, instructions: u64) {
-        self.tags.push(tag::SPECIAL | (tag::END << 2));
+        self.make_room();
+        // SAFETY: make_room was called for this record.
+        unsafe { push_unchecked(&mut self.tags, tag::SPECIAL | (tag::END << 2)) };
         self.stamp(instructions);
         self.stats.instructions = Some(self.time);
+    }
+
+    /// Counts over the whole stream so far.
+    pub fn stats(&self) -> RefsStats {
+        let (n, b) = (&self.counts_n, &self.counts_b);
+        RefsStats {
+            heap_reads: n[0],
+            heap_writes: n[1],
+            heap_read_bytes: b[0],
+            heap_write_bytes: b[1],
+            other_reads: n[2],
+            other_writes: n[3],
+            other_read_bytes: b[2],
+            other_write_bytes: b[3],
+            ..self.stats
+        }
     }
 
     /// Records in the block being built.
@@ -390,7 +499,7 @@ impl RefsEncoder {
         self.first_id = self.next_id;
         self.base_time = self.time;
         self.recent_len = 0;
-        self.last_addr = 0;
+        self.last_addr = [0; 2];
         for c in [
             &mut self.tags,
             &mut self.times,
@@ -689,7 +798,7 @@ impl<R: Read> RefsReader<R> {
         let mut counts = Cursor::new(cols[6]);
         let mut recent = [0u64; RECENT];
         let mut recent_len = 0usize;
-        let mut last_addr = 0u64;
+        let mut last_addr = [0u64; 2];
         let mut time = self.time;
         self.out.reserve(n as usize);
         let base = self.records;
@@ -760,15 +869,16 @@ impl<R: Read> RefsReader<R> {
                         }
                         Target::Object { id, offset }
                     } else {
-                        if t >> 6 != 0 {
+                        if t >> 7 != 0 {
                             return Err(self.err(
                                 at,
-                                at_rec(format!("reserved bits {:#x} in an other record", t >> 6)),
+                                at_rec(format!("reserved bit 7 in an other record ({t:#04x})")),
                             ));
                         }
+                        let r = ((t >> 6) & 1) as usize;
                         let z = addrs.varint("address").map_err(|m| self.err(at, at_rec(m)))?;
-                        last_addr = last_addr.wrapping_add(unzigzag(z));
-                        Target::Other { addr: last_addr }
+                        last_addr[r] = last_addr[r].wrapping_add(unzigzag(z));
+                        Target::Other { addr: last_addr[r] }
                     };
                     let r = Ref { time, size, write, target };
                     self.stats.count(&r);

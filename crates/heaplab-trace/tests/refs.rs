@@ -478,12 +478,12 @@ fn corrupt_payloads_are_rejected_with_their_reason() {
             false,
             "access size 0",
         ),
-        // reserved bits in an other record
+        // the reserved bit of an other record
         (
             payload(
                 [2, 0, 0, 0, 0],
                 [
-                    &[EV1, tag::OTHER | (1 << 6)],
+                    &[EV1, tag::OTHER | (1 << 7)],
                     &varints(&[0, 0]),
                     &[],
                     &[],
@@ -493,7 +493,7 @@ fn corrupt_payloads_are_rejected_with_their_reason() {
                 ],
             ),
             false,
-            "reserved bits",
+            "reserved bit 7",
         ),
     ];
     for (p, free, words) in cases {

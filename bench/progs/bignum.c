@@ -1,0 +1,92 @@
+/*
+ * bignum: a cfrac-like allocation pattern for benchmarks (not a test).
+ * cfrac factors numbers with a small bignum library whose every operation
+ * allocates its result and frees its operands; this does the same with
+ * heap-allocated decimal-base bignums: Fibonacci numbers, their products and
+ * remainders by small numbers, so most objects are small and short-lived.
+ *
+ *   bignum N    (N around 2000-6000: a second natively)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int n;      /* limbs in use */
+    uint32_t *d; /* base 1e9, least significant first */
+} big_t;
+
+#define BASE 1000000000u
+
+static big_t *big_new(int n) {
+    big_t *b = malloc(sizeof *b);
+    b->n = n;
+    b->d = calloc((size_t)(n ? n : 1), sizeof(uint32_t));
+    return b;
+}
+static void big_free(big_t *b) {
+    free(b->d);
+    free(b);
+}
+static big_t *big_small(uint32_t v) {
+    big_t *b = big_new(1);
+    b->d[0] = v;
+    return b;
+}
+static void trim(big_t *b) {
+    while (b->n > 1 && b->d[b->n - 1] == 0)
+        b->n--;
+}
+static big_t *big_add(const big_t *a, const big_t *b) {
+    int n = (a->n > b->n ? a->n : b->n) + 1;
+    big_t *r = big_new(n);
+    uint64_t c = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t s = c + (i < a->n ? a->d[i] : 0) + (i < b->n ? b->d[i] : 0);
+        r->d[i] = (uint32_t)(s % BASE);
+        c = s / BASE;
+    }
+    trim(r);
+    return r;
+}
+static big_t *big_mul_small(const big_t *a, uint32_t m) {
+    big_t *r = big_new(a->n + 1);
+    uint64_t c = 0;
+    for (int i = 0; i < a->n; i++) {
+        uint64_t p = (uint64_t)a->d[i] * m + c;
+        r->d[i] = (uint32_t)(p % BASE);
+        c = p / BASE;
+    }
+    r->d[a->n] = (uint32_t)c;
+    trim(r);
+    return r;
+}
+static uint32_t big_mod_small(const big_t *a, uint32_t m) {
+    uint64_t r = 0;
+    for (int i = a->n - 1; i >= 0; i--)
+        r = (r * BASE + a->d[i]) % m;
+    return (uint32_t)r;
+}
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 3000;
+    big_t *a = big_small(0), *b = big_small(1);
+    uint64_t check = 0;
+    for (int i = 0; i < n; i++) {
+        big_t *c = big_add(a, b);
+        big_free(a);
+        a = b;
+        b = c;
+        /* a few short-lived products and remainders per step, as cfrac's trial divisions */
+        for (uint32_t p = 3; p < 40; p += 2) {
+            big_t *t = big_mul_small(c, p);
+            check += big_mod_small(t, 1000003u + p);
+            big_free(t);
+        }
+    }
+    printf("%u limbs, check %llu\n", b->n, (unsigned long long)check);
+    big_free(a);
+    big_free(b);
+    return 0;
+}
