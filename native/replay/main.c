@@ -57,6 +57,8 @@ static const char USAGE[] =
     "  --general       run plain mode through the general loop (which always calls\n"
     "                  through those functions) instead of the lean one\n"
     "  --max-problems N  check mode: describe at most N problems (default 20; all are counted)\n"
+    "  --vg-marks      under valgrind --tool=heaplab-measure (heaplab locality runs it):\n"
+    "                  replay event by event and mark each for the tool (refs.c)\n"
     "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
     "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
     "                  --site-hints)\n"
@@ -259,7 +261,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 }
 
 int main(int argc, char **argv) {
-    int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0;
+    int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20;
     const char *path = NULL;
@@ -291,6 +293,8 @@ int main(int argc, char **argv) {
             per_call = 1;
         } else if (!strcmp(a, "--general")) {
             general = 1;
+        } else if (!strcmp(a, "--vg-marks")) {
+            vgmarks = 1;
         } else if (!strcmp(a, "--max-problems")) {
             const char *v = i + 1 < argc ? argv[++i] : NULL;
             if (!v || !*v) die_usage("--max-problems needs a number", NULL);
@@ -367,7 +371,9 @@ int main(int argc, char **argv) {
         ctx.op_stack = op_stack;
     }
     rp_op_t *ops = touch_table(RP_CHUNK + 1, sizeof *ops);
-    int lean = mode == RP_PLAIN && !ctx.hints && !general;
+    int lean = mode == RP_PLAIN && !ctx.hints && !general && !vgmarks;
+    if (vgmarks && !rp_refs_init())
+        die_usage("--vg-marks: not running under valgrind --tool=heaplab-measure", NULL);
 
     /* pass 2: from the cache, or decoding again (and filling the cache) */
     hl_reader_t *r = NULL;
@@ -437,7 +443,9 @@ int main(int argc, char **argv) {
         uint64_t nid0 = ctx.nid;
         CALLGRIND_START_INSTRUMENTATION;
         uint64_t s = rp_now_ns();
-        if (lean)
+        if (vgmarks)
+            rp_refs_exec(ops, &ctx);
+        else if (lean)
             ctx.nid = rp_exec_lean(ops, &ctx);
         else
             rp_exec_general(ops, &ctx);

@@ -204,6 +204,14 @@ uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx);
 /* The general loop: every mode; calls go through one noinline function per
  * entry point (rp_call_malloc, ...), which callgrind reports one by one. */
 void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx);
+
+/* ---------------------------------------------------------------- refs.c */
+
+/* --vg-marks: tell heaplab's Valgrind tool where the replayer's code is;
+ * 0 when not running under valgrind --tool=heaplab-measure. */
+int rp_refs_init(void);
+/* Runs a chunk event by event, marking each for the tool. */
+void rp_refs_exec(const rp_op_t *op, rp_ctx_t *ctx);
 /* Check mode: verify the payload of every object still live. */
 void rp_check_live_at_end(rp_ctx_t *ctx);
 

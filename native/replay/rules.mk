@@ -12,7 +12,7 @@
 
 REPLAY_DIR  := $(NATIVE)/replay
 REPLAY_OBJ  := $(OBJDIR)/replay
-REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c
+REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c
 REPLAY_OBJS := $(addprefix $(REPLAY_OBJ)/,$(REPLAY_SRCS:.c=.o))
 ifeq ($(shell uname -m),x86_64)
 REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o

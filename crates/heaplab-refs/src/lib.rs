@@ -18,6 +18,9 @@
 //! The raw stream's format is in `native/vgtool/heaplab_vg.h`; [`raw`] reads it.
 
 pub mod heapmap;
+pub mod measure;
 pub mod raw;
 pub mod record;
+pub mod report;
+pub mod study;
 pub mod vg;

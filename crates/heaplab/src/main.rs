@@ -40,10 +40,14 @@ enum Command {
     Workloads(cmd::workloads::Args),
     /// Simulate caches and page faults on an address stream (DineroIV din)
     Sim(cmd::sim::Args),
+    /// Cache and page locality of allocators on a trace with references (papers 000, 003)
+    Locality(cmd::locality::Args),
     /// List the allocator zoo: every algorithm, its description and paper
     Allocators(cmd::allocators::Args),
     /// Run a program on one allocator (LD_PRELOAD) and pass its exit status through
     Run(cmd::run::Args),
+    /// Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)
+    Synth(cmd::synth::Args),
 }
 
 fn main() {
@@ -62,8 +66,10 @@ fn main() {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Workloads(a) => cmd::workloads::run(a),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::Locality(a) => cmd::locality::run(a),
         Command::Allocators(a) => cmd::allocators::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Synth(a) => cmd::synth::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),
