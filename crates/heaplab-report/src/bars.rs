@@ -106,11 +106,15 @@ impl Bars {
             h = height,
             t = esc(&self.title)
         );
+        let title = match (single, self.groups.first()) {
+            (true, Some(g)) if !g.is_empty() => format!("{} — {g}", self.title),
+            _ => self.title.clone(),
+        };
         let _ = write!(
             o,
             r#"<text x="{}" y="20" font-size="15" font-weight="bold">{}</text>"#,
             left,
-            esc(&self.title)
+            esc(&title)
         );
         for (i, (x, row)) in legend.iter().enumerate() {
             let lx = left + x;

@@ -31,8 +31,10 @@ enum Command {
     /// Convert between .hltrace, .rep, .script and the .txt dump
     Convert(cmd::convert::Args),
     /// Compare allocators on traces (or a live program): instructions, time, footprint
+    #[command(long_about = cmd::compare::LONG_ABOUT)]
     Compare(cmd::compare::Args),
     /// Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput
+    #[command(long_about = cmd::lab::LONG_ABOUT)]
     Lab(cmd::lab::Args),
     /// The main job: record the bundled workloads and report on them
     Demo(cmd::demo::Args),

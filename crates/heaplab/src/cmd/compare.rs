@@ -8,28 +8,30 @@ use heaplab_compare::{alloc, live, measure, record, report, Progress, Tools};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 
-/// Compare allocators on recorded traces: instructions per malloc and per
-/// free (callgrind), the allocator's share of instructions, wall time against
-/// glibc, peak footprint (also normalized to firstfit), utilization and
-/// internal fragmentation. One process per (trace, allocator), the allocator
-/// loaded with LD_PRELOAD; independent replays run in parallel, timing runs
-/// one at a time. glibc and firstfit are always measured, as the baselines of
-/// the ratios.
-///
-/// With --live, runs the real program under each allocator instead: wall
-/// time, peak RSS, instructions, and whether stdout is identical to glibc's.
-///
-/// Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
-/// (glibc jemalloc mimalloc tcmalloc), any single name, NAME+padN, or a path
-/// to a .so (LABEL=PATH names it). A peer that is not installed gets rows
-/// that say so, and the exit status is 1.
-///
-/// Examples:
-///   heaplab compare perl.hltrace make.hltrace --report out/cmp
-///   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
-///   heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt
+/// What `heaplab compare --help` says (main.rs passes it as long_about).
+pub const LONG_ABOUT: &str = r#"Compare allocators on recorded traces: instructions per malloc and per
+free (callgrind), the allocator's share of instructions, wall time against
+glibc, peak footprint (also normalized to firstfit), utilization and
+internal fragmentation. One process per (trace, allocator), the allocator
+loaded with LD_PRELOAD; independent replays run in parallel, timing runs
+one at a time. glibc and firstfit are always measured, as the baselines of
+the ratios.
+
+With --live, runs the real program under each allocator instead: wall
+time, peak RSS, instructions, and whether stdout is identical to glibc's.
+
+Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
+(glibc jemalloc mimalloc tcmalloc), any single name, NAME+padN, or a path
+to a .so (LABEL=PATH names it). A peer that is not installed gets rows
+that say so, and the exit status is 1.
+
+Examples:
+  heaplab compare perl.hltrace make.hltrace --report out/cmp
+  heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
+  heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt"#;
+
+/// Flags of `heaplab compare`.
 #[derive(clap::Args)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Traces to replay (.hltrace).
     traces: Vec<PathBuf>,

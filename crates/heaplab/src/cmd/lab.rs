@@ -6,21 +6,23 @@ use anyhow::Result;
 use heaplab_compare::{alloc, lab};
 use std::path::PathBuf;
 
-/// Grade allocators the way the malloc-lab driver does, on .rep and .script
-/// files (or traces): correctness from a check-mode replay (overlaps,
-/// damaged payloads, alignment, calloc zeroing, crashes), utilization (peak
-/// live bytes over peak footprint), throughput in operations per second, and
-/// the score 0.6 × utilization + 0.4 × min(1, throughput / 600K ops/s); an
-/// allocator that is not correct on a file scores 0 on it.
-///
-/// Your own allocator: build it as a shared object that defines malloc,
-/// free, realloc and calloc, and name it with --allocators LABEL=path/to/lib.so.
-///
-/// Examples:
-///   heaplab lab traces/*.rep
-///   heaplab lab traces/*.rep --allocators mine=./libmine.so,nextfit,glibc --json
+/// What `heaplab lab --help` says (main.rs passes it as long_about).
+pub const LONG_ABOUT: &str = r#"Grade allocators the way the malloc-lab driver does, on .rep and .script
+files (or traces): correctness from a check-mode replay (overlaps,
+damaged payloads, alignment, calloc zeroing, crashes), utilization (peak
+live bytes over peak footprint), throughput in operations per second, and
+the score 0.6 × utilization + 0.4 × min(1, throughput / 600K ops/s); an
+allocator that is not correct on a file scores 0 on it.
+
+Your own allocator: build it as a shared object that defines malloc,
+free, realloc and calloc, and name it with --allocators LABEL=path/to/lib.so.
+
+Examples:
+  heaplab lab traces/*.rep
+  heaplab lab traces/*.rep --allocators mine=./libmine.so,nextfit,glibc --json"#;
+
+/// Flags of `heaplab lab`.
 #[derive(clap::Args)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
     /// .rep, .script or .hltrace files.
     #[arg(required = true)]
