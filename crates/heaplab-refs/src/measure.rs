@@ -312,6 +312,40 @@ pub fn measure(
     alloc: &Allocator,
     sim: &SimSpec,
 ) -> Result<Cell> {
+    let spec = sim.clone();
+    let t0 = std::time::Instant::now();
+    let (stats, caches, pages) =
+        measure_with(tools, replay, trace, events, alloc, move |src| simulate(src, &spec))?;
+    Ok(Cell { allocator: alloc.name.clone(), stats, caches, pages, seconds: t0.elapsed().as_secs_f64() })
+}
+
+/// The merged stream of one measurement, as the consumer sees it.
+pub type Merged = MeasureSource<BufReader<File>, BufReader<File>>;
+
+/// Runs the replayer under the measure tool with `alloc` preloaded and hands
+/// the merged stream to `consume` (on another thread, while the replay runs).
+pub fn measure_with<T: Send + 'static>(
+    tools: &VgTools,
+    replay: &Path,
+    trace: &Path,
+    events: &Path,
+    alloc: &Allocator,
+    consume: impl FnOnce(&mut Merged) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    measure_with_args(tools, replay, trace, events, alloc, &[], consume)
+}
+
+/// [`measure_with`], with more options for the replayer (`heaplab segregate`
+/// passes `--site-hints`, so that its allocator sees the recorded call sites).
+pub fn measure_with_args<T: Send + 'static>(
+    tools: &VgTools,
+    replay: &Path,
+    trace: &Path,
+    events: &Path,
+    alloc: &Allocator,
+    replay_args: &[&str],
+    consume: impl FnOnce(&mut Merged) -> Result<T> + Send + 'static,
+) -> Result<T> {
     if let Some(why) = &alloc.missing {
         bail!("{}: {why}", alloc.name);
     }
@@ -325,7 +359,11 @@ pub fn measure(
         "heaplab-measure",
         &fifo,
         &extra,
-        &[replay.into(), "--vg-marks".into(), events.into()],
+        &[replay.into(), std::ffi::OsString::from("--vg-marks")]
+            .into_iter()
+            .chain(replay_args.iter().map(std::ffi::OsString::from))
+            .chain([events.into()])
+            .collect::<Vec<std::ffi::OsString>>(),
     );
     cmd.env_remove("LD_PRELOAD");
     if let Some(p) = &alloc.preload {
@@ -336,26 +374,23 @@ pub fn measure(
     }
     cmd.stdout(Stdio::null()).stderr(File::create(&err_path)?);
     let trace_path = trace.to_path_buf();
-    let spec = sim.clone();
-    let t0 = std::time::Instant::now();
-    let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| simulate(&trace_path, f, &spec))?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let tail: String = stderr
-        .lines()
-        .rev()
-        .take(6)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join("\n");
-    match (res, ended) {
-        (Ok((stats, caches, pages)), Ended::Exit(0)) => {
-            Ok(Cell { allocator: alloc.name.clone(), stats, caches, pages, seconds })
+    let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| -> Result<T> {
+        let refs = RefsReader::open(&trace_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !refs.has_refs() {
+            bail!(
+                "{} holds no references: record it with `heaplab record --refs`",
+                trace_path.display()
+            );
         }
+        let mut src = MeasureSource::new(refs, BufReader::with_capacity(1 << 20, f));
+        consume(&mut src)
+    })?;
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let tail: String = stderr.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    match (res, ended) {
+        (Ok(v), Ended::Exit(0)) => Ok(v),
         (Ok(_), e) => {
-            bail!("the replay under {} ended with status {} {}", alloc.name, e.code(), tail)
+            bail!("the replay under {} ended with status {}: {}", alloc.name, e.code(), tail)
         }
         (Err(e), Ended::Exit(0)) => Err(e.context(format!("measuring {}", alloc.name))),
         (Err(e), end) => Err(e.context(format!(
@@ -368,13 +403,8 @@ pub fn measure(
 
 type Simulated = (MeasureStats, Vec<CacheResult>, Vec<PageCurve>);
 
-/// The consumer side: merge and simulate.
-fn simulate(trace: &Path, raw: File, spec: &SimSpec) -> Result<Simulated> {
-    let refs = RefsReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !refs.has_refs() {
-        bail!("{} holds no references: record it with `heaplab record --refs`", trace.display());
-    }
-    let mut src = MeasureSource::new(refs, BufReader::with_capacity(1 << 20, raw));
+/// The consumer side: simulate the merged stream.
+fn simulate(src: &mut Merged, spec: &SimSpec) -> Result<Simulated> {
     let mut sweep = (!spec.caches.is_empty())
         .then(|| CacheSweep::new(&spec.caches, &[Mode::Unified, Mode::Split]));
     let mut pages: Vec<PageSim> = spec
@@ -390,7 +420,7 @@ fn simulate(trace: &Path, raw: File, spec: &SimSpec) -> Result<Simulated> {
     for p in pages.iter_mut() {
         sims.push(p);
     }
-    drive(&mut src, &mut sims)?;
+    drive(src, &mut sims)?;
     let caches = sweep.map(|s| s.results()).unwrap_or_default();
     Ok((src.stats, caches, pages.iter().map(|p| p.curve()).collect()))
 }

@@ -381,6 +381,12 @@ fn record_refs(a: Args) -> Result<i32> {
         block_events: a.block_events as usize,
     };
     let name = a.command[0].to_string_lossy().into_owned();
+    if vg::resolve_program(&a.command[0]).is_none() {
+        // what a shell says and returns
+        let msg = if name.contains('/') { "No such file or directory" } else { "command not found" };
+        eprintln!("heaplab record: {name}: {msg}");
+        return Ok(127);
+    }
     // ^C and ^\ reach the program through the terminal; we finish the trace.
     // SAFETY: setting dispositions before the child starts; no handler runs Rust code.
     unsafe {
@@ -388,7 +394,15 @@ fn record_refs(a: Args) -> Result<i32> {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let t0 = std::time::Instant::now();
-    let (ended, s) = record::record(&tools, &a.command, &a.output, &opts)?;
+    let (ended, s) = match record::record(&tools, &a.command, &a.output, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            if std::fs::metadata(&a.output).is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(&a.output);
+            }
+            return Err(e);
+        }
+    };
     if !a.quiet {
         let how = match ended {
             vg::Ended::Exit(c) => format!("exited with status {c}"),
