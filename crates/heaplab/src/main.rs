@@ -22,33 +22,36 @@ struct Cli {
     command: Command,
 }
 
+/// Each variant's `about` is the one line `heaplab --help` lists; the doc
+/// comment of the subcommand's `Args` struct is its long `--help` text (a doc
+/// comment here would replace it).
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program under the recording agent and write its trace
+    #[command(about = "Run a program under the recording agent and write its trace")]
     Record(cmd::record::Args),
-    /// Print the allocation profile of traces (paper 002's measurement table)
+    #[command(about = "Print the allocation profile of traces (paper 002's measurement table)")]
     Stats(cmd::stats::Args),
-    /// Convert between .hltrace, .rep, .script and the .txt dump
+    #[command(about = "Convert between .hltrace, .rep, .script and the .txt dump")]
     Convert(cmd::convert::Args),
-    /// Compare allocators on traces (or a live program): instructions, time, footprint
+    #[command(about = "Compare allocators on traces (or a live program): instructions, time, footprint")]
     #[command(long_about = cmd::compare::LONG_ABOUT)]
     Compare(cmd::compare::Args),
-    /// Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput
+    #[command(about = "Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput")]
     #[command(long_about = cmd::lab::LONG_ABOUT)]
     Lab(cmd::lab::Args),
-    /// The main job: record the bundled workloads and report on them
+    #[command(about = "The main job: record the bundled workloads and report on them")]
     Demo(cmd::demo::Args),
-    /// List the bundled workloads; prepare one and show or run its command
+    #[command(about = "List the bundled workloads; prepare one and show or run its command")]
     Workloads(cmd::workloads::Args),
-    /// Simulate caches and page faults on an address stream (DineroIV din)
+    #[command(about = "Simulate caches and page faults on an address stream (DineroIV din)")]
     Sim(cmd::sim::Args),
-    /// Cache and page locality of allocators on a trace with references (papers 000, 003)
+    #[command(about = "Cache and page locality of allocators on a trace with references (papers 000, 003)")]
     Locality(cmd::locality::Args),
-    /// List the allocator zoo: every algorithm, its description and paper
+    #[command(about = "List the allocator zoo: every algorithm, its description and paper")]
     Allocators(cmd::allocators::Args),
-    /// Run a program on one allocator (LD_PRELOAD) and pass its exit status through
+    #[command(about = "Run a program on one allocator (LD_PRELOAD) and pass its exit status through")]
     Run(cmd::run::Args),
-    /// Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)
+    #[command(about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)")]
     Synth(cmd::synth::Args),
 }
 
