@@ -58,6 +58,16 @@ int hl_platform_pid(void);
 /* Tiny formatter (the subset hl_fatal documents) into buf; returns length. */
 size_t hl_format(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Run fn(arg) when the calling thread exits (a pthread key destructor); one
+ * fn per process, arg per thread (non-NULL).  Returns 0, or -1 if the key
+ * cannot be made.  May allocate: never call it under the shim's lock. */
+int hl_platform_thread_exit(void (*fn)(void *), void *arg);
+
+/* For a lock-free front end (shim.c, HL_FRONT_H): take and give back the
+ * shim's lock from its cold paths; hl_front_enter also initialises. */
+void hl_front_enter(void);
+void hl_front_leave(void);
+
 /* The pad layer (pad.c): `inner` with every object padded by `pad` bytes. */
 const hl_alloc_t *hl_pad_layer(const hl_alloc_t *inner, size_t pad);
 

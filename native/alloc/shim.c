@@ -47,6 +47,35 @@ static const char *stats_path;
 static heaplab_alloc_stats_t st;
 
 /* ------------------------------------------------------------------------ */
+/* An optional lock-free front end (HL_FRONT_H)                              */
+/* ------------------------------------------------------------------------ */
+/* A synthesized allocator (crates/heaplab-synth) compiles this file with
+ * -DHL_FRONT_H='"NAME.h"'.  That header defines
+ *
+ *   HL_FRONT_MALLOC(size)  a block served without the lock, or NULL: take the
+ *                          locked path.  Any size arrives (0, huge): the front
+ *                          end serves only the sizes it has classes for.
+ *   HL_FRONT_FREE(p)       p != NULL; 1 if served without the lock, 0: take the
+ *                          locked path.  It must take only its own blocks.
+ *   HL_FRONT_SLOW()        after a miss of either, before the locked path:
+ *                          work the front end must do outside the lock
+ *   HL_FRONT_STATS(s)      add the calls it served to *s (under the lock)
+ *   HL_FRONT_FORK_CHILD()  in the child of a fork, under the lock
+ *
+ * and its cold paths take this file's lock with hl_front_enter() and
+ * hl_front_leave() (hl_internal.h).  Every other entry point (realloc, the
+ * memalign family, usable_size, the checker) and every edge case stay here. */
+#ifdef HL_FRONT_H
+#include HL_FRONT_H
+#else
+#define HL_FRONT_MALLOC(size) ((void)(size), (void *)0)
+#define HL_FRONT_FREE(p)      ((void)(p), 0)
+#define HL_FRONT_SLOW()       ((void)0)
+#define HL_FRONT_STATS(s)     ((void)(s))
+#define HL_FRONT_FORK_CHILD() ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------ */
 /* Initialisation and the checker                                            */
 /* ------------------------------------------------------------------------ */
 
@@ -93,6 +122,15 @@ static inline void leave(void) {
     if (HL_UNLIKELY(check_every) && ++since_check >= check_every) run_check();
     hl_lock_release(&lock);
 }
+
+#ifdef HL_FRONT_H
+void hl_front_enter(void) {
+    enter();
+}
+void hl_front_leave(void) {
+    leave();
+}
+#endif
 
 static inline void *fail_nomem(void) {
     errno = ENOMEM;
@@ -231,7 +269,7 @@ static void *realloc_locked(void *p, size_t size) {
 /* The malloc API                                                            */
 /* ------------------------------------------------------------------------ */
 
-static inline void *do_malloc(size_t size) {
+static inline void *malloc_locked_path(size_t size) {
     if (HL_UNLIKELY(size > HL_MAX_REQUEST)) {
         enter();
         st.failures++;
@@ -247,12 +285,40 @@ static inline void *do_malloc(size_t size) {
     return p ? p : fail_nomem();
 }
 
-static inline void do_free(void *p) {
-    if (HL_UNLIKELY(!p)) return;
+static inline void free_locked_path(void *p) {
     enter();
     free_locked(p);
     leave();
 }
+
+#ifdef HL_FRONT_H
+/* What follows a front end's miss is kept out of line, so that its hit keeps
+ * no stack frame; HL_FRONT_SLOW() may do work outside the lock first. */
+static void *__attribute__((noinline)) malloc_after_front(size_t size) {
+    HL_FRONT_SLOW();
+    return malloc_locked_path(size);
+}
+static void __attribute__((noinline)) free_after_front(void *p) {
+    HL_FRONT_SLOW();
+    free_locked_path(p);
+}
+static inline void *do_malloc(size_t size) {
+    void *f = HL_FRONT_MALLOC(size);
+    return HL_LIKELY(f != NULL) ? f : malloc_after_front(size);
+}
+static inline void do_free(void *p) {
+    if (HL_UNLIKELY(!p) || HL_FRONT_FREE(p)) return;
+    free_after_front(p);
+}
+#else
+static inline void *do_malloc(size_t size) {
+    return malloc_locked_path(size);
+}
+static inline void do_free(void *p) {
+    if (HL_UNLIKELY(!p)) return;
+    free_locked_path(p);
+}
+#endif
 
 HL_EXPORT void *malloc(size_t size) {
     return do_malloc(size);
@@ -393,6 +459,7 @@ HL_EXPORT int heaplab_alloc_stats(heaplab_alloc_stats_t *out, size_t size) {
     enter();
     s = st;
     hl_platform_footprint(&s);
+    HL_FRONT_STATS(&s);
     leave();
     s.size = (uint32_t)(size < sizeof s ? size : sizeof s);
     memcpy(out, &s, s.size);
@@ -441,6 +508,7 @@ static void fork_parent(void) {
     hl_lock_release(&lock);
 }
 static void fork_child(void) {
+    HL_FRONT_FORK_CHILD();
     hl_lock_reset(&lock);
 }
 

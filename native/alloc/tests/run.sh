@@ -17,6 +17,13 @@
 #   programs  perl, python3, sqlite3, make, gawk, gs on generated inputs:
 #             stdout and exit status identical to glibc's (one column each)
 #
+# An allocator is a name from registry.txt, or the path of any malloc in a
+# shared object, [LABEL=]/path/libNAME.so (e.g. one `heaplab synth` built):
+#
+#   run.sh ... --allocators "bsd /tmp/out/libcustom_perl.so"
+#
+# A path's info test checks its exports, not the registry.
+#
 # Allocators run two at a time (--jobs).  Prints a PASS/FAIL matrix; exits 1
 # if any cell failed, with the end of each failing log.
 set -uo pipefail
@@ -46,7 +53,29 @@ done
 
 registered=$(awk -F'|' '/^[ \t]*[a-z0-9_]/ { gsub(/[ \t]/,"",$1); print $1 }' "$registry")
 [ -n "$allocators" ] || allocators=$registered
+# The label of an allocator (its row in the matrix) and its preload.
+label_of() {
+    case $1 in
+    *=*/*) echo "${1%%=*}" ;;
+    */*) local b=${1##*/}; b=${b%%.so*}; echo "${b#lib}" ;;
+    *) echo "$1" ;;
+    esac
+}
+preload_of() {
+    case $1 in
+    glibc) echo "" ;;
+    */*) echo "${1#*=}" ;;
+    *) echo "$lib/libheaplab-$1.so" ;;
+    esac
+}
+labels=""
 for a in $allocators; do
+    labels="$labels $(label_of "$a")"
+    case $a in
+    */*)
+        [ -f "$(preload_of "$a")" ] || { echo "run.sh: no such shared object: $(preload_of "$a")" >&2; exit 2; }
+        continue ;;
+    esac
     if ! grep -qx "$a" <<<"$registered"; then
         echo "run.sh: '$a' is not in $registry (registered: $(echo $registered))" >&2
         exit 2
@@ -111,10 +140,11 @@ served() {
 
 # ---- one allocator: every selected test, one result file per column ----
 one() {
-    local a=$1 pre=""
+    local item=$1 a pre
+    a=$(label_of "$item")
+    pre=$(preload_of "$item")
     local res=$work/results/$a logd=$work/logs/$a t0=$SECONDS
     mkdir -p "$res" "$logd"
-    [ "$a" = glibc ] || pre=$lib/libheaplab-$a.so
     local P="${pre:+LD_PRELOAD=$pre}"
     for t in $tests; do
         case $t in
@@ -127,12 +157,17 @@ one() {
                     heaplab_alloc_check heaplab_alloc_info heaplab_site_hint; do
                     nm -D --defined-only "$pre" | awk '{print $3}' | grep -qx "$s" || { echo "missing export $s"; ok=0; }
                 done
-                want=$(awk -F'|' -v n="$a" '/^[ \t]*[a-z0-9_]/ { k=$1; gsub(/[ \t]/,"",k); if (k==n) {
-                    for (i=1;i<=4;i++) { gsub(/^[ \t]+|[ \t]+$/,"",$i) } print $1 "|" $3 "|" $4 } }' "$registry")
                 got=$(env $P "$bin/alloc-conform" --info)
-                echo "registry: $want"
                 echo "info:     $got"
-                [ "$want" = "$got" ] || { echo "info record differs from registry.txt"; ok=0; }
+                case $item in
+                */*) [ -n "$got" ] || { echo "no info record"; ok=0; } ;;
+                *)
+                    want=$(awk -F'|' -v n="$a" '/^[ \t]*[a-z0-9_]/ { k=$1; gsub(/[ \t]/,"",k); if (k==n) {
+                        for (i=1;i<=4;i++) { gsub(/^[ \t]+|[ \t]+$/,"",$i) } print $1 "|" $3 "|" $4 } }' "$registry")
+                    echo "registry: $want"
+                    [ "$want" = "$got" ] || { echo "info record differs from registry.txt"; ok=0; }
+                    ;;
+                esac
                 [ $ok = 1 ]
             } >"$logd/info.log" 2>&1 && echo PASS >"$res/info" || echo FAIL >"$res/info"
             ;;
@@ -209,7 +244,7 @@ if grep -qw programs <<<"$tests"; then
 fi
 
 echo "allocator tests: $(echo $allocators | wc -w) allocators + glibc; tests:$columns ($jobs at a time)"
-export -f one run_prog served prog_cmd prog_stdin
+export -f one run_prog served prog_cmd prog_stdin label_of preload_of
 export here lib bin work registry tests programs python in limit
 t0=$(date +%s)
 printf '%s\n' glibc $allocators | xargs -P "$jobs" -I{} bash -c 'one "$@"' _ {}
@@ -220,7 +255,7 @@ fail=0
 printf '\n%-14s' allocator
 for c in $columns; do printf ' %-8s' "$c"; done
 printf '\n'
-for a in glibc $allocators; do
+for a in glibc $labels; do
     printf '%-14s' "$a"
     for c in $columns; do
         r=$(cat "$work/results/$a/$c" 2>/dev/null || echo "?")
@@ -231,7 +266,7 @@ for a in glibc $allocators; do
 done
 echo "($((t1 - t0)) s; logs in $work/logs)"
 if ((fail)); then
-    for a in glibc $allocators; do
+    for a in glibc $labels; do
         for c in $columns; do
             r=$(cat "$work/results/$a/$c" 2>/dev/null || echo "?")
             if [ "$r" != PASS ] && [ "$r" != "-" ]; then
