@@ -12,6 +12,12 @@
 //! | `NAME` | `build/lib/libheaplab-NAME.so` |
 //! | `NAME+padN` | NAME with `HEAPLAB_PAD=N` (the pad layer, paper 000 Table 6) |
 //! | `PATH.so` or `LABEL=PATH.so` | any malloc in a shared object (yours) |
+//! | `NAME` of a synthesized allocator | `heaplab synth`'s `DIR/libNAME.so`, found through the registry `build/synth/NAME` (or `$HEAPLAB_SYNTH_REGISTRY/NAME`), a link to DIR |
+//!
+//! A synthesized allocator, by name or by path (a `.so` beside a
+//! `decisions.json`), is built on heaplab's shim and platform layer, so it
+//! counts as a heaplab allocator: its footprint comes from
+//! `heaplab_alloc_stats`.
 
 use crate::tools::Tools;
 use anyhow::{bail, Result};
@@ -147,6 +153,26 @@ fn peer(name: &str, tools: &Tools) -> Allocator {
     }
 }
 
+/// Where `heaplab synth` registers the names of synthesized allocators.
+pub fn synth_registry(tools: &Tools) -> PathBuf {
+    match std::env::var_os("HEAPLAB_SYNTH_REGISTRY") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => tools.lib_dir.join("../synth"),
+    }
+}
+
+/// The synthesized allocator registered as `name`, if any.
+fn synthesized(name: &str, tools: &Tools) -> Option<Allocator> {
+    let so = synth_registry(tools).join(name).join(format!("lib{name}.so"));
+    so.exists().then(|| Allocator {
+        name: name.to_string(),
+        source: Source::Heaplab,
+        preload: Some(std::fs::canonicalize(&so).unwrap_or(so)),
+        env: vec![],
+        missing: None,
+    })
+}
+
 /// Resolves the user's list (see the module docs) into allocators, in the
 /// order given, without duplicates. An unknown name is an error that lists
 /// the known ones; a known allocator that cannot run is returned with
@@ -193,10 +219,11 @@ pub fn resolve(spec: &[String], tools: &Tools) -> Result<Vec<Allocator>> {
                 };
                 let path = std::fs::canonicalize(&path).unwrap_or(path);
                 let missing = (!path.exists()).then(|| format!("no such file: {}", path.display()));
+                let synth = path.parent().is_some_and(|d| d.join("decisions.json").exists());
                 push(
                     Allocator {
                         name: label,
-                        source: Source::Custom,
+                        source: if synth { Source::Heaplab } else { Source::Custom },
                         preload: Some(path),
                         env: vec![],
                         missing,
@@ -212,9 +239,15 @@ pub fn resolve(spec: &[String], tools: &Tools) -> Result<Vec<Allocator>> {
                     },
                     None => (s, None),
                 };
+                if pad.is_none() && !zoo_list.iter().any(|n| n == base) {
+                    if let Some(a) = synthesized(s, tools) {
+                        push(a, &mut out);
+                        continue;
+                    }
+                }
                 if !zoo_list.iter().any(|n| n == base) {
                     bail!(
-                        "no allocator {s:?}; known: all, zoo, peers, glibc, {}, {} (or NAME+padN, or a path to a .so)",
+                        "no allocator {s:?}; known: all, zoo, peers, glibc, {}, {} (or NAME+padN, a path to a .so, or the name of an allocator heaplab synth made)",
                         PEERS.iter().map(|p| p.0).collect::<Vec<_>>().join(", "),
                         zoo_list.join(", ")
                     );
@@ -283,6 +316,26 @@ mod tests {
         let e = resolve(&["nosuch".into()], &t).unwrap_err().to_string();
         assert!(e.contains("no allocator \"nosuch\"") && e.contains("firstfit, bsd"), "{e}");
         assert!(resolve(&["bsd+padx".into()], &t).is_err());
+    }
+
+    #[test]
+    fn synthesized_allocators_by_name_and_by_path() {
+        let t = tools("synth");
+        let dir = t.lib_dir.join("../out/custom_x");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libcustom_x.so"), "").unwrap();
+        std::fs::write(dir.join("decisions.json"), "{}").unwrap();
+        let reg = synth_registry(&t);
+        std::fs::create_dir_all(&reg).unwrap();
+        let _ = std::fs::remove_file(reg.join("custom_x"));
+        std::os::unix::fs::symlink(dir.canonicalize().unwrap(), reg.join("custom_x")).unwrap();
+        let a = resolve(&["custom_x".into()], &t).unwrap();
+        assert_eq!((a[0].name.as_str(), a[0].source), ("custom_x", Source::Heaplab));
+        let so = dir.join("libcustom_x.so").display().to_string();
+        let b = resolve(&[so], &t).unwrap();
+        assert_eq!((b[0].name.as_str(), b[0].source), ("custom_x", Source::Heaplab));
+        let e = resolve(&["custom_y".into()], &t).unwrap_err().to_string();
+        assert!(e.contains("heaplab synth"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,242 @@
+//! `heaplab synth`: an allocator synthesized for a program from the traces of
+//! its runs (paper 002, CUSTOMALLOC). The work is in `heaplab-synth`.
+
+use crate::cmd::allocators;
+use crate::paths;
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use heaplab_synth::plan::{Allocator, Dispatch, Options, Variant};
+use heaplab_synth::{register, synthesize, Request};
+use std::path::PathBuf;
+
+/// Synthesize an allocator made for a program (paper 002, CUSTOMALLOC) from
+/// the traces of its runs: size classes in allocation units, fast or general
+/// per class, frequency-ordered tests or a size map, per-thread free lists.
+/// Writes DIR/NAME.c, DIR/NAME.h, DIR/libNAME.so, DIR/libNAME.a and
+/// DIR/decisions.json.
+#[derive(clap::Args)]
+#[command(after_help = "\
+How it decides (every figure behind each choice is in DIR/decisions.json, and
+the generated C says it in comments):
+  runs        merged, each run weighing the same (002 §3)
+  unit        8, 16 or 32: the largest whose estimated waste in live blocks is
+              within 2% of the mean live bytes of the least (002 §4.3)
+  classes     most frequent first until --coverage of allocations, at most
+              --max-classes; the rest go to the general allocator (gnugpp)
+  allocator   general when the mean free list exceeds the mean live objects and
+              holds >= 64 KiB (episodic use); fast otherwise, and always when
+              objects are almost never freed (002 §2.2, Table 4)
+  dispatch    tests in frequency order (free: by free frequency), or a size map
+              when the tests would cost more (002 Figures 1, 3; 000 Figure 9)
+  reclaim     general lists in decreasing P_f(s)(1-P_m(s)) s F(s), until twice
+              the request is recovered (002 §2.2)
+
+Use it:
+  LD_PRELOAD=DIR/libNAME.so program ...
+  heaplab compare TRACE --allocators NAME,glibc,mimalloc   (or DIR/libNAME.so)
+  heaplab compare --live --allocators NAME,glibc -- program ...
+
+Examples:
+  heaplab synth perl-1.hltrace perl-2.hltrace -o out/custom_perl
+  heaplab synth make.hltrace -o out/m8 --name make8 --unit 8 --variant all-general
+
+Exit status: 0 when the allocator was built; 2 on an error (a trace that cannot
+be read, a bad flag, a failed build: the compiler's message is shown).")]
+pub struct Args {
+    /// Traces of the program's runs (.hltrace); several are merged.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// The output directory.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    out: PathBuf,
+    /// The allocator's name (a C identifier); default: custom_PROGRAM.
+    #[arg(long)]
+    name: Option<String>,
+    /// Allocation unit in bytes; default: chosen from the profile.
+    #[arg(long, value_parser = parse_unit)]
+    unit: Option<u64>,
+    /// Share of allocations the kept size classes must cover.
+    #[arg(long, default_value_t = 0.95)]
+    coverage: f64,
+    /// The most size classes kept.
+    #[arg(long, default_value_t = 16)]
+    max_classes: usize,
+    /// Classes (bytes) to make fast whatever the heuristic says.
+    #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
+    fast: Vec<u64>,
+    /// Classes (bytes) to make general whatever the heuristic says.
+    #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
+    general: Vec<u64>,
+    /// How malloc and free find a list.
+    #[arg(long, value_enum, default_value_t = DispatchArg::Auto)]
+    dispatch: DispatchArg,
+    /// Fast or general per class: the heuristic, or all one way (002 Table 5).
+    #[arg(long, value_enum, default_value_t = VariantArg::Heuristic)]
+    variant: VariantArg,
+    /// Print decisions.json on stdout instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// Do not register NAME for `heaplab compare --allocators NAME`.
+    #[arg(long)]
+    no_register: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DispatchArg {
+    Auto,
+    Ordered,
+    Sizemap,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum VariantArg {
+    Heuristic,
+    AllFast,
+    AllGeneral,
+}
+
+fn parse_unit(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(v @ (8 | 16 | 32)) => Ok(v),
+        _ => Err(format!("{s:?} is not a unit; use 8, 16 or 32 (bytes)")),
+    }
+}
+
+/// Where `heaplab synth` registers names and `heaplab compare` looks them up.
+pub fn registry_dir() -> PathBuf {
+    match std::env::var_os("HEAPLAB_SYNTH_REGISTRY") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => paths::build_dir().join("synth"),
+    }
+}
+
+/// custom_PROGRAM from the first trace's command line.
+fn default_name(trace: &PathBuf) -> Result<String> {
+    let r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let prog =
+        r.meta().argv.first().map(|a| String::from_utf8_lossy(a).to_string()).unwrap_or_default();
+    let base = prog.rsplit('/').next().unwrap_or("").to_ascii_lowercase();
+    let clean: String =
+        base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).take(30).collect();
+    Ok(if clean.is_empty() { "custom".into() } else { format!("custom_{clean}") })
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let name = match a.name {
+        Some(n) => n,
+        None => default_name(&a.traces[0])?,
+    };
+    let zoo: Vec<String> = allocators::registry()?.into_iter().map(|e| e.name).collect();
+    heaplab_synth::plan::check_name(&name, &zoo)?;
+    let options = Options {
+        name: name.clone(),
+        unit: a.unit,
+        coverage: a.coverage,
+        max_classes: a.max_classes,
+        fast: a.fast,
+        general: a.general,
+        dispatch: match a.dispatch {
+            DispatchArg::Auto => Dispatch::Auto,
+            DispatchArg::Ordered => Dispatch::Ordered,
+            DispatchArg::Sizemap => Dispatch::Sizemap,
+        },
+        variant: match a.variant {
+            VariantArg::Heuristic => Variant::Heuristic,
+            VariantArg::AllFast => Variant::AllFast,
+            VariantArg::AllGeneral => Variant::AllGeneral,
+        },
+    };
+    let command_line = std::iter::once("heaplab".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = synthesize(&Request {
+        traces: a.traces,
+        options,
+        out_dir: a.out.clone(),
+        native_dir: paths::home().join("native"),
+        command_line,
+    })?;
+    let registered = if a.no_register {
+        None
+    } else {
+        Some(
+            register(&registry_dir(), &name, out.built.so.parent().expect("a directory")).context(
+                "registering the name (use --no-register to skip, or set HEAPLAB_SYNTH_REGISTRY)",
+            )?,
+        )
+    };
+    if a.json {
+        println!("{}", std::fs::read_to_string(&out.decisions)?.trim_end());
+        return Ok(0);
+    }
+    let p = &out.plan;
+    println!(
+        "{name}: {} run(s), {} allocations, {} frees; unit {} bytes ({}); {} classes cover {:.1}% \
+         of allocations",
+        p.profile.runs,
+        p.profile.allocations,
+        p.profile.frees,
+        p.unit.chosen,
+        if p.unit.how == "given" { "given" } else { "from the profile" },
+        p.selection.kept,
+        p.selection.covered_share * 100.0
+    );
+    println!("\n unit   classes  lists  covered  est. waste (live bytes)  dispatch instr");
+    for c in &p.unit.candidates {
+        println!(
+            "{} {:3}  {:8}  {:5}  {:6.1}%  {:14.0} ({:5.1}%)  {:14.1}",
+            if c.unit == p.unit.chosen { "*" } else { " " },
+            c.unit,
+            c.kept_classes,
+            c.lists,
+            c.covered_share * 100.0,
+            c.wasted_live_bytes,
+            c.wasted_share_of_live * 100.0,
+            c.dispatch_instructions
+        );
+    }
+    println!("\n list  allocator  requests       block  mallocs  frees   thread cap  classes");
+    for l in &p.lists {
+        println!(
+            " {:4}  {:9}  {:>5}..{:<6}  {:5}  {:6.1}%  {:5.1}%  {:10}  {}",
+            l.index,
+            match l.allocator {
+                Allocator::Fast => "fast",
+                Allocator::General => "general",
+            },
+            l.range[0],
+            l.range[1],
+            l.block_bytes,
+            l.malloc_share * 100.0,
+            l.free_share * 100.0,
+            l.thread_cap.map_or("-".to_string(), |c| c.to_string()),
+            l.classes.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
+    println!(
+        "\ndispatch: {} ({}; estimated instructions: ordered {:.1} + {:.1}, size map {:.1} + {:.1})",
+        match p.dispatch.kind {
+            Dispatch::Sizemap => "size map",
+            _ => "frequency-ordered tests",
+        },
+        if p.dispatch.how == "given" { "given" } else { "from the profile" },
+        p.dispatch.estimated_instructions.ordered_malloc,
+        p.dispatch.estimated_instructions.ordered_free,
+        p.dispatch.estimated_instructions.sizemap_malloc,
+        p.dispatch.estimated_instructions.sizemap_free
+    );
+    println!("\nwrote {}", out.source.display());
+    println!("      {}", out.header.display());
+    println!("      {}", out.built.so.display());
+    println!("      {}", out.built.archive.display());
+    println!("      {}", out.decisions.display());
+    println!("built in {:.1} s", out.built.seconds);
+    if let Some(r) = registered {
+        println!(
+            "registered as {name} ({}): heaplab compare --allocators {name},glibc ...",
+            r.display()
+        );
+    }
+    Ok(0)
+}
