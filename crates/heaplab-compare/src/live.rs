@@ -162,10 +162,13 @@ pub fn live(
     let runnable: Vec<usize> = (0..allocs.len()).filter(|&a| allocs[a].missing.is_none()).collect();
     let cg_jobs: Vec<usize> = if opts.instructions { runnable.clone() } else { Vec::new() };
     progress.start((cg_jobs.len() + runnable.len() * opts.repeat.max(1)) as u64);
+    // A tag per call, so that several live runs may share the work directory.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tag = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = |a: &Allocator, what: &str| {
         let clean: String =
             a.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        tools.work_dir.join(format!("live.{clean}.{what}"))
+        tools.work_dir.join(format!("live{tag}.{clean}.{what}"))
     };
 
     let cg =

@@ -39,6 +39,11 @@ pub struct Args {
     /// Skip the callgrind runs (instruction counts).
     #[arg(long)]
     no_instructions: bool,
+    /// Also run each program once under callgrind with glibc, so that the
+    /// allocator's share is of the program's instructions (paper 002 Figure 5)
+    /// rather than of the replay's (adds about a minute at scale 1).
+    #[arg(long, conflicts_with = "no_instructions")]
+    program_share: bool,
     /// Seconds a replay may run before its cell is marked failed (callgrind: ten times as long).
     #[arg(long, value_name = "SECS", default_value_t = 20)]
     timeout: u64,
@@ -66,6 +71,7 @@ pub fn run(a: Args) -> Result<i32> {
     let pb = ProgressBar::new(chosen.len() as u64 * 2);
     pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let mut rows = Vec::new();
+    let mut mains = Vec::new();
     for w in &chosen {
         pb.set_message(format!("{}: preparing and recording", w.name));
         let prep = w.prepare(&inputs, 1, scale)?;
@@ -90,13 +96,16 @@ pub fn run(a: Args) -> Result<i32> {
             );
         }
         pb.set_message(format!("{}: profiling", w.name));
-        let (p, _meta, err) = profile_trace(&trace, 8, 16)?;
+        // The program's own trace, not a wrapper's (see main_trace).
+        let main = main_trace(&a.out, w.name)?;
+        let (p, _meta, err) = profile_trace(&main, 8, 16)?;
         if let Some(e) = err {
             bail!("{e}");
         }
-        let size = std::fs::metadata(&trace)?.len();
+        let size = std::fs::metadata(&main)?.len();
         pb.inc(1);
         rows.push((w, p, size));
+        mains.push((main, prep));
     }
     pb.finish_and_clear();
 
@@ -138,13 +147,16 @@ pub fn run(a: Args) -> Result<i32> {
     let dir = a.out.join("traces");
     std::fs::create_dir_all(&dir)?;
     let mut traces = Vec::new();
-    for (w, _, _) in &rows {
-        let main = main_trace(&a.out, w.name)?;
+    for ((w, _, _), (main, _)) in rows.iter().zip(&mains) {
         let link = dir.join(format!("{}.hltrace", w.name));
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(std::fs::canonicalize(&main)?, &link)
+        let _ = std::fs::remove_file(heaplab_compare::measure::ProgramCost::sidecar(&link));
+        std::os::unix::fs::symlink(std::fs::canonicalize(main)?, &link)
             .with_context(|| format!("linking {}", link.display()))?;
         traces.push(link);
+    }
+    if a.program_share {
+        program_costs(&traces, &mains, a.timeout)?;
     }
     let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
     println!(
@@ -180,6 +192,40 @@ pub fn run(a: Args) -> Result<i32> {
         println!("not measured in full: {}", bad.join(", "));
     }
     Ok(if records.iter().any(|r| r.status == "missing") { 1 } else { 0 })
+}
+
+/// Runs each workload's program (the executable its trace names, so not a
+/// wrapper) once under callgrind with glibc, and writes the program cost
+/// beside each trace (TRACE.program.json), which `compare` then uses.
+fn program_costs(traces: &[PathBuf], mains: &[(PathBuf, workloads::Prepared)], timeout: u64) -> Result<()> {
+    use heaplab_compare::{alloc, live};
+    let tools = crate::cmd::compare::tools_with_timeout(timeout);
+    let glibc = alloc::resolve(&["glibc".into()], &tools)?;
+    let jobs = heaplab_compare::cores();
+    let results = heaplab_compare::parallel(traces.len(), jobs, |i| -> Result<()> {
+        let (main, prep) = &mains[i];
+        let meta = heaplab_trace::TraceReader::open(main).map_err(|e| anyhow::anyhow!("{e}"))?.meta().clone();
+        let mut argv: Vec<String> = meta.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if let (Some(exe), false) = (&meta.executable, argv.is_empty()) {
+            argv[0] = exe.clone();
+        }
+        let opts = live::LiveOptions {
+            repeat: 1,
+            jobs: 1,
+            instructions: true,
+            stdin: prep.stdin.clone(),
+            env: prep.env.clone(),
+        };
+        let recs = live::live(&tools, &argv, &glibc, &opts, &heaplab_compare::NoProgress)?;
+        if let Some(r) = recs.iter().find(|r| r.status != "ok") {
+            bail!("{}: {}", argv.join(" "), r.error.clone().unwrap_or_default());
+        }
+        let cost = live::program_cost(&recs)?;
+        std::fs::write(heaplab_compare::measure::ProgramCost::sidecar(&traces[i]), serde_json::to_string_pretty(&cost)?)?;
+        Ok(())
+    });
+    println!("\nprogram instructions (callgrind, glibc) measured for the allocator's share");
+    results.into_iter().collect()
 }
 
 /// The trace of the workload's program itself: `heaplab record` writes one
