@@ -33,6 +33,7 @@ int rp_refs_init(void) {
 
 void rp_refs_exec(const rp_op_t *op, rp_ctx_t *ctx) {
     uint64_t ev0 = ctx->event;
+    const uint32_t *stacks = ctx->op_stack; /* --site-hints: the chunk's stack ids, by op */
     rp_op_t one[2];
     one[1].w = RP_OP_END;
     one[1].x = 0;
@@ -41,10 +42,12 @@ void rp_refs_exec(const rp_op_t *op, rp_ctx_t *ctx) {
         uint64_t nid0 = ctx->nid;
         one[0] = op[i];
         ctx->event = ev0 + i;
+        if (stacks) ctx->op_stack = stacks + i; /* the general loop reads op_stack[0] for one[0] */
         rp_exec_general(one, ctx);
         int created = ctx->nid > nid0;
         HLVG_EVENT(ev0 + i, created ? (uintptr_t)ctx->obj[nid0] : 0, created);
     }
     (void)HLVG_ACTIVE(0);
     ctx->event = ev0;
+    ctx->op_stack = stacks;
 }
