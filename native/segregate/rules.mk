@@ -1,0 +1,70 @@
+# native/segregate: Seidl and Zorn's segmented allocator (paper 001 §4.2) and
+# its run-time predictor lookup.  `heaplab segregate` emits a predictor table
+# (one C file) and links it with these sources into libNAME.so, as the
+# synthesizer does (crates/heaplab-segregate/src/emit.rs); the libraries
+# built here are DEFAULT and the test allocators:
+#
+#   build/lib/libheaplab-segregated.so           DEFAULT: one segment, no prediction
+#   build/lib/libheaplab-segregated_random.so    RANDOM: four segments, a random one per object
+#   build/lib/libheaplab-segregated_stack.so     STACK-3 with an empty table: four segments,
+#                                                the run-time lookup on every allocation
+#   build/lib/libheaplab-segtest-*.so            tables for the tests (tests/table_*.c)
+#
+#   make -C native segregate-test                the layout, site-hint and run-time tests,
+#                                                then the zoo's suite on the three allocators
+
+SEG_DIR := $(NATIVE)/segregate
+SEG_OBJ := $(OBJDIR)/segregate
+SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(NATIVE)/common/heaplab_site.h \
+               $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
+SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
+              -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
+              -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
+# The shim's lock-free front end hook (HL_FRONT_H) lets the prediction run
+# before the lock; a shim without it gets the prediction under the lock.
+SEG_FRONT := $(if $(shell grep -l HL_FRONT_MALLOC $(NATIVE)/alloc/shim.c 2>/dev/null),-DHL_FRONT_H='"seg_front.h"',-DHL_SEG_NO_FRONT)
+
+$(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+
+$(SEG_OBJ)/segregated.o: $(SEG_DIR)/segregated.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) $(SEG_FRONT) -c $< -o $@
+
+$(SEG_OBJ)/%.o: $(SEG_DIR)/%.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -c $< -o $@
+
+$(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -c $< -o $@
+
+SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_os.o \
+            $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o
+SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl
+
+$(LIBDIR)/libheaplab-segregated.so: $(SEG_CORE) $(SEG_OBJ)/default_table.o
+	$(SEG_LINK)
+$(LIBDIR)/libheaplab-segregated_%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
+	$(SEG_LINK)
+$(LIBDIR)/libheaplab-segtest-%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
+	$(SEG_LINK)
+
+SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
+            $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segtest-hint.so \
+            $(LIBDIR)/libheaplab-segtest-path.so $(LIBDIR)/libheaplab-segtest-size.so
+SEG_TESTBIN := $(BINDIR)/seg-test
+
+$(BINDIR)/seg-test: $(SEG_DIR)/tests/seg_test.c $(SEG_DIR)/seg.h $(NATIVE)/common/heaplab_site.h | dirs
+	$(CC) $(CFLAGS) -I$(SEG_DIR) -O1 -fno-builtin -fno-omit-frame-pointer -Werror -rdynamic -o $@ $< -ldl
+
+.SECONDARY: $(patsubst $(SEG_DIR)/tests/%.c,$(SEG_OBJ)/%.o,$(wildcard $(SEG_DIR)/tests/table_*.c))
+.PHONY: segregate segregate-test
+segregate: $(SEG_LIBS) $(SEG_TESTBIN)
+
+segregate-test: segregate alloc
+	@$(SEG_DIR)/tests/run.sh $(LIBDIR) $(BINDIR) $(BUILD)/segregate-test
+
+ALL_TARGETS  += segregate
+TEST_TARGETS += segregate-test

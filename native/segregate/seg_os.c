@@ -1,0 +1,223 @@
+/*
+ * seg_os.c: the segmented allocator's contact with the operating system,
+ * apart from memory (which comes from the zoo's platform.c):
+ *
+ *   - the call stack at run time: return addresses from libunwind, turned
+ *     into the ASLR-stable frame keys of native/common/heaplab_site.h through
+ *     a map of the loaded modules (dl_iterate_phdr; the main program's name
+ *     is /proc/self/exe's, as the recorders name it);
+ *   - the stack pointer's depth, for the SP predictor: bytes between the
+ *     main thread's first stack pointer (__libc_stack_end) and the caller's
+ *     stack pointer (other threads: unknown);
+ *   - the report at exit (HEAPLAB_SEG_REPORT=PATH: one JSON line appended).
+ *
+ *   return addresses (unw_backtrace)      module map (sorted by address)
+ *   [ours][ours][ra0][ra1][ra2] ...  ──▶  lo..hi, bias, fnv1a64(basename)  ──▶  key_i =
+ *          skipped: in this library        (rebuilt when a frame falls in       name ^ (ra - bias)
+ * * φ no module: dlopen)
+ *
+ * Everything here runs outside the shim's lock (from HL_FRONT_MALLOC), so
+ * that libunwind and dl_iterate_phdr may take the loader's lock without a
+ * deadlock against a thread that holds it and calls malloc.  A malloc made
+ * by them while we unwind (there should be none) predicts nothing.
+ */
+#define _GNU_SOURCE
+#include "seg.h"
+#include "heaplab_site.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+extern void *__libc_stack_end;
+
+#define MAX_MODS 512
+
+typedef struct mod {
+    uintptr_t lo, hi, bias;
+    uint64_t name; /* fnv1a64 of the basename */
+} mod_t;
+
+static mod_t mods[MAX_MODS];
+static unsigned nmods;
+static uintptr_t self_lo, self_hi;
+static int building; /* a spin flag: one builder at a time */
+static char exe_base[256];
+static size_t exe_len;
+static int ready = -1;
+static unsigned long misses;
+
+static int mod_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    unsigned *n = arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+        if (s < lo) lo = s;
+        if (e > hi) hi = e;
+    }
+    if (lo >= hi) return 0;
+    if ((uintptr_t)&mod_cb >= lo && (uintptr_t)&mod_cb < hi) {
+        self_lo = lo;
+        self_hi = hi;
+    }
+    if (*n == MAX_MODS) return 0;
+    const char *name = info->dlpi_name;
+    size_t len = name ? strlen(name) : 0;
+    if (!len) {
+        name = exe_base;
+        len = exe_len;
+    }
+    mods[*n] = (mod_t){lo, hi, info->dlpi_addr, heaplab_frame_key(name, len, 0)};
+    (*n)++;
+    return 0;
+}
+
+static void build_map(void) {
+    if (__atomic_exchange_n(&building, 1, __ATOMIC_ACQUIRE)) return; /* another thread builds */
+    if (!exe_len) {
+        char path[4096];
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (n > 0) {
+            path[n] = 0;
+            const char *b = strrchr(path, '/');
+            b = b ? b + 1 : path;
+            exe_len = strlen(b) < sizeof exe_base - 1 ? strlen(b) : sizeof exe_base - 1;
+            memcpy(exe_base, b, exe_len);
+        }
+    }
+    unsigned n = 0;
+    dl_iterate_phdr(mod_cb, &n);
+    /* sort by address (insertion: a few dozen modules) */
+    for (unsigned i = 1; i < n; i++) {
+        mod_t m = mods[i];
+        unsigned j = i;
+        while (j > 0 && mods[j - 1].lo > m.lo) {
+            mods[j] = mods[j - 1];
+            j--;
+        }
+        mods[j] = m;
+    }
+    __atomic_store_n(&nmods, n, __ATOMIC_RELEASE);
+    __atomic_store_n(&building, 0, __ATOMIC_RELEASE);
+}
+
+int hl_seg_os_ready(void) {
+    if (ready < 0) {
+        build_map();
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        ready = 1;
+    }
+    return ready;
+}
+
+static const mod_t *module_of(uintptr_t a) {
+    unsigned lo = 0, hi = __atomic_load_n(&nmods, __ATOMIC_ACQUIRE);
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (a < mods[mid].lo)
+            hi = mid;
+        else if (a >= mods[mid].hi)
+            lo = mid + 1;
+        else
+            return &mods[mid];
+    }
+    return NULL;
+}
+
+static uint64_t key_of(uintptr_t ra, int *rebuilt) {
+    const mod_t *m = module_of(ra);
+    if (!m && !*rebuilt && __atomic_fetch_add(&misses, 1, __ATOMIC_RELAXED) % 4096 == 0) {
+        /* a module loaded since the map was built (dlopen)?  Rebuilt at the
+         * first miss and then once per 4096, so that frames in no module
+         * (JIT code) do not rebuild it at every allocation. */
+        *rebuilt = 1;
+        build_map();
+        m = module_of(ra);
+    }
+    if (!m) return heaplab_frame_key("", 0, ra);
+    return m->name ^ ((uint64_t)(ra - m->bias) * 0x9E3779B97F4A7C15ull);
+}
+
+static _Thread_local int thread_kind; /* 0 unknown, 1 main, 2 another */
+
+static uint64_t sp_depth_of(uintptr_t sp) {
+    if (!thread_kind) thread_kind = syscall(SYS_gettid) == getpid() ? 1 : 2;
+    if (thread_kind != 1 || !__libc_stack_end) return 0;
+    uintptr_t top = (uintptr_t)__libc_stack_end;
+    return sp < top ? (uint64_t)(top - sp) : 0;
+}
+
+unsigned hl_seg_os_frames(uint64_t *keys, unsigned max, uint64_t *sp_depth) {
+    if (hl_seg_os_ready() <= 0) return 0;
+    int rebuilt = 0;
+    *sp_depth = 0;
+    if (hl_seg_table.predictor == HL_SEG_SP) {
+        /* the cursor gives each frame's stack pointer: the first frame that
+         * is not ours is the caller, and its SP is the one at the call */
+        unw_context_t uc;
+        unw_cursor_t cur;
+        if (unw_getcontext(&uc) || unw_init_local(&cur, &uc)) return 0;
+        for (int guard = 0; guard < 16; guard++) {
+            unw_word_t ip, sp;
+            if (unw_get_reg(&cur, UNW_REG_IP, &ip)) return 0;
+            if (ip - self_lo >= self_hi - self_lo) {
+                if (unw_get_reg(&cur, UNW_REG_SP, &sp)) return 0;
+                *sp_depth = sp_depth_of((uintptr_t)sp);
+                return 0;
+            }
+            if (unw_step(&cur) <= 0) return 0;
+        }
+        return 0;
+    }
+    void *buf[64 + 8];
+    int want = (int)max + 6;
+    if (want > 72) want = 72;
+    int n = unw_backtrace(buf, want);
+    int i = 0;
+    while (i < n && (uintptr_t)buf[i] - self_lo < self_hi - self_lo)
+        i++;
+    unsigned k = 0;
+    while (i < n && k < max)
+        keys[k++] = key_of((uintptr_t)buf[i++], &rebuilt);
+    return k;
+}
+
+/* ---- the report at exit ---- */
+
+static void __attribute__((destructor)) seg_report_at_exit(void) {
+    const char *path = getenv("HEAPLAB_SEG_REPORT");
+    if (!path || !*path) return;
+    static char line[8192];
+    char pid[32];
+    int p = getpid(), i = 31;
+    pid[i] = 0;
+    do {
+        pid[--i] = (char)('0' + p % 10);
+        p /= 10;
+    } while (p);
+    size_t n = 0;
+    const char *pre = "{\"pid\":";
+    memcpy(line, pre, strlen(pre));
+    n = strlen(pre);
+    memcpy(line + n, pid + i, strlen(pid + i));
+    n += strlen(pid + i);
+    line[n++] = ',';
+    size_t r = hl_seg_report(line + n, sizeof line - n);
+    if (n + r >= sizeof line || r < 2) return;
+    /* the report is one object: drop its opening brace, keep the rest */
+    memmove(line + n, line + n + 1, r - 1);
+    n += r - 1;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, n);
+    (void)w;
+    close(fd);
+}

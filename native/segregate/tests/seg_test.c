@@ -1,0 +1,273 @@
+/*
+ * seg_test: tests of the segmented allocator, run with it preloaded
+ * (tests/run.sh says which library goes with which test):
+ *
+ *   seg-test layout  N    segments: N of them, first chunk of segment i at
+ *                         i × 64 KB modulo 2 MB, breaks grown in 2 MB steps,
+ *                         objects inside the segment that holds them, realloc
+ *                         keeps an object's segment, every segment used (N = 4)
+ *   seg-test hint         site hints reach the STACK-3 table: frames A, B, C
+ *   seg-test path         ... the PATH table: the innermost path point wins
+ *   seg-test size         ... the STACK+size table: the same frames, two sizes
+ *   seg-test runtime      the run-time lookup: the keys it computed from this
+ *                         program's own stack equal the keys computed here from
+ *                         __builtin_return_address and dladdr1
+ *
+ * Prints one line per check; exits 1 at the first failure.
+ */
+#define _GNU_SOURCE
+#include "heaplab_site.h"
+#include "seg.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const uint64_t FR_A[3] = {11, 12, 13}, FR_B[3] = {21, 22, 23}, FR_C[3] = {31, 32, 33};
+
+typedef unsigned (*segments_fn)(uintptr_t *, uintptr_t *, uint64_t *, unsigned);
+typedef int (*class_fn)(const void *);
+typedef int (*last_fn)(uint64_t *, unsigned, unsigned *, uint64_t *);
+
+static heaplab_site_hint_fn site_hint;
+static segments_fn segments;
+static class_fn class_of;
+static last_fn last;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void find_exports(void) {
+    segments = (segments_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_segments");
+    class_of = (class_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_class_of");
+    last = (last_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_last");
+    site_hint = (heaplab_site_hint_fn)dlsym(RTLD_DEFAULT, "heaplab_site_hint");
+    CHECK(segments && class_of && last && site_hint, "run with a segmented allocator preloaded");
+}
+
+/* ------------------------------------------------------------------ layout */
+
+static int layout(unsigned want) {
+    enum { N = 4000 };
+    static void *p[N];
+    static int seg0[N];
+    unsigned used[4] = {0};
+    for (int i = 0; i < N; i++) {
+        size_t n = (size_t)(i * 7919 % 3000) + 1;
+        if (i % 1000 == 999) n = (size_t)3 << 20; /* larger than one growth */
+        if (i % 7 == 3)
+            p[i] = calloc(1, n);
+        else if (i % 11 == 5)
+            p[i] = aligned_alloc(256, (n + 255) & ~(size_t)255);
+        else
+            p[i] = malloc(n);
+        CHECK(p[i], "allocation %d failed", i);
+        memset(p[i], i & 0xff, n < 64 ? n : 64);
+        seg0[i] = class_of(p[i]);
+        CHECK(seg0[i] >= 0 && seg0[i] < (int)want, "object %d at %p is in no segment", i, p[i]);
+        used[seg0[i]]++;
+    }
+    for (int i = 0; i < N; i += 3) { /* grow and shrink: the object stays in its segment */
+        void *q = realloc(p[i], (size_t)(i % 5000) + 4000);
+        CHECK(q, "realloc %d failed", i);
+        CHECK(class_of(q) == seg0[i], "realloc moved object %d from segment %d to %d", i, seg0[i],
+              class_of(q));
+        CHECK(((unsigned char *)q)[0] == (i & 0xff), "realloc lost object %d's bytes", i);
+        p[i] = q;
+    }
+    for (int i = 0; i < N; i += 2)
+        free(p[i]);
+    uintptr_t first[4], end[4];
+    uint64_t grows[4];
+    unsigned n = segments(first, end, grows, 4);
+    CHECK(n == want, "%u segments, expected %u", n, want);
+    for (unsigned s = 0; s < n; s++) {
+        printf("segment %u: first %#lx (%lu KB into its 2 MB), %lu MB in %lu growths, %u objects\n",
+               s, (unsigned long)first[s], (unsigned long)(first[s] % (2u << 20)) >> 10,
+               (unsigned long)(end[s] - first[s]) >> 20, (unsigned long)grows[s], used[s]);
+        CHECK(first[s] % (2u << 20) == s * (64u << 10), "segment %u starts %lu bytes into its 2 MB",
+              s, (unsigned long)(first[s] % (2u << 20)));
+        CHECK((end[s] - first[s]) % (2u << 20) == 0 && end[s] > first[s],
+              "segment %u spans %lu bytes", s, (unsigned long)(end[s] - first[s]));
+        CHECK(grows[s] >= 1, "segment %u never grew", s);
+        CHECK(used[s] > 0, "segment %u holds no object (the predictor never chose it)", s);
+        for (unsigned t = 0; t < s; t++)
+            CHECK(end[t] <= first[s] || end[s] <= first[t], "segments %u and %u overlap", t, s);
+    }
+    /* the 3 MB objects made some segment grow by more than one step */
+    uint64_t most = 0;
+    for (unsigned s = 0; s < n; s++)
+        if (grows[s] > most) most = grows[s];
+    CHECK(most >= 2, "no segment grew twice, though 3 MB objects were allocated");
+    for (int i = 1; i < N; i += 2)
+        free(p[i]);
+    printf("PASS layout: %u segments\n", n);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- hints */
+
+static void *hinted(const uint64_t *frames, unsigned n, size_t size) {
+    heaplab_site_t s = {.version = HEAPLAB_SITE_VERSION,
+                        .struct_size = sizeof s,
+                        .kind = HEAPLAB_SITE_MALLOC,
+                        .nframes = n,
+                        .size = size,
+                        .site_key = heaplab_site_hash(frames, n),
+                        .frame_keys = frames};
+    site_hint(&s);
+    return malloc(size);
+}
+
+static void expect(const char *what, void *p, int cls) {
+    CHECK(p, "%s: allocation failed", what);
+    CHECK(class_of(p) == cls, "%s: object in segment %d, expected %d", what, class_of(p), cls);
+    printf("ok %s: segment %d\n", what, cls);
+}
+
+static int hint(void) {
+    expect("frames A", hinted(FR_A, 3, 40), HL_SEG_HR);
+    expect("frames B", hinted(FR_B, 3, 40), HL_SEG_SL);
+    expect("frames C", hinted(FR_C, 3, 40), HL_SEG_NOTHR);
+    uint64_t a4[4] = {11, 12, 13, 99}; /* depth 3: the fourth frame does not count */
+    expect("frames A + 1", hinted(a4, 4, 40), HL_SEG_HR);
+    expect("frames A's first two", hinted(FR_A, 2, 40), HL_SEG_OTHER);
+    expect("no frames", hinted(FR_A, 0, 40), HL_SEG_OTHER);
+    expect("no hint", malloc(40), HL_SEG_OTHER);
+    /* a hint is spent by one allocation */
+    void *p = hinted(FR_A, 3, 40);
+    expect("after a hint, the hinted one", p, HL_SEG_HR);
+    expect("after a hint, the next one", malloc(40), HL_SEG_OTHER);
+    /* realloc keeps the segment, whatever hint came before it */
+    heaplab_site_t s = {.version = HEAPLAB_SITE_VERSION,
+                        .struct_size = sizeof s,
+                        .kind = HEAPLAB_SITE_REALLOC,
+                        .nframes = 3,
+                        .size = 5000,
+                        .frame_keys = FR_B};
+    site_hint(&s);
+    expect("realloc of an HR object", realloc(p, 5000), HL_SEG_HR);
+    expect("the allocation after it", malloc(40), HL_SEG_OTHER);
+    printf("PASS hint\n");
+    return 0;
+}
+
+static int path(void) {
+    expect("A: path point 12", hinted(FR_A, 3, 40), HL_SEG_HR);
+    expect("B: path point 23", hinted(FR_B, 3, 40), HL_SEG_SL);
+    uint64_t both[3] = {23, 5, 12}; /* innermost wins */
+    expect("23 inside 12", hinted(both, 3, 40), HL_SEG_SL);
+    uint64_t both2[3] = {12, 23, 5};
+    expect("12 inside 23", hinted(both2, 3, 40), HL_SEG_HR);
+    expect("C: none", hinted(FR_C, 3, 40), HL_SEG_OTHER);
+    printf("PASS path\n");
+    return 0;
+}
+
+static int size(void) {
+    expect("A, 24 bytes", hinted(FR_A, 3, 24), HL_SEG_HR);
+    expect("A, 40 bytes", hinted(FR_A, 3, 40), HL_SEG_SL);
+    expect("A, 41 bytes", hinted(FR_A, 3, 41), HL_SEG_OTHER);
+    expect("B, 24 bytes", hinted(FR_B, 3, 24), HL_SEG_OTHER);
+    printf("PASS size\n");
+    return 0;
+}
+
+/* ----------------------------------------------------------------- runtime */
+
+/* The key of a return address, computed as heaplab_site.h says a program
+ * computes it (dladdr1 for the module, /proc/self/exe's name for the main
+ * program). */
+static uint64_t key_of(void *ra) {
+    Dl_info info;
+    struct link_map *lm = NULL;
+    CHECK(dladdr1(ra, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm, "dladdr1(%p) failed", ra);
+    const char *name = info.dli_fname;
+    char exe[4096];
+    if (!lm->l_name || !lm->l_name[0]) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        CHECK(n > 0, "readlink /proc/self/exe");
+        exe[n] = 0;
+        name = exe;
+    }
+    return heaplab_frame_key(name, strlen(name), (uintptr_t)ra - lm->l_addr);
+}
+
+static uint64_t expected[2];
+static void *volatile sink;
+
+__attribute__((noinline)) static void g(int how) {
+    expected[0] = key_of(__builtin_return_address(0)); /* into f */
+    if (how == 0)
+        sink = malloc(48);
+    else if (how == 1)
+        sink = calloc(3, 16);
+    else
+        sink = realloc(NULL, 48);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void f(int how) {
+    expected[1] = key_of(__builtin_return_address(0)); /* into runtime() */
+    g(how);
+    __asm__ volatile("" ::: "memory");
+}
+
+static int runtime(void) {
+    static const char *via[3] = {"malloc", "calloc", "realloc(NULL)"};
+    for (int how = 0; how < 3; how++) {
+        f(how);
+        uint64_t keys[16], sp;
+        unsigned cls;
+        int n = last(keys, 16, &cls, &sp);
+        CHECK(n >= 0, "run with HEAPLAB_SEG_DEBUG=1");
+        CHECK(n >= 3, "%s: %d frames unwound", via[how], n);
+        CHECK(keys[1] == expected[0], "%s: frame 1 key %#llx, expected %#llx (the return into f)",
+              via[how], (unsigned long long)keys[1], (unsigned long long)expected[0]);
+        CHECK(keys[2] == expected[1], "%s: frame 2 key %#llx, expected %#llx", via[how],
+              (unsigned long long)keys[2], (unsigned long long)expected[1]);
+        /* frame 0 is the return into g: the same module as g, at an offset inside g */
+        uint64_t k0 = key_of((void *)g);
+        uint64_t inv = 1; /* the inverse of φ modulo 2^64, by Newton's iteration */
+        for (int i = 0; i < 6; i++)
+            inv *= 2 - 0x9E3779B97F4A7C15ull * inv;
+        Dl_info info;
+        struct link_map *lm = NULL;
+        dladdr1((void *)g, &info, (void **)&lm, RTLD_DL_LINKMAP);
+        uint64_t g_off = (uintptr_t)(void *)g - lm->l_addr;
+        uint64_t modname = k0 ^ (g_off * 0x9E3779B97F4A7C15ull);
+        uint64_t off0 = (keys[0] ^ modname) * inv;
+        CHECK(off0 > g_off && off0 < g_off + 256,
+              "%s: frame 0 at offset %#llx, not inside g (at %#llx)", via[how],
+              (unsigned long long)off0, (unsigned long long)g_off);
+        printf("ok runtime via %s: %d frames, the first three are g, f, runtime\n", via[how], n);
+    }
+    printf("PASS runtime\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: seg-test layout N | hint | path | size | runtime\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    find_exports();
+    if (!strcmp(argv[1], "layout")) return layout(argc > 2 ? (unsigned)atoi(argv[2]) : 4);
+    if (!strcmp(argv[1], "hint")) return hint();
+    if (!strcmp(argv[1], "path")) return path();
+    if (!strcmp(argv[1], "size")) return size();
+    if (!strcmp(argv[1], "runtime")) return runtime();
+    fprintf(stderr, "seg-test: unknown test %s\n", argv[1]);
+    return 2;
+}
