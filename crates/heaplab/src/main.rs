@@ -51,6 +51,8 @@ enum Command {
     Allocators(cmd::allocators::Args),
     #[command(about = "Run a program on one allocator (LD_PRELOAD) and pass its exit status through")]
     Run(cmd::run::Args),
+    #[command(about = "Segregate heap objects by predicted reference density and lifetime (paper 001)")]
+    Segregate(cmd::segregate::Args),
     #[command(about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)")]
     Synth(cmd::synth::Args),
 }
@@ -74,6 +76,7 @@ fn main() {
         Command::Locality(a) => cmd::locality::run(a),
         Command::Allocators(a) => cmd::allocators::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Segregate(a) => cmd::segregate::run(a),
         Command::Synth(a) => cmd::synth::run(a),
     };
     match result {

@@ -8,6 +8,7 @@ pub mod lab;
 pub mod locality;
 pub mod record;
 pub mod run;
+pub mod segregate;
 pub mod sim;
 pub mod stats;
 pub mod synth;

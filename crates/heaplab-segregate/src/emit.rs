@@ -1,0 +1,280 @@
+//! The emitted allocator: a predictor table as one C file, compiled with the
+//! segmented allocator (`native/segregate`) and the zoo's shim and platform
+//! layer into `DIR/libNAME.so`, as the synthesizer builds its allocators
+//! (`heaplab-synth`, `build.rs`).
+//!
+//! | object | from | how |
+//! |---|---|---|
+//! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the keys, sorted, and their classes |
+//! | `segregated.o` | `native/segregate/segregated.c` | the segments, the chunks, the lookup |
+//! | `seg_os.o` | `native/segregate/seg_os.c` | unwinding, module map, report |
+//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h"`: the malloc API, the prediction before the lock |
+//! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
+//!
+//! The objects shared by every table are compiled once per output directory
+//! (`DIR/obj/`) and reused while they are newer than their sources.
+
+use crate::classes::Class;
+use crate::predictors::{Kind, Predictor};
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The C file of a predictor table.
+pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "/*");
+    let _ = writeln!(
+        s,
+        " * The {} predictor table for native/segregate/segregated.c, emitted",
+        p.kind.name()
+    );
+    let _ = writeln!(
+        s,
+        " * by `heaplab segregate` (crates/heaplab-segregate). {} entries:",
+        p.table.len()
+    );
+    let n = p.entries_per_class();
+    let _ = writeln!(
+        s,
+        " * {} SL, {} HR, {} not-HR; every other key predicts \"other\".",
+        n[Class::Sl.index()],
+        n[Class::Hr.index()],
+        n[Class::NotHr.index()]
+    );
+    for line in about.lines() {
+        let _ = writeln!(s, " * {}", line.replace("*/", "* /"));
+    }
+    let _ = writeln!(s, " */");
+    let _ = writeln!(s, "#include \"seg.h\"\n");
+    let len = p.table.len().max(1);
+    let _ = writeln!(s, "static const uint64_t keys[{len}] = {{");
+    for chunk in p.table.chunks(4) {
+        let row: Vec<String> = chunk.iter().map(|(k, _)| format!("0x{k:016x}ull")).collect();
+        let _ = writeln!(s, "    {},", row.join(", "));
+    }
+    if p.table.is_empty() {
+        let _ = writeln!(s, "    0,");
+    }
+    let _ = writeln!(s, "}};\n");
+    let _ = writeln!(s, "/* 0 other, 1 SL, 2 HR, 3 not-HR */");
+    let _ = writeln!(s, "static const uint8_t classes[{len}] = {{");
+    for chunk in p.table.chunks(24) {
+        let row: Vec<String> = chunk.iter().map(|(_, c)| c.index().to_string()).collect();
+        let _ = writeln!(s, "    {},", row.join(", "));
+    }
+    if p.table.is_empty() {
+        let _ = writeln!(s, "    0,");
+    }
+    let _ = writeln!(s, "}};\n");
+    let seed = match p.kind {
+        Kind::Random { seed } => seed,
+        _ => 0,
+    };
+    let about_c = about.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ");
+    let _ = writeln!(
+        s,
+        "const hl_seg_table_t hl_seg_table = {{\n    .version = HL_SEG_TABLE_VERSION,\n    .predictor = {},\n    .depth = {depth},\n    .nsegments = {nsegments},\n    .seed = {seed}ull,\n    .n = {},\n    .keys = keys,\n    .classes = classes,\n    .name = \"{}\",\n    .about = \"{about_c}\",\n}};",
+        p.kind.code(),
+        p.table.len(),
+        p.kind.name()
+    );
+    s
+}
+
+/// What a build made.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Built {
+    pub name: String,
+    pub table: PathBuf,
+    pub so: PathBuf,
+    pub commands: Vec<String>,
+    pub seconds: f64,
+}
+
+/// Compiles tables against the checkout's `native/`.
+pub struct Builder {
+    native: PathBuf,
+    obj: PathBuf,
+    cc: String,
+    core: Option<Vec<PathBuf>>,
+    pub commands: Vec<String>,
+}
+
+fn show(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().to_string();
+    for a in cmd.get_args() {
+        let a = a.to_string_lossy();
+        if a.contains([' ', '"', '\'']) {
+            s.push_str(&format!(" '{a}'"));
+        } else {
+            s.push(' ');
+            s.push_str(&a);
+        }
+    }
+    s
+}
+
+fn run(cmd: &mut Command) -> Result<String> {
+    let shown = show(cmd);
+    let out = cmd.output().with_context(|| format!("cannot run {shown}"))?;
+    if !out.status.success() {
+        bail!(
+            "the build failed ({}):\n  {shown}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(shown)
+}
+
+fn newer(obj: &Path, srcs: &[PathBuf]) -> bool {
+    let Ok(o) = obj.metadata().and_then(|m| m.modified()) else {
+        return false;
+    };
+    srcs.iter().all(|s| s.metadata().and_then(|m| m.modified()).is_ok_and(|t| t <= o))
+}
+
+impl Builder {
+    /// `native`: the checkout's `native/`; objects go to `out/obj`.
+    pub fn new(native: &Path, out: &Path) -> Result<Builder> {
+        for f in [
+            "segregate/segregated.c",
+            "segregate/seg_os.c",
+            "segregate/seg.h",
+            "alloc/shim.c",
+            "alloc/platform.c",
+            "alloc/pad.c",
+        ] {
+            if !native.join(f).exists() {
+                bail!(
+                    "{} is missing: heaplab segregate builds with the sources of native/ (set HEAPLAB_HOME to a heaplab checkout)",
+                    native.join(f).display()
+                );
+            }
+        }
+        let obj = out.join("obj");
+        std::fs::create_dir_all(&obj).with_context(|| format!("creating {}", obj.display()))?;
+        let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or("gcc".into());
+        Ok(Builder { native: native.to_path_buf(), obj, cc, core: None, commands: Vec::new() })
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let mut f: Vec<String> = "-std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \
+             -fno-strict-aliasing -fvisibility=hidden -Werror -Wshadow -Wstrict-prototypes \
+             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+             -ftls-model=initial-exec"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        for d in ["common", "alloc", "segregate"] {
+            f.push(format!("-I{}", self.native.join(d).display()));
+        }
+        f
+    }
+
+    /// The front-end flag: the shim's hook when it has one.
+    fn front(&self) -> String {
+        let shim = std::fs::read_to_string(self.native.join("alloc/shim.c")).unwrap_or_default();
+        if shim.contains("HL_FRONT_MALLOC") {
+            "-DHL_FRONT_H=\"seg_front.h\"".into()
+        } else {
+            "-DHL_SEG_NO_FRONT".into()
+        }
+    }
+
+    fn core(&mut self) -> Result<Vec<PathBuf>> {
+        if let Some(c) = &self.core {
+            return Ok(c.clone());
+        }
+        let n = &self.native;
+        let headers: Vec<PathBuf> = [
+            "segregate/seg.h",
+            "segregate/seg_front.h",
+            "common/heaplab_site.h",
+            "alloc/hl_alloc.h",
+            "alloc/hl_internal.h",
+        ]
+        .iter()
+        .map(|h| n.join(h))
+        .collect();
+        let front = self.front();
+        let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
+            (n.join("segregate/segregated.c"), "segregated", vec![front.clone()]),
+            (n.join("segregate/seg_os.c"), "seg_os", vec![]),
+            (
+                n.join("alloc/shim.c"),
+                "shim",
+                vec!["-DHL_ALLOC_SYM=hl_alloc_segregated".into(), front],
+            ),
+            (n.join("alloc/platform.c"), "platform", vec![]),
+            (n.join("alloc/pad.c"), "pad", vec![]),
+        ];
+        let mut objs = Vec::new();
+        for (src, stem, extra) in units {
+            let o = self.obj.join(format!("{stem}.o"));
+            let mut deps = headers.clone();
+            deps.push(src.clone());
+            if !newer(&o, &deps) {
+                let mut c = Command::new(&self.cc);
+                c.args(self.flags()).args(&extra).arg("-c").arg(&src).arg("-o").arg(&o);
+                let shown = run(&mut c)?;
+                self.commands.push(shown);
+            }
+            objs.push(o);
+        }
+        self.core = Some(objs.clone());
+        Ok(objs)
+    }
+
+    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so`.
+    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path) -> Result<Built> {
+        let t0 = Instant::now();
+        let start = self.commands.len();
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let table = dir.join(format!("{name}_table.c"));
+        std::fs::write(&table, table_c).with_context(|| format!("writing {}", table.display()))?;
+        let core = self.core()?;
+        let o = self.obj.join(format!("{name}_table.o"));
+        let mut c = Command::new(&self.cc);
+        c.args(self.flags()).arg("-c").arg(&table).arg("-o").arg(&o);
+        self.commands.push(run(&mut c)?);
+        let so = dir.join(format!("lib{name}.so"));
+        let mut link = Command::new(&self.cc);
+        link.args(["-shared", "-Wl,-z,now", "-Wl,--no-undefined", "-o"])
+            .arg(&so)
+            .args(&core)
+            .arg(&o)
+            .args(["-lunwind", "-ldl"]);
+        self.commands.push(run(&mut link)?);
+        Ok(Built {
+            name: name.to_string(),
+            table,
+            so: so.canonicalize().unwrap_or(so),
+            commands: self.commands[start..].to_vec(),
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// The table's `depth` field: STACK's k; the frames PATH and SP unwind at run
+/// time (PATH: as many as the recording kept).
+pub fn table_depth(kind: Kind, recorded_depth: u64) -> u32 {
+    match kind {
+        Kind::Stack { depth } | Kind::StackSize { depth } => depth,
+        Kind::Path => recorded_depth.clamp(1, 64) as u32,
+        _ => 0,
+    }
+}
+
+/// Segments the allocator has for a predictor (DEFAULT: one).
+pub fn segments(kind: Kind) -> u32 {
+    if kind == Kind::Default {
+        1
+    } else {
+        4
+    }
+}

@@ -1,0 +1,338 @@
+//! Running an emitted allocator on the test trace, and what the run shows.
+//!
+//! ```text
+//!   test trace ─▶ heaplab-replay --vg-marks --site-hints, under valgrind --tool=heaplab-measure,
+//!                 with libNAME.so preloaded (HEAPLAB_SEG_REPORT: its segments at exit)
+//!        │ heaplab_refs::measure: the recorded references at the addresses it returned,
+//!        ▼ interleaved with the allocator's own
+//!   each access ──┬─ every one ─────────────────────────────▶ caches ("all")
+//!                 ├─ the program's heap references ─────────▶ caches ("heap")
+//!                 ├─ heap references + the allocator's ─────▶ LRU pages (4 KB, 8 KB): faults
+//!                 └─ per 4 KB page: the program's references, the allocator's
+//!   at the end: the report's segment ranges put each page in its segment
+//! ```
+//!
+//! This reuses the locality study's reference replay (`heaplab_refs::measure`):
+//! the allocator runs for real, in its own process, and the simulators see
+//! the addresses it chose.
+
+use anyhow::{bail, Context, Result};
+use heaplab_compare::alloc::Source;
+use heaplab_compare::Allocator;
+use heaplab_refs::measure::{measure_with_args, MeasureStats, Merged, OTHER_BIT};
+use heaplab_refs::vg::VgTools;
+use heaplab_sim::config::CacheConfig;
+use heaplab_sim::{AccessSource, CacheResult, CacheSweep, Mode, Next, PageCurve, PageSim, Part};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The configurations of paper 001 Figure 6 (direct-mapped, 32-byte lines)
+/// and two of a current machine (an L1d and an L2, 64-byte lines, 8 ways).
+pub fn default_caches() -> Vec<CacheConfig> {
+    heaplab_sim::config::parse_cache_spec("32K:32:1,256K:32:1,32K:64:8,1M:64:8")
+        .expect("a valid spec")
+}
+
+/// References per 4 KB page.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PageRefs {
+    pub app: u64,
+    pub alloc: u64,
+}
+
+/// A segment as the allocator reported it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    pub class: String,
+    pub first: u64,
+    pub end: u64,
+    pub objects: u64,
+    pub bytes_peak: u64,
+    pub grows: u64,
+}
+
+/// One segment's pages and references in a measured run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentUse {
+    pub class: String,
+    /// Pages touched (by the program or the allocator) of 4 KB and of 8 KB.
+    pub pages_4k: u64,
+    pub pages_8k: u64,
+    /// The program's references to the segment, and the allocator's.
+    pub app_refs: u64,
+    pub alloc_refs: u64,
+    pub objects: u64,
+    pub bytes_peak: u64,
+    /// 2 MB growths.
+    pub grows: u64,
+}
+
+/// One cache configuration's misses, for two streams.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheMisses {
+    pub config: String,
+    pub size: u64,
+    pub line: u32,
+    pub assoc: u32,
+    /// Every reference (program and allocator; one unified cache).
+    pub all_accesses: u64,
+    pub all_misses: u64,
+    /// The program's heap references alone.
+    pub heap_accesses: u64,
+    pub heap_misses: u64,
+}
+
+impl CacheMisses {
+    pub fn all_rate(&self) -> f64 {
+        self.all_misses as f64 / self.all_accesses.max(1) as f64
+    }
+    pub fn heap_rate(&self) -> f64 {
+        self.heap_misses as f64 / self.heap_accesses.max(1) as f64
+    }
+}
+
+/// One allocator (DEFAULT or a predictor) measured on the test trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub name: String,
+    pub library: PathBuf,
+    pub stats: MeasureStats,
+    pub segments: Vec<SegmentUse>,
+    /// Pages touched outside every segment (the allocator's own data).
+    pub outside_pages_4k: u64,
+    /// The program's references per 8 KB page of the segments, most first
+    /// (Figure 3's input; pages the program never referenced count as 0).
+    pub page_refs_8k: Vec<u64>,
+    /// LRU page faults against memory size, over the heap references and the
+    /// allocator's (4 KB and 8 KB pages).
+    #[serde(skip)]
+    pub faults: Vec<PageCurve>,
+    pub caches: Vec<CacheMisses>,
+    /// The allocator's report line (JSON), as it wrote it.
+    pub report: serde_json::Value,
+    pub seconds: f64,
+}
+
+impl Measured {
+    /// The curve of one page size.
+    pub fn curve(&self, page: u64) -> Option<&PageCurve> {
+        self.faults.iter().find(|c| c.page_size == page)
+    }
+    /// Pages of all segments.
+    pub fn pages_8k(&self) -> u64 {
+        self.segments.iter().map(|s| s.pages_8k).sum()
+    }
+    pub fn pages_4k(&self) -> u64 {
+        self.segments.iter().map(|s| s.pages_4k).sum()
+    }
+    /// The program's references to the segments.
+    pub fn app_refs(&self) -> u64 {
+        self.segments.iter().map(|s| s.app_refs).sum()
+    }
+}
+
+struct Collected {
+    stats: MeasureStats,
+    pages: HashMap<u64, PageRefs>,
+    all: Vec<CacheResult>,
+    heap: Vec<CacheResult>,
+    faults: Vec<PageCurve>,
+}
+
+fn collect(src: &mut Merged, caches: &[CacheConfig]) -> Result<Collected> {
+    let mut all = CacheSweep::new(caches, &[Mode::Unified]);
+    let mut heap = CacheSweep::new(caches, &[Mode::Unified]);
+    let mut p4 = PageSim::new(4096).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut p8 = PageSim::new(8192).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut pages: HashMap<u64, PageRefs> = HashMap::new();
+    let (mut last_page, mut last) = (u64::MAX, PageRefs::default());
+    let mut buf = Vec::with_capacity(1 << 16);
+    loop {
+        let next = src.next_batch(&mut buf)?;
+        for a in &buf {
+            all.access(a);
+            let is_alloc = a.part == Part::Allocator;
+            let is_heap = !is_alloc && a.addr & OTHER_BIT == 0;
+            if !(is_alloc || is_heap) {
+                continue;
+            }
+            if is_heap {
+                heap.access(a);
+            }
+            p4.access(a);
+            p8.access(a);
+            let pg = a.addr >> 12;
+            if pg != last_page {
+                if last_page != u64::MAX {
+                    let e = pages.entry(last_page).or_default();
+                    e.app += last.app;
+                    e.alloc += last.alloc;
+                }
+                last_page = pg;
+                last = PageRefs::default();
+            }
+            if is_heap {
+                last.app += 1;
+            } else {
+                last.alloc += 1;
+            }
+        }
+        if next == Next::End {
+            break;
+        }
+    }
+    if last_page != u64::MAX {
+        let e = pages.entry(last_page).or_default();
+        e.app += last.app;
+        e.alloc += last.alloc;
+    }
+    Ok(Collected {
+        stats: src.stats,
+        pages,
+        all: all.results(),
+        heap: heap.results(),
+        faults: vec![p4.curve(), p8.curve()],
+    })
+}
+
+fn hex(v: &serde_json::Value) -> u64 {
+    v.as_str().and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()).unwrap_or(0)
+}
+
+/// Reads the allocator's report (the last line in the file).
+pub fn read_report(path: &Path) -> Result<(serde_json::Value, Vec<Segment>)> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading {} (the segmented allocator writes it at exit; did the replay finish?)",
+            path.display()
+        )
+    })?;
+    let line = text.lines().rev().find(|l| !l.trim().is_empty()).context("an empty report")?;
+    let v: serde_json::Value = serde_json::from_str(line)
+        .with_context(|| format!("{}: the report is not JSON: {line}", path.display()))?;
+    let segs = v["segments"]
+        .as_array()
+        .context("the report has no segments")?
+        .iter()
+        .map(|s| Segment {
+            class: s["class"].as_str().unwrap_or("?").to_string(),
+            first: hex(&s["first"]),
+            end: hex(&s["end"]),
+            objects: s["objects"].as_u64().unwrap_or(0),
+            bytes_peak: s["bytes_peak"].as_u64().unwrap_or(0),
+            grows: s["grows"].as_u64().unwrap_or(0),
+        })
+        .collect();
+    Ok((v, segs))
+}
+
+/// What one measurement needs.
+pub struct MeasureJob<'a> {
+    pub tools: &'a VgTools,
+    pub replay: &'a Path,
+    /// The test trace, and its events-only copy (`heaplab_refs::measure::events_only`).
+    pub trace: &'a Path,
+    pub events: &'a Path,
+    pub caches: &'a [CacheConfig],
+    /// Where the allocator's report goes.
+    pub scratch: &'a Path,
+}
+
+/// Measures one emitted allocator on the test trace.
+pub fn measure(job: &MeasureJob, name: &str, library: &Path) -> Result<Measured> {
+    let t0 = std::time::Instant::now();
+    let report = job.scratch.join(format!("{name}.report.jsonl"));
+    let _ = std::fs::remove_file(&report);
+    let alloc = Allocator {
+        name: name.to_string(),
+        source: Source::Heaplab,
+        preload: Some(library.to_path_buf()),
+        env: vec![("HEAPLAB_SEG_REPORT".into(), report.display().to_string())],
+        missing: (!library.exists()).then(|| format!("no such file: {}", library.display())),
+    };
+    let caches = job.caches.to_vec();
+    let c = measure_with_args(
+        job.tools,
+        job.replay,
+        job.trace,
+        job.events,
+        &alloc,
+        &["--site-hints"],
+        move |src| collect(src, &caches),
+    )?;
+    let (raw, segs) = read_report(&report)?;
+    if segs.is_empty() {
+        bail!("{name}: the allocator reported no segment");
+    }
+    let seg_of =
+        |addr: u64| segs.iter().position(|s| s.first != 0 && addr >= s.first && addr < s.end);
+    let mut uses: Vec<SegmentUse> = segs
+        .iter()
+        .map(|s| SegmentUse {
+            class: s.class.clone(),
+            pages_4k: 0,
+            pages_8k: 0,
+            app_refs: 0,
+            alloc_refs: 0,
+            objects: s.objects,
+            bytes_peak: s.bytes_peak,
+            grows: s.grows,
+        })
+        .collect();
+    let mut outside = 0u64;
+    let mut by8: HashMap<u64, (usize, u64)> = HashMap::new();
+    for (&pg, r) in &c.pages {
+        match seg_of(pg << 12) {
+            Some(i) => {
+                uses[i].pages_4k += 1;
+                uses[i].app_refs += r.app;
+                uses[i].alloc_refs += r.alloc;
+                let e = by8.entry(pg >> 1).or_insert((i, 0));
+                e.1 += r.app;
+            }
+            None => outside += 1,
+        }
+    }
+    for (i, _) in by8.values() {
+        uses[*i].pages_8k += 1;
+    }
+    let mut page_refs_8k: Vec<u64> = by8.values().map(|v| v.1).collect();
+    page_refs_8k.sort_unstable_by(|a, b| b.cmp(a));
+    let pick = |v: &[CacheResult]| -> Vec<(u64, u64)> {
+        v.iter().map(|r| (r.counts.total_accesses(), r.counts.total_misses())).collect()
+    };
+    let (a, h) = (pick(&c.all), pick(&c.heap));
+    let caches = c
+        .all
+        .iter()
+        .zip(a.iter().zip(&h))
+        .map(|(r, (a, h))| CacheMisses {
+            config: format!(
+                "{}:{}:{}",
+                heaplab_sim::config::fmt_bytes(r.config.size()),
+                r.config.line(),
+                r.config.assoc()
+            ),
+            size: r.config.size(),
+            line: r.config.line(),
+            assoc: r.config.assoc(),
+            all_accesses: a.0,
+            all_misses: a.1,
+            heap_accesses: h.0,
+            heap_misses: h.1,
+        })
+        .collect();
+    Ok(Measured {
+        name: name.to_string(),
+        library: library.to_path_buf(),
+        stats: c.stats,
+        segments: uses,
+        outside_pages_4k: outside,
+        page_refs_8k,
+        faults: c.faults,
+        caches,
+        report: raw,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,249 @@
+//! `heaplab segregate` from end to end: load, search, train, emit, measure,
+//! derive. The command only parses flags and prints; this does the work.
+
+use crate::classes::Thresholds;
+use crate::emit::{self, Builder};
+use crate::evaluate::{self, MeasureJob};
+use crate::objects::{self, Profile};
+use crate::predictors::{Kind, Predictor, TrainOptions};
+use crate::runtime;
+use crate::search::{self, SearchOptions, Timeline};
+use crate::study::{self, Study, ThresholdChoice};
+use anyhow::{bail, Context, Result};
+use heaplab_refs::vg::VgTools;
+use heaplab_sim::config::CacheConfig;
+use std::path::{Path, PathBuf};
+
+/// The real program on its test input, for the run-time figures.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// A shell command line (`sh -c`), e.g. the one `heaplab workloads NAME --variant 3` prints.
+    pub command: String,
+    pub cwd: PathBuf,
+    /// Rounds of the wall-time comparison.
+    pub repeats: usize,
+    /// Also run it under callgrind for the lookup's cost.
+    pub callgrind: bool,
+}
+
+/// Everything a study needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub train: PathBuf,
+    pub threshold: PathBuf,
+    pub test: PathBuf,
+    /// Predictors to build and measure besides DEFAULT, in order.
+    pub predictors: Vec<Kind>,
+    /// The predictor the threshold search trains (the paper: one set of
+    /// thresholds per program).
+    pub search_with: Kind,
+    /// Given thresholds (no search).
+    pub thresholds: Option<Thresholds>,
+    pub train_options: TrainOptions,
+    pub search_budget: usize,
+    /// Libraries, tables and scratch files.
+    pub out_dir: PathBuf,
+    /// The checkout's `native/` and `build/`.
+    pub native: PathBuf,
+    pub replay: PathBuf,
+    pub vg: VgTools,
+    pub caches: Vec<CacheConfig>,
+    /// Measure on the test trace (else: train, emit and score only).
+    pub measure: bool,
+    pub program: Option<Program>,
+    /// The predictor whose library runs the real program (run-time lookups).
+    pub runtime_predictor: Kind,
+}
+
+fn load(role: &str, p: &Path, log: &mut dyn FnMut(&str)) -> Result<Profile> {
+    let t0 = std::time::Instant::now();
+    let prof = objects::load(p).with_context(|| format!("the {role} trace"))?;
+    log(&format!(
+        "{role}: {} ({} objects, {} heap references, {} instructions) read in {:.1} s",
+        p.display(),
+        prof.objects.len(),
+        prof.heap_refs,
+        prof.instructions,
+        t0.elapsed().as_secs_f64()
+    ));
+    Ok(prof)
+}
+
+/// Runs the study.
+pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
+    std::fs::create_dir_all(&o.out_dir)
+        .with_context(|| format!("creating {}", o.out_dir.display()))?;
+    let train = load("training", &o.train, log)?;
+    let thresh = load("threshold", &o.threshold, log)?;
+    let test = load("test", &o.test, log)?;
+    let mut notes = Vec::new();
+    let mut predictors = o.predictors.clone();
+    if predictors.contains(&Kind::Sp) && !train.has_sp {
+        notes.push("SP left out: the training trace records no stack-pointer depth (record it again with this heaplab)".to_string());
+        log(notes.last().unwrap());
+        predictors.retain(|k| *k != Kind::Sp);
+    }
+    // thresholds
+    let choice = match o.thresholds {
+        Some(t) => ThresholdChoice { thresholds: t, how: "given".into(), search: None },
+        None => {
+            let opt = SearchOptions {
+                train: o.train_options,
+                budget: o.search_budget,
+                ..SearchOptions::default()
+            };
+            let r = search::search(o.search_with, &train, &thresh, &opt);
+            if !r.best.score.is_finite() {
+                bail!("the threshold search found no candidate that obeys the non-overlap rule; give --thresholds");
+            }
+            log(&format!(
+                "thresholds: searched with {} from {} ({} candidates, {} broke the non-overlap rule): {} (model score {:.3})",
+                o.search_with,
+                r.start,
+                r.evaluated.len(),
+                r.skipped_overlap,
+                r.best.thresholds,
+                r.best.score
+            ));
+            ThresholdChoice {
+                thresholds: r.best.thresholds,
+                how: format!("searched with {} on the threshold input", o.search_with),
+                search: Some(r),
+            }
+        }
+    };
+    let t = choice.thresholds;
+    // train every predictor
+    let tl = Timeline::new(&test);
+    let mut trained = Vec::new();
+    for &k in &predictors {
+        let tr = study::train_and_score(k, &train, &test, &t, &o.train_options, &tl);
+        log(&format!(
+            "{}: {} table entries ({} SL, {} HR, {} not-HR) from {} keys; test objects predicted other/SL/HR/not-HR: {:?}; accuracy {:.1}% of objects",
+            tr.name,
+            tr.predictor.table.len(),
+            tr.entries[1],
+            tr.entries[2],
+            tr.entries[3],
+            tr.predictor.keys_seen,
+            tr.predicted_objects,
+            100.0 * tr.accuracy.accuracy_objects
+        ));
+        trained.push(tr);
+    }
+    // emit
+    let mut b = Builder::new(&o.native, &o.out_dir)?;
+    let about = format!("trained on {}\nthresholds {} ({})", o.train.display(), t, choice.how);
+    let mut libs = Vec::new();
+    let default = Predictor::untrained(Kind::Default);
+    libs.push((
+        "DEFAULT".to_string(),
+        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &o.out_dir)?,
+    ));
+    for tr in &trained {
+        let c = emit::table_c(
+            &tr.predictor,
+            emit::segments(tr.kind),
+            emit::table_depth(tr.kind, train.stack_depth),
+            &about,
+        );
+        libs.push((tr.name.clone(), b.build(&tr.kind.slug(), &c, &o.out_dir)?));
+    }
+    log(&format!("emitted {} libraries in {}", libs.len(), o.out_dir.display()));
+    // measure
+    let mut measured = Vec::new();
+    if o.measure {
+        let events = o.out_dir.join("test.events.hltrace");
+        heaplab_refs::measure::events_only(&o.test, &events)?;
+        let job = MeasureJob {
+            tools: &o.vg,
+            replay: &o.replay,
+            trace: &o.test,
+            events: &events,
+            caches: &o.caches,
+            scratch: &o.out_dir,
+        };
+        for (name, built) in &libs {
+            let m = evaluate::measure(&job, name, &built.so)?;
+            log(&format!(
+                "measured {name} on the test trace in {:.1} s: {} pages of 8 KB in its segments, {} allocator instructions",
+                m.seconds,
+                m.pages_8k(),
+                m.stats.alloc_instructions
+            ));
+            measured.push(m);
+        }
+    }
+    // the real program
+    let (mut lookup, mut wall) = (None, None);
+    if let Some(p) = &o.program {
+        let lib_of = |name: &str| libs.iter().find(|(n, _)| n == name).map(|(_, b)| b.so.clone());
+        let rt = o.runtime_predictor.name();
+        if p.callgrind {
+            match lib_of(&rt) {
+                Some(so) => {
+                    let c = runtime::lookup_cost(
+                        &p.command,
+                        &p.cwd,
+                        &so,
+                        lib_of("DEFAULT").as_deref(),
+                        &o.out_dir,
+                    )?;
+                    log(&format!(
+                        "run-time lookup ({rt}): {:.0} instructions per lookup over {} lookups; {:.0} per malloc with it, {} with DEFAULT",
+                        c.per_lookup,
+                        c.lookups,
+                        c.per_malloc,
+                        c.default_per_malloc.map_or("?".into(), |d| format!("{d:.0}"))
+                    ));
+                    lookup = Some(c);
+                }
+                None => notes.push(format!("no {rt} library, so no run-time lookup cost")),
+            }
+        }
+        if p.repeats > 0 {
+            let mut v: Vec<(String, PathBuf)> = vec![];
+            for name in ["DEFAULT".to_string(), rt.clone()] {
+                if let Some(so) = lib_of(&name) {
+                    v.push((name, so));
+                }
+            }
+            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &o.out_dir)?;
+            for r in &w.rows {
+                log(&format!(
+                    "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc){}",
+                    r.name,
+                    r.median,
+                    r.seconds.len(),
+                    r.vs_glibc,
+                    if r.same_output { "" } else { "; OUTPUT DIFFERS FROM GLIBC'S" }
+                ));
+            }
+            wall = Some(w);
+        }
+    }
+    let mut s = Study {
+        program: test.command.clone(),
+        runs: vec![
+            study::summarize("training", &train),
+            study::summarize("threshold", &thresh),
+            study::summarize("test", &test),
+        ],
+        thresholds: choice,
+        test_classes: Study::class_counts(&test, &t),
+        trained,
+        measured,
+        table3: vec![],
+        table4: vec![],
+        figure3: vec![],
+        figure4: vec![],
+        fault_curves: vec![],
+        figure6: vec![],
+        lookup,
+        wall,
+        libraries: libs.into_iter().map(|(_, b)| b).collect(),
+        notes,
+    };
+    s.derive();
+    Ok(s)
+}

@@ -1,0 +1,325 @@
+//! The whole protocol of paper 001 on one program, and the figures it gives.
+//!
+//! ```text
+//!   train, threshold, test traces ─▶ objects
+//!   thresholds: searched with one predictor (STACK by default), trained on
+//!               train and scored on threshold (search.rs); or given
+//!   each predictor: trained on train with those thresholds ─▶ table ─▶ libNAME.so
+//!   DEFAULT, each predictor, RANDOM: measured on test (evaluate.rs)
+//!   ─▶ Table 2 (the runs), Table 3 (pages per segment / DEFAULT), Table 4
+//!      (references per page per segment / DEFAULT), Figure 3 (cumulative
+//!      references / DEFAULT), Figure 4 (page faults / DEFAULT against memory),
+//!      Figure 6 (cache misses / DEFAULT), and precision and recall per class
+//! ```
+
+use crate::accuracy::{accuracy, Accuracy};
+use crate::classes::{Class, Thresholds};
+use crate::evaluate::Measured;
+use crate::objects::Profile;
+use crate::predictors::{classify, Kind, Predictor};
+use crate::search::SearchResult;
+use serde::Serialize;
+
+/// Paper 001 Table 2 for one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub role: String,
+    pub trace: String,
+    pub command: String,
+    pub instructions: u64,
+    pub total_bytes: u64,
+    pub total_objects: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub max_bytes: u64,
+    pub max_objects: u64,
+    /// Distinct allocation sites at depth 1 and 3.
+    pub sites_depth1: usize,
+    pub sites_depth3: usize,
+    /// Objects resized by realloc (one object each, §5.1).
+    pub reallocated: u64,
+    pub has_sp: bool,
+}
+
+/// Table 2's row of a run.
+pub fn summarize(role: &str, p: &Profile) -> RunSummary {
+    let mut ev: Vec<(u64, i64, u64)> = Vec::with_capacity(2 * p.objects.len());
+    for o in &p.objects {
+        ev.push((o.born, 1, o.max_size));
+        if let Some(d) = o.died {
+            ev.push((d, -1, o.max_size));
+        }
+    }
+    ev.sort_unstable_by_key(|e| (e.0, e.1));
+    let (mut b, mut n, mut mb, mut mn) = (0i64, 0i64, 0i64, 0i64);
+    for (_, d, s) in ev {
+        b += d * s as i64;
+        n += d;
+        mb = mb.max(b);
+        mn = mn.max(n);
+    }
+    RunSummary {
+        role: role.into(),
+        trace: p.path.display().to_string(),
+        command: p.command.clone(),
+        instructions: p.instructions,
+        total_bytes: p.total_bytes(),
+        total_objects: p.objects.len() as u64,
+        loads: p.objects.iter().map(|o| o.loads).sum(),
+        stores: p.objects.iter().map(|o| o.stores).sum(),
+        max_bytes: mb as u64,
+        max_objects: mn as u64,
+        sites_depth1: p.sites(1),
+        sites_depth3: p.sites(3),
+        reallocated: p.objects.iter().filter(|o| o.reallocs > 0).count() as u64,
+        has_sp: p.has_sp,
+    }
+}
+
+/// One predictor's training and prediction, before measuring.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trained {
+    pub name: String,
+    pub kind: Kind,
+    pub predictor: Predictor,
+    /// Table entries per class (other, SL, HR, not-HR).
+    pub entries: [usize; 4],
+    /// On the test run: objects predicted into each segment, and how well.
+    pub predicted_objects: [u64; 4],
+    pub accuracy: Accuracy,
+    /// The placement model's score on the test run (search.rs; DEFAULT = 1).
+    pub model_score: f64,
+}
+
+/// Trains a predictor and checks it against the test run's classes.
+pub fn train_and_score(
+    kind: Kind,
+    train: &Profile,
+    test: &Profile,
+    t: &Thresholds,
+    opt: &crate::predictors::TrainOptions,
+    tl: &crate::search::Timeline,
+) -> Trained {
+    let p = Predictor::train(kind, train, t, opt);
+    let actual = classify(test, t);
+    let pred = p.predict_all(test);
+    let mut n = [0u64; 4];
+    for c in &pred {
+        n[c.index()] += 1;
+    }
+    Trained {
+        name: kind.name(),
+        kind,
+        entries: p.entries_per_class(),
+        accuracy: accuracy(test, &actual, &pred),
+        model_score: tl.score(&pred, 4096),
+        predicted_objects: n,
+        predictor: p,
+    }
+}
+
+/// Table 3's row of one allocator: pages per segment relative to DEFAULT's total.
+#[derive(Debug, Clone, Serialize)]
+pub struct PagesRow {
+    pub name: String,
+    /// Per class, in segment order (other, SL, HR, not-HR); DEFAULT: `all` only.
+    pub relative: [f64; 4],
+    pub absolute: [u64; 4],
+    pub total_relative: f64,
+    pub total: u64,
+}
+
+/// Table 4's row: references per page per segment relative to DEFAULT's.
+#[derive(Debug, Clone, Serialize)]
+pub struct DensityRow {
+    pub name: String,
+    /// None where the segment has no page.
+    pub relative: [Option<f64>; 4],
+    pub absolute: [Option<f64>; 4],
+}
+
+fn class_slot(class: &str) -> usize {
+    match class {
+        "SL" => 1,
+        "HR" => 2,
+        "nonHR" => 3,
+        _ => 0,
+    }
+}
+
+/// Tables 3 and 4 for one allocator against DEFAULT (8 KB pages, as the paper).
+pub fn tables(def: &Measured, m: &Measured) -> (PagesRow, DensityRow) {
+    let d_pages = def.pages_8k().max(1);
+    let d_density = def.app_refs() as f64 / d_pages as f64;
+    let mut abs = [0u64; 4];
+    let mut refs = [0u64; 4];
+    for s in &m.segments {
+        let i = class_slot(&s.class);
+        abs[i] += s.pages_8k;
+        refs[i] += s.app_refs;
+    }
+    let total: u64 = abs.iter().sum();
+    let rel = abs.map(|a| a as f64 / d_pages as f64);
+    let dens: [Option<f64>; 4] =
+        std::array::from_fn(|i| (abs[i] > 0).then(|| refs[i] as f64 / abs[i] as f64));
+    (
+        PagesRow {
+            name: m.name.clone(),
+            relative: rel,
+            absolute: abs,
+            total_relative: total as f64 / d_pages as f64,
+            total,
+        },
+        DensityRow {
+            name: m.name.clone(),
+            relative: dens.map(|d| d.map(|d| if d_density > 0.0 { d / d_density } else { 0.0 })),
+            absolute: dens,
+        },
+    )
+}
+
+/// Figure 3: the cumulative references of the j most referenced pages,
+/// relative to DEFAULT's j most referenced (past DEFAULT's last page, to
+/// DEFAULT's total: "we can continue to add pages to default even if it
+/// never used those pages"). Points (j, ratio), j from 1.
+pub fn cumulative_relative(def: &[u64], m: &[u64]) -> Vec<(u64, f64)> {
+    let n = def.len().max(m.len());
+    let (mut cd, mut cm) = (0u64, 0u64);
+    (0..n)
+        .map(|j| {
+            cd += def.get(j).copied().unwrap_or(0);
+            cm += m.get(j).copied().unwrap_or(0);
+            (j as u64 + 1, if cd > 0 { cm as f64 / cd as f64 } else { 1.0 })
+        })
+        .collect()
+}
+
+/// Figure 4: page faults beyond the fill faults (the first touch of each
+/// page), per reference, relative to DEFAULT's, for memories of 1 .. n
+/// frames. Where DEFAULT has only fill faults left ("drop-down"), the ratio
+/// is to DEFAULT's last non-zero value, as the paper does; a predictor's own
+/// drop-down gives 0.
+pub fn faults_relative(
+    def: &heaplab_sim::PageCurve,
+    m: &heaplab_sim::PageCurve,
+) -> Vec<(u64, f64)> {
+    let n = def.distinct_pages.max(m.distinct_pages);
+    let rate = |c: &heaplab_sim::PageCurve, f: u64| {
+        (c.faults_at(f).saturating_sub(c.distinct_pages)) as f64 / c.references.max(1) as f64
+    };
+    let mut last_def = None;
+    (1..=n)
+        .filter_map(|f| {
+            let d = rate(def, f);
+            if d > 0.0 {
+                last_def = Some(d);
+            }
+            let base = if d > 0.0 { Some(d) } else { last_def };
+            base.map(|b| (f, rate(m, f) / b))
+        })
+        .collect()
+}
+
+/// Figure 6: miss rates relative to DEFAULT's, per cache configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheRow {
+    pub name: String,
+    pub config: String,
+    pub all_rate: f64,
+    pub heap_rate: f64,
+    pub all_relative: f64,
+    pub heap_relative: f64,
+}
+
+pub fn caches_relative(def: &Measured, m: &Measured) -> Vec<CacheRow> {
+    m.caches
+        .iter()
+        .zip(&def.caches)
+        .map(|(c, d)| CacheRow {
+            name: m.name.clone(),
+            config: c.config.clone(),
+            all_rate: c.all_rate(),
+            heap_rate: c.heap_rate(),
+            all_relative: c.all_rate() / d.all_rate().max(f64::MIN_POSITIVE),
+            heap_relative: c.heap_rate() / d.heap_rate().max(f64::MIN_POSITIVE),
+        })
+        .collect()
+}
+
+/// The threshold choice: searched (with its log) or given.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThresholdChoice {
+    pub thresholds: Thresholds,
+    /// How: "searched with STACK" or "given".
+    pub how: String,
+    pub search: Option<SearchResult>,
+}
+
+/// Real-program costs of the emitted allocator (runtime.rs).
+pub use crate::runtime::{LookupCost, WallTimes};
+
+/// The study of one program, as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Study {
+    pub program: String,
+    pub runs: Vec<RunSummary>,
+    pub thresholds: ThresholdChoice,
+    /// Classes of the test run's objects under the thresholds.
+    pub test_classes: [u64; 4],
+    pub trained: Vec<Trained>,
+    /// DEFAULT first, then each predictor in order.
+    pub measured: Vec<Measured>,
+    pub table3: Vec<PagesRow>,
+    pub table4: Vec<DensityRow>,
+    /// (allocator, 8 KB points).
+    pub figure3: Vec<(String, Vec<(u64, f64)>)>,
+    pub figure4: Vec<(String, Vec<(u64, f64)>)>,
+    /// Absolute fault curves (frames, faults), 8 KB pages.
+    pub fault_curves: Vec<(String, Vec<(u64, u64)>)>,
+    pub figure6: Vec<CacheRow>,
+    pub lookup: Option<LookupCost>,
+    pub wall: Option<WallTimes>,
+    pub libraries: Vec<crate::emit::Built>,
+    pub notes: Vec<String>,
+}
+
+impl Study {
+    /// Fills the tables and figures from `measured` (DEFAULT first).
+    pub fn derive(&mut self) {
+        let Some(def) = self.measured.first().cloned() else {
+            return;
+        };
+        self.table3.clear();
+        self.table4.clear();
+        self.figure3.clear();
+        self.figure4.clear();
+        self.figure6.clear();
+        self.fault_curves.clear();
+        for m in &self.measured {
+            let (t3, t4) = tables(&def, m);
+            self.table3.push(t3);
+            self.table4.push(t4);
+            self.figure3
+                .push((m.name.clone(), cumulative_relative(&def.page_refs_8k, &m.page_refs_8k)));
+            if let (Some(d), Some(c)) = (def.curve(8192), m.curve(8192)) {
+                self.figure4.push((m.name.clone(), faults_relative(d, c)));
+                self.fault_curves.push((m.name.clone(), c.points().collect()));
+            }
+            self.figure6.extend(caches_relative(&def, m));
+        }
+    }
+
+    /// Share of the test run's objects in each class.
+    pub fn class_counts(test: &Profile, t: &Thresholds) -> [u64; 4] {
+        let mut n = [0u64; 4];
+        for c in classify(test, t) {
+            n[c.index()] += 1;
+        }
+        n
+    }
+}
+
+/// A class's name by segment slot.
+pub fn slot_name(i: usize) -> &'static str {
+    Class::from_index(i).map(|c| c.name()).unwrap_or("?")
+}

@@ -1,0 +1,254 @@
+//! `heaplab segregate --train T --threshold T --test T`: Seidl and Zorn's
+//! segregation of heap objects by predicted reference density and lifetime
+//! (paper 001). The work lives in `heaplab-segregate`; this is flags and output.
+
+use crate::paths;
+use anyhow::{bail, Context, Result};
+use heaplab_compare::Tools;
+use heaplab_refs::vg::VgTools;
+use heaplab_segregate::classes::Thresholds;
+use heaplab_segregate::pipeline::{self, Options, Program};
+use heaplab_segregate::predictors::{Kind, TrainOptions};
+use heaplab_segregate::report::{self, Entry};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Segregate heap objects by predicted reference density and lifetime (paper 001).
+///
+/// Three traces recorded with references (`heaplab record --refs`) of one
+/// program on three inputs: the predictors are trained on --train, the four
+/// thresholds (maximum SL age, minimum HR age, minimum HR density, maximum
+/// not-HR density; SL and HR never overlap) are chosen on --threshold by a
+/// search outward from a start point, and everything is measured on --test.
+///
+/// For DEFAULT (the segmented allocator with one segment) and each predictor
+/// (SP, PATH, STACK with depth --depth, STACK+size, RANDOM) it emits a
+/// segmented allocator with its predictor table (OUT/libNAME.so: four
+/// contiguous segments grown in 2 MB steps, 64 KB apart), replays the test
+/// trace on it under heaplab's Valgrind tool with the recorded call sites as
+/// site hints, and reports: pages per segment and references per page
+/// relative to DEFAULT (Tables 3, 4), the cumulative-reference curve and the
+/// page-fault rate against memory size relative to DEFAULT (Figures 3, 4),
+/// cache miss rates relative to DEFAULT (Figure 6: direct-mapped 32 KB and
+/// 256 KB with 32-byte lines, and 32 KB / 1 MB 8-way with 64-byte lines),
+/// and precision and recall per class on the test input.
+///
+/// With --run-test CMD it also runs the real program on its test input with
+/// the STACK library, which predicts at run time from its own call stack:
+/// the lookup's instructions per malloc (callgrind), and the wall time
+/// against DEFAULT and glibc, with the output checked against glibc's.
+///
+/// --combine puts the JSON files of several programs into one report.
+///
+/// Examples:
+///   heaplab segregate --train perl1.hltrace --threshold perl2.hltrace --test perl3.hltrace
+///   heaplab segregate --train a.hltrace --threshold b.hltrace --test c.hltrace \
+///       --predictor stack,stack:1,path,random --report out/seg-perl --json out/seg-perl.json
+///   heaplab segregate ... --run-test "$(heaplab workloads perl-wc --variant 3 --scale 0.05)"
+///   heaplab segregate --combine out/seg-*.json --report out/seg-all
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The training trace (with references).
+    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    train: Option<PathBuf>,
+    /// The trace the thresholds are chosen on.
+    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    threshold: Option<PathBuf>,
+    /// The trace everything is measured on.
+    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    test: Option<PathBuf>,
+    /// Predictors besides DEFAULT, comma-separated or repeated: sp, path,
+    /// stack[:K], stack+size[:K], random[:SEED].
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "sp,path,stack,stack+size,random"
+    )]
+    predictor: Vec<String>,
+    /// STACK's depth: the last K call sites.
+    #[arg(long, value_name = "K", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    depth: u32,
+    /// Thresholds instead of the search: SL_MAX_AGE,HR_MIN_AGE,HR_MIN_DENSITY,NHR_MAX_DENSITY
+    /// (instructions, instructions, references per byte, references per byte).
+    #[arg(long, value_name = "T")]
+    thresholds: Option<String>,
+    /// The predictor the threshold search trains.
+    #[arg(long, value_name = "P", default_value = "stack")]
+    search_with: String,
+    /// Candidates the search may evaluate.
+    #[arg(long, value_name = "N", default_value_t = 400)]
+    budget: usize,
+    /// Share of a key's training objects that must share its class for the key to predict it.
+    #[arg(long, value_name = "F", default_value_t = 0.9)]
+    purity: f64,
+    /// Where the emitted tables and libraries go (default: out/segregate/TEST-STEM).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Caches to simulate (SIZE:LINE:ASSOC,...).
+    #[arg(long, value_name = "SPEC", default_value = "32K:32:1,256K:32:1,32K:64:8,1M:64:8")]
+    caches: String,
+    /// Train, emit and score predictions only; do not measure on the test trace.
+    #[arg(long)]
+    no_measure: bool,
+    /// The real program on its test input, as a shell command line, for the
+    /// run-time lookup cost and the wall times.
+    #[arg(long, value_name = "CMD")]
+    run_test: Option<String>,
+    /// The directory --run-test runs in.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Rounds of the wall-time comparison (0: none).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    repeats: usize,
+    /// Do not run the program under callgrind.
+    #[arg(long)]
+    no_callgrind: bool,
+    /// The predictor whose library runs the real program.
+    #[arg(long, value_name = "P", default_value = "stack")]
+    runtime_predictor: String,
+    /// Combine these studies' JSON files into one report (no traces needed).
+    #[arg(long, value_name = "JSON", num_args = 1.., conflicts_with_all = ["train", "threshold", "test"])]
+    combine: Vec<PathBuf>,
+    /// Write report.html (tables and figures) into DIR.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Write every result as JSON to FILE (`-`: stdout, the tables then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Say nothing while working.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn write_out(a: &Args, entries: &[Entry], json: &serde_json::Value) -> Result<i32> {
+    let text = report::text_report(entries);
+    let to_stdout = a.json.as_deref() != Some(std::path::Path::new("-"));
+    if to_stdout {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+    if let Some(j) = &a.json {
+        let body = serde_json::to_string_pretty(json)?;
+        if j.as_os_str() == "-" {
+            println!("{body}");
+        } else {
+            std::fs::write(j, body + "\n").with_context(|| format!("writing {}", j.display()))?;
+        }
+    }
+    if let Some(dir) = &a.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let title = if entries.len() == 1 {
+            format!("heaplab segregate: {}", entries[0].label)
+        } else {
+            "heaplab segregate".to_string()
+        };
+        let path = dir.join("report.html");
+        std::fs::write(&path, report::html(entries, &title, &command_line()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        if !a.quiet {
+            eprintln!("heaplab segregate: wrote {}", path.display());
+        }
+    }
+    std::io::stdout().flush()?;
+    Ok(0)
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    if !a.combine.is_empty() {
+        let mut entries = Vec::new();
+        let mut all = Vec::new();
+        for p in &a.combine {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+                format!("{}: not JSON (a file that `heaplab segregate --json` wrote?)", p.display())
+            })?;
+            if v.get("table3").is_none() {
+                bail!("{}: not a `heaplab segregate --json` result (no table3)", p.display());
+            }
+            let label = report::label_of(v["program"].as_str().unwrap_or("?"));
+            all.push(v.clone());
+            entries.push(Entry { label, study: v });
+        }
+        return write_out(&a, &entries, &serde_json::Value::Array(all));
+    }
+    let (train, threshold, test) =
+        (a.train.clone().unwrap(), a.threshold.clone().unwrap(), a.test.clone().unwrap());
+    for p in [&train, &threshold, &test] {
+        if !p.exists() {
+            bail!("{}: no such file", p.display());
+        }
+    }
+    if !(0.5..=1.0).contains(&a.purity) {
+        bail!("--purity {}: a share from 0.5 to 1", a.purity);
+    }
+    let mut predictors = Vec::new();
+    for p in &a.predictor {
+        let k = Kind::parse(p, a.depth)?;
+        if k == Kind::Default {
+            continue; // always measured, as the baseline
+        }
+        if !predictors.contains(&k) {
+            predictors.push(k);
+        }
+    }
+    let search_with = Kind::parse(&a.search_with, a.depth)?;
+    let runtime_predictor = Kind::parse(&a.runtime_predictor, a.depth)?;
+    let thresholds = a.thresholds.as_deref().map(Thresholds::parse).transpose()?;
+    let caches = heaplab_sim::config::parse_cache_spec(&a.caches)
+        .map_err(|e| anyhow::anyhow!("--caches: {e}"))?;
+    let home = paths::home();
+    let tools = Tools::from_home(&home);
+    let vg = VgTools::from_lib_dir(&paths::build_dir().join("lib"));
+    if !a.no_measure {
+        tools.check_replay()?;
+        vg.check("heaplab-measure")?;
+    }
+    let stem =
+        test.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "test".into());
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/segregate").join(&stem));
+    let program = a.run_test.as_ref().map(|c| Program {
+        command: c.clone(),
+        cwd: a
+            .cwd
+            .clone()
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| ".".into())),
+        repeats: a.repeats,
+        callgrind: !a.no_callgrind,
+    });
+    let o = Options {
+        train,
+        threshold,
+        test,
+        predictors,
+        search_with,
+        thresholds,
+        train_options: TrainOptions { purity: a.purity },
+        search_budget: a.budget,
+        out_dir: out,
+        native: home.join("native"),
+        replay: paths::bin("heaplab-replay"),
+        vg,
+        caches,
+        measure: !a.no_measure,
+        program,
+        runtime_predictor,
+    };
+    let quiet = a.quiet;
+    let mut log = |m: &str| {
+        if !quiet {
+            eprintln!("heaplab segregate: {m}");
+        }
+    };
+    let study = pipeline::run(&o, &mut log)?;
+    let v = serde_json::to_value(&study)?;
+    let entries = vec![Entry { label: report::label_of(&study.program), study: v.clone() }];
+    write_out(&a, &entries, &v)
+}
