@@ -22,5 +22,6 @@ pub mod measure;
 pub mod raw;
 pub mod record;
 pub mod report;
+pub mod source;
 pub mod study;
 pub mod vg;

@@ -316,7 +316,13 @@ pub fn measure(
     let t0 = std::time::Instant::now();
     let (stats, caches, pages) =
         measure_with(tools, replay, trace, events, alloc, move |src| simulate(src, &spec))?;
-    Ok(Cell { allocator: alloc.name.clone(), stats, caches, pages, seconds: t0.elapsed().as_secs_f64() })
+    Ok(Cell {
+        allocator: alloc.name.clone(),
+        stats,
+        caches,
+        pages,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// The merged stream of one measurement, as the consumer sees it.
@@ -386,7 +392,15 @@ pub fn measure_with_args<T: Send + 'static>(
         consume(&mut src)
     })?;
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let tail: String = stderr.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    let tail: String = stderr
+        .lines()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
     match (res, ended) {
         (Ok(v), Ended::Exit(0)) => Ok(v),
         (Ok(_), e) => {

@@ -50,6 +50,7 @@ use crate::reader::{Item, TraceReader};
 use crate::varint::{put, put_bytes, Cursor};
 use crate::writer::TraceWriter;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read, Write};
 use std::path::Path;
 
@@ -529,6 +530,61 @@ pub fn write_block<W: Write>(w: &mut TraceWriter<W>, enc: &mut RefsEncoder) -> i
 
 // ---------------------------------------------------------------- reader
 
+/// A column of varints, read with the one-byte case inline.
+struct Col<'a> {
+    d: &'a [u8],
+    pos: usize,
+    what: &'static str,
+}
+
+impl<'a> Col<'a> {
+    fn new(d: &'a [u8], what: &'static str) -> Self {
+        Col { d, pos: 0, what }
+    }
+
+    #[inline(always)]
+    fn get(&mut self) -> Result<u64, String> {
+        if let Some(&b) = self.d.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.get_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_slow(&mut self) -> Result<u64, String> {
+        let mut c = Cursor::new(&self.d[self.pos..]);
+        let v = c.varint(self.what)?;
+        self.pos += c.pos();
+        Ok(v)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos >= self.d.len()
+    }
+
+    fn remaining(&self) -> usize {
+        self.d.len().saturating_sub(self.pos)
+    }
+}
+
+/// `Vec::push`, inlined (the decoder pushes one item per record).
+#[inline(always)]
+fn push_item(v: &mut Vec<RefItem>, item: RefItem) {
+    if v.len() == v.capacity() {
+        v.reserve(4096);
+    }
+    // SAFETY: there is spare capacity (reserved just above if there was none);
+    // the slot is written once, then counted by set_len.
+    unsafe {
+        v.as_mut_ptr().add(v.len()).write(item);
+        v.set_len(v.len() + 1);
+    }
+}
+
 /// The META options token that announces a REFS stream.
 pub const OPTION: &str = "refs=1";
 
@@ -536,6 +592,28 @@ pub const OPTION: &str = "refs=1";
 pub fn announces_refs(m: &crate::model::Meta) -> bool {
     m.options.as_deref().is_some_and(|o| o.split_whitespace().any(|t| t == OPTION))
 }
+
+/// A hasher for dense object ids: one multiplication (ids are not chosen by
+/// an adversary; SipHash would cost more than the rest of a reference).
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// Object id -> size.
+pub type IdMap = HashMap<u64, u64, BuildHasherDefault<IdHasher>>;
 
 /// Reads a trace's events and references merged in execution order.
 ///
@@ -546,9 +624,14 @@ pub struct RefsReader<R: Read> {
     tr: TraceReader<R>,
     /// Events read from EVENTS blocks, not yet placed.
     pending: VecDeque<Event>,
-    out: VecDeque<RefItem>,
+    /// Decoded items; those before `out_pos` were handed out.
+    out: Vec<RefItem>,
+    out_pos: usize,
+    /// The block's recent-object list: (id, usable size; 0 once freed).
+    recent: [(u64, u64); RECENT],
+    recent_len: usize,
     /// Live objects at the current place: id -> size.
-    live: HashMap<u64, u64>,
+    live: IdMap,
     next_id: u64,
     placed: u64,
     records: u64,
@@ -579,8 +662,11 @@ impl<R: Read> RefsReader<R> {
         RefsReader {
             tr,
             pending: VecDeque::new(),
-            out: VecDeque::new(),
-            live: HashMap::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            recent: [(0, 0); RECENT],
+            recent_len: 0,
+            live: IdMap::default(),
             next_id: 0,
             placed: 0,
             records: 0,
@@ -610,7 +696,7 @@ impl<R: Read> RefsReader<R> {
     }
 
     /// Objects live at the current place, with their sizes.
-    pub fn live_objects(&self) -> &HashMap<u64, u64> {
+    pub fn live_objects(&self) -> &IdMap {
         &self.live
     }
 
@@ -618,9 +704,16 @@ impl<R: Read> RefsReader<R> {
     /// items, then the error ([`TraceError::is_cut_short`]).
     pub fn next_item(&mut self) -> Result<Option<RefItem>, TraceError> {
         loop {
-            if let Some(it) = self.out.pop_front() {
+            if self.out_pos < self.out.len() {
+                let it = std::mem::replace(
+                    &mut self.out[self.out_pos],
+                    RefItem::End { instructions: 0 },
+                );
+                self.out_pos += 1;
                 return Ok(Some(it));
             }
+            self.out.clear();
+            self.out_pos = 0;
             if !self.fill()? {
                 return Ok(None);
             }
@@ -632,12 +725,22 @@ impl<R: Read> RefsReader<R> {
     /// fast way to read: one call per block.
     pub fn next_batch(&mut self, buf: &mut Vec<RefItem>) -> Result<(), TraceError> {
         buf.clear();
-        while self.out.is_empty() {
-            if !self.fill()? {
-                return Ok(());
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+            while self.out.is_empty() {
+                if !self.fill()? {
+                    return Ok(());
+                }
             }
         }
-        buf.extend(self.out.drain(..));
+        if self.out_pos == 0 {
+            std::mem::swap(buf, &mut self.out); // no copy: the block's items change hands
+        } else {
+            buf.extend(self.out.drain(self.out_pos..));
+            self.out.clear();
+        }
+        self.out_pos = 0;
         Ok(())
     }
 
@@ -655,13 +758,18 @@ impl<R: Read> RefsReader<R> {
         let releases = e.kind.is_release() || (e.kind == Kind::Realloc && !e.failed);
         if let (true, Some(o)) = (releases, e.old) {
             self.live.remove(&o);
+            for r in &mut self.recent[..self.recent_len] {
+                if r.0 == o {
+                    r.1 = 0;
+                }
+            }
         }
         if let Some(id) = e.id {
             self.live.insert(id, e.size);
             self.next_id = id + 1;
         }
         self.placed += 1;
-        self.out.push_back(RefItem::Event { event: Box::new(e), time });
+        self.out.push(RefItem::Event { event: Box::new(e), time });
     }
 
     /// Decodes more: returns false at the end.
@@ -790,14 +898,13 @@ impl<R: Read> RefsReader<R> {
                 self.err(at, format!("tags column holds {} bytes for {n} records", tags.len()))
             );
         }
-        let mut times = Cursor::new(cols[1]);
-        let mut objs = Cursor::new(cols[2]);
-        let mut offs = Cursor::new(cols[3]);
-        let mut addrs = Cursor::new(cols[4]);
-        let mut sizes = Cursor::new(cols[5]);
-        let mut counts = Cursor::new(cols[6]);
-        let mut recent = [0u64; RECENT];
-        let mut recent_len = 0usize;
+        let mut times = Col::new(cols[1], "time");
+        let mut objs = Col::new(cols[2], "object");
+        let mut offs = Col::new(cols[3], "offset");
+        let mut addrs = Col::new(cols[4], "address");
+        let mut sizes = Col::new(cols[5], "size");
+        let mut counts = Col::new(cols[6], "event count");
+        self.recent_len = 0;
         let mut last_addr = [0u64; 2];
         let mut time = self.time;
         self.out.reserve(n as usize);
@@ -807,7 +914,7 @@ impl<R: Read> RefsReader<R> {
             if self.ended {
                 return Err(self.err(at, at_rec("a record after the END record".into())));
             }
-            let dt = times.varint("time").map_err(|m| self.err(at, at_rec(m)))?;
+            let dt = times.get().map_err(|m| self.err(at, at_rec(m)))?;
             time = time
                 .checked_add(dt)
                 .ok_or_else(|| self.err(at, at_rec("time overflows".into())))?;
@@ -815,7 +922,7 @@ impl<R: Read> RefsReader<R> {
                 tag::HEAP | tag::OTHER => {
                     let sc = (t >> 3) & 7;
                     let size = if sc == tag::SIZE_EXPLICIT {
-                        let s = sizes.varint("size").map_err(|m| self.err(at, at_rec(m)))?;
+                        let s = sizes.get().map_err(|m| self.err(at, at_rec(m)))?;
                         if s == 0 || s > u64::from(u32::MAX) {
                             return Err(self.err(at, at_rec(format!("access size {s}"))));
                         }
@@ -826,19 +933,22 @@ impl<R: Read> RefsReader<R> {
                     let write = t & tag::WRITE != 0;
                     let target = if t & 3 == tag::HEAP {
                         let code = (t >> 6) as usize;
-                        let id = if code < RECENT {
-                            if code >= recent_len {
+                        let (id, us) = if code < RECENT {
+                            if code >= self.recent_len {
                                 return Err(self.err(
                                     at,
-                                    at_rec(format!("object code {code}, but the recent-object list holds {recent_len}")),
+                                    at_rec(format!(
+                                        "object code {code}, but the recent-object list holds {}",
+                                        self.recent_len
+                                    )),
                                 ));
                             }
-                            let id = recent[code];
-                            recent.copy_within(0..code, 1);
-                            recent[0] = id;
-                            id
+                            let e = self.recent[code];
+                            self.recent.copy_within(0..code, 1);
+                            self.recent[0] = e;
+                            e
                         } else {
-                            let d = objs.varint("object").map_err(|m| self.err(at, at_rec(m)))?;
+                            let d = objs.get().map_err(|m| self.err(at, at_rec(m)))?;
                             if d >= self.next_id {
                                 return Err(self.err(
                                     at,
@@ -846,24 +956,25 @@ impl<R: Read> RefsReader<R> {
                                 ));
                             }
                             let id = self.next_id - 1 - d;
-                            recent.copy_within(0..RECENT - 1, 1);
-                            recent[0] = id;
-                            recent_len = (recent_len + 1).min(RECENT);
-                            id
+                            let us = self.live.get(&id).map_or(0, |&s| usable(s));
+                            self.recent.copy_within(0..RECENT - 1, 1);
+                            self.recent[0] = (id, us);
+                            self.recent_len = (self.recent_len + 1).min(RECENT);
+                            (id, us)
                         };
-                        let offset = offs.varint("offset").map_err(|m| self.err(at, at_rec(m)))?;
-                        let Some(&osize) = self.live.get(&id) else {
+                        let offset = offs.get().map_err(|m| self.err(at, at_rec(m)))?;
+                        if us == 0 {
                             return Err(self.err(
                                 at,
                                 at_rec(format!("reference to object {id}, which is not live")),
                             ));
-                        };
-                        if offset >= usable(osize) {
+                        }
+                        if offset >= us {
+                            let osize = self.live.get(&id).copied().unwrap_or(0);
                             return Err(self.err(
                                 at,
                                 at_rec(format!(
-                                    "offset {offset} in object {id} of {osize} bytes (usable {})",
-                                    usable(osize)
+                                    "offset {offset} in object {id} of {osize} bytes (usable {us})"
                                 )),
                             ));
                         }
@@ -876,18 +987,18 @@ impl<R: Read> RefsReader<R> {
                             ));
                         }
                         let r = ((t >> 6) & 1) as usize;
-                        let z = addrs.varint("address").map_err(|m| self.err(at, at_rec(m)))?;
+                        let z = addrs.get().map_err(|m| self.err(at, at_rec(m)))?;
                         last_addr[r] = last_addr[r].wrapping_add(unzigzag(z));
                         Target::Other { addr: last_addr[r] }
                     };
                     let r = Ref { time, size, write, target };
                     self.stats.count(&r);
-                    self.out.push_back(RefItem::Ref(r));
+                    push_item(&mut self.out, RefItem::Ref(r));
                 }
                 tag::EVENTS => {
                     let c6 = t >> 2;
                     let k = if c6 == tag::COUNT_EXPLICIT {
-                        64 + counts.varint("event count").map_err(|m| self.err(at, at_rec(m)))?
+                        64 + counts.get().map_err(|m| self.err(at, at_rec(m)))?
                     } else {
                         u64::from(c6) + 1
                     };
@@ -914,7 +1025,7 @@ impl<R: Read> RefsReader<R> {
                     }
                     self.ended = true;
                     self.stats.instructions = Some(time);
-                    self.out.push_back(RefItem::End { instructions: time });
+                    self.out.push(RefItem::End { instructions: time });
                 }
             }
         }
