@@ -8,6 +8,8 @@
 #   build/lib/libheaplab-test-zoosite.so   test algorithm behind native/alloc's shim: logs the hints
 #                                          the shim hands to hl_alloc_t.site_hint
 #
+#   build/lib/libheaplab-rsspeak.so       preloaded by compare --live: a program's peak RSS at exit
+#
 #   make -C native replay-test             run the replayer's tests
 
 REPLAY_DIR  := $(NATIVE)/replay
@@ -50,7 +52,12 @@ $(LIBDIR)/libheaplab-test-zoosite.so: $(ALLOC_OBJ)/shim-zoosite.o $(REPLAY_OBJ)/
 
 REPLAY_TESTLIBS += $(LIBDIR)/libheaplab-test-zoosite.so
 
-ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS)
+# Preloaded by `heaplab compare --live` beside the allocator: the program's
+# own peak RSS (VmHWM) at exit (rsspeak.c says why not wait4's).
+$(LIBDIR)/libheaplab-rsspeak.so: $(REPLAY_DIR)/rsspeak.c | dirs
+	$(CC) $(CFLAGS) -Werror -shared -Wl,-z,now -o $@ $<
+
+ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(LIBDIR)/libheaplab-rsspeak.so
 
 .PHONY: replay-test
 replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script

@@ -79,13 +79,24 @@ struct Run {
     stderr: String,
 }
 
-fn prepare(cmd: &mut Command, alloc: &Allocator, opts: &LiveOptions) -> Result<()> {
-    cmd.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS");
+fn prepare(
+    cmd: &mut Command,
+    alloc: &Allocator,
+    opts: &LiveOptions,
+    rss: Option<(&Path, &Path)>,
+) -> Result<()> {
+    cmd.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_RSS_OUT");
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
-    if let Some(p) = &alloc.preload {
-        cmd.env("LD_PRELOAD", p);
+    // The allocator first, so that it is the malloc; the RSS reporter defines none.
+    let mut preload: Vec<String> = alloc.preload.iter().map(|p| p.display().to_string()).collect();
+    if let Some((lib, out)) = rss {
+        preload.push(lib.display().to_string());
+        cmd.env("HEAPLAB_RSS_OUT", out);
+    }
+    if !preload.is_empty() {
+        cmd.env("LD_PRELOAD", preload.join(":"));
     }
     for (k, v) in &alloc.env {
         cmd.env(k, v);
@@ -97,11 +108,23 @@ fn prepare(cmd: &mut Command, alloc: &Allocator, opts: &LiveOptions) -> Result<(
     Ok(())
 }
 
-/// Runs the program once; waits with wait4 to get its peak RSS.
-fn run_once(argv: &[String], alloc: &Allocator, opts: &LiveOptions, stdout: &Path) -> Result<Run> {
+/// Runs the program once. Its peak RSS is the VmHWM that
+/// libheaplab-rsspeak.so reports as it exits; wait4's ru_maxrss (which also
+/// counts the image the child had before exec, a copy of ours) only when the
+/// reporter is missing or the program did not exit normally.
+fn run_once(
+    tools: &Tools,
+    argv: &[String],
+    alloc: &Allocator,
+    opts: &LiveOptions,
+    stdout: &Path,
+) -> Result<Run> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    prepare(&mut cmd, alloc, opts)?;
+    let lib = tools.lib_dir.join("libheaplab-rsspeak.so");
+    let rss_out = stdout.with_extension("rss");
+    let _ = std::fs::remove_file(&rss_out);
+    prepare(&mut cmd, alloc, opts, lib.exists().then_some((lib.as_path(), rss_out.as_path())))?;
     let err_path = stdout.with_extension("stderr");
     cmd.stdout(File::create(stdout)?).stderr(File::create(&err_path)?);
     let t0 = Instant::now();
@@ -126,11 +149,14 @@ fn run_once(argv: &[String], alloc: &Allocator, opts: &LiveOptions, stdout: &Pat
     }
     let es = std::process::ExitStatus::from_raw(status);
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let reported =
+        std::fs::read_to_string(&rss_out).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let _ = std::fs::remove_file(&rss_out);
     Ok(Run {
         wall,
         code: es.code(),
         signal: es.signal(),
-        maxrss: ru.ru_maxrss as u64 * 1024,
+        maxrss: reported.unwrap_or(ru.ru_maxrss as u64 * 1024),
         stdout: stdout.to_path_buf(),
         stderr,
     })
@@ -179,7 +205,7 @@ pub fn live(
             cmd.arg("--tool=callgrind")
                 .arg(format!("--callgrind-out-file={}", out.display()))
                 .args(argv);
-            prepare(&mut cmd, a, opts)?;
+            prepare(&mut cmd, a, opts, None)?;
             cmd.stdout(Stdio::null()).stderr(Stdio::piped());
             let o = cmd.output().map_err(|e| anyhow!("cannot run valgrind: {e}"))?;
             progress.step(&format!("callgrind {}", a.name));
@@ -200,7 +226,7 @@ pub fn live(
     for r in 0..opts.repeat.max(1) {
         for &a in &runnable {
             let out = file(&allocs[a], &format!("stdout.{r}"));
-            match run_once(argv, &allocs[a], opts, &out) {
+            match run_once(tools, argv, &allocs[a], opts, &out) {
                 Ok(run) => runs[a].push(run),
                 Err(e) => {
                     errors[a].get_or_insert(format!("{e:#}"));

@@ -471,3 +471,54 @@ fn demo_records_then_compares() {
     assert!(d.0.join("traces/sqlite.hltrace").exists());
     assert!(std::fs::read_to_string(d.0.join("report/report.html")).unwrap().contains("<svg"));
 }
+
+#[test]
+fn live_peak_rss_is_the_programs_own() {
+    // 96 MiB touched by the program; wait4 would also count the pre-exec copy of heaplab
+    let d = tmp("rss");
+    let json = d.0.join("r.json");
+    let out = heaplab(
+        &[
+            "compare",
+            "--live",
+            "--allocators",
+            "glibc",
+            "--no-instructions",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            "b = bytearray(96 << 20); print(len(b))",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rss = v[0]["peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss > 96 << 20 && rss < 160 << 20, "{rss}");
+    // A program that touches almost nothing: wait4 would report heaplab's
+    // own RSS at the spawn (about 5 MiB), the reporter about 1 MiB.
+    let out = heaplab(
+        &[
+            "compare",
+            "--live",
+            "--allocators",
+            "glibc",
+            "--no-instructions",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "/bin/true",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rss = v[0]["peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 3 << 20, "/bin/true's own peak RSS, not heaplab's: {rss}");
+}
