@@ -40,7 +40,10 @@
  *   ALLOC   w0 = block returned (0: the call failed)  [op (hltrace kind
  *           0..9) | thread << 8 | nframes << 40, requested size, alignment,
  *           old block (realloc, realloc_free; 0: none), time (instructions),
- *           wall time (ns, CLOCK_MONOTONIC), nframes frame words]
+ *           wall time (ns, CLOCK_MONOTONIC), nframes frame words, then the
+ *           caller's stack depth in bytes (main thread: its first stack
+ *           pointer rounded as _start aligns it, minus the caller's; 0 when
+ *           unknown); a reader that knows only the frames ignores the rest]
  *   FREE    w0 = block freed  [thread << 8 | nframes << 40, time, wall time,
  *           nframes frame words]
  *   EXIT    w0 = exit status  [reason (1 exit, 2 exec: the program calls

@@ -90,6 +90,8 @@ static Bool hl_process_cmd_line_option(const HChar *arg) {
 static void hl_print_usage(void) {
     VG_(printf)
     ("    --hl-out=PATH             where the raw stream goes (a FIFO heaplab reads) [required]\n"
+     "    --hl-ring=FILE --hl-ack=FIFO  put the records in FILE's shared segments and send\n"
+     "                              only segment tokens through --hl-out [no: all through it]\n"
      "    --hl-stack-depth=N        record: frames per allocation stack, 0..64 [8]\n"
      "    --hl-free-stacks=yes|no   record: a stack for frees too [no]\n"
      "    --hl-refs=yes|no          record: stream loads and stores [yes]\n"
@@ -308,18 +310,36 @@ static UInt thread_index(ThreadId tid) {
     return idx;
 }
 
+/* The main thread's first stack pointer (where argc is, as __libc_stack_end
+ * says in the program), taken before it runs any code; 0 until then. */
+static Addr main_first_sp;
+
+static void hl_start_client_code(ThreadId tid, ULong blocks) {
+    if (tid == 1 && !main_first_sp) main_first_sp = VG_(get_SP)(tid);
+}
+
 /* Frame words of the caller's stack (Valgrind's preloaded wrappers left
- * out), at most clo_stack_depth. Returns how many. */
-static UInt stack_of(ThreadId tid, ULong *frames) {
+ * out), at most clo_stack_depth. Returns how many. *sp_depth gets the
+ * caller's stack depth in bytes (paper 001's SP predictor): the main thread's
+ * first stack pointer, rounded as _start aligns the stack ((sp0 + 8) & ~15),
+ * minus the stack pointer of the caller's frame; 0 in other threads, with
+ * stacks off, or when unknown. native/segregate/seg_os.c computes the same at
+ * run time from __libc_stack_end. */
+static UInt stack_of(ThreadId tid, ULong *frames, ULong *sp_depth) {
+    *sp_depth = 0;
     if (clo_stack_depth == 0) return 0;
-    Addr ips[64 + 8];
-    UInt n = VG_(get_StackTrace)(tid, ips, (UInt)clo_stack_depth + 2, NULL, NULL, 0);
+    Addr ips[64 + 8], sps[64 + 8];
+    UInt n = VG_(get_StackTrace)(tid, ips, (UInt)clo_stack_depth + 2, sps, NULL, 0);
     UInt k = 0;
     /* ips[0] is the pc, inside the malloc wrapper; the others are calling
      * instructions (Valgrind gives return address - 1): store return addresses */
     for (UInt i = 1; i < n && k < (UInt)clo_stack_depth; i++) {
         module_t *m = module_of(ips[i]);
         if (k == 0 && m && m->mark == M_SKIP) continue; /* a wrapper calling a wrapper */
+        if (k == 0 && tid == 1 && main_first_sp) {
+            Addr top = (main_first_sp + 8) & ~(Addr)15;
+            if (sps[i] < top) *sp_depth = top - sps[i];
+        }
         Addr ra = ips[i] + 1;
         if (m)
             frames[k++] = (ULong)module_id(m) << 48 |
@@ -342,10 +362,10 @@ static VgHashTable *blocks;
 static ULong unknown_frees;
 
 static void event_alloc(ThreadId tid, UInt kind, Addr p, SizeT size, SizeT align, Addr old) {
-    ULong frames[64];
-    UInt nf = stack_of(tid, frames);
+    ULong frames[64], sp_depth;
+    UInt nf = stack_of(tid, frames, &sp_depth);
     UInt th = thread_index(tid);
-    ULong *x = control(HLVG_C_ALLOC, p, 6 + nf);
+    ULong *x = control(HLVG_C_ALLOC, p, 7 + nf);
     x[0] = (ULong)kind | (ULong)th << 8 | (ULong)nf << 40;
     x[1] = size;
     x[2] = align;
@@ -354,11 +374,12 @@ static void event_alloc(ThreadId tid, UInt kind, Addr p, SizeT size, SizeT align
     x[5] = wall_ns(VKI_CLOCK_MONOTONIC);
     for (UInt i = 0; i < nf; i++)
         x[6 + i] = frames[i];
+    x[6 + nf] = sp_depth;
 }
 
 static void event_free(ThreadId tid, Addr p) {
-    ULong frames[64];
-    UInt nf = clo_free_stacks ? stack_of(tid, frames) : 0;
+    ULong frames[64], sp_depth;
+    UInt nf = clo_free_stacks ? stack_of(tid, frames, &sp_depth) : 0;
     UInt th = thread_index(tid);
     ULong *x = control(HLVG_C_FREE, p, 3 + nf);
     x[0] = (ULong)th << 8 | (ULong)nf << 40;
@@ -892,6 +913,7 @@ static void hl_pre_clo_init(void) {
     VG_(needs_client_requests)(hl_client_request);
     VG_(needs_syscall_wrapper)(hl_pre_syscall, hl_post_syscall);
     if (!HL_MEASURE) {
+        VG_(track_start_client_code)(hl_start_client_code);
         VG_(needs_libc_freeres)();
         VG_(needs_cxx_freeres)();
         VG_(needs_malloc_replacement)

@@ -30,6 +30,8 @@ pub mod kind {
     pub const END: u8 = 0x06;
     /// Reserved for the data-reference stream of a later version.
     pub const REFS: u8 = 0x10;
+    /// The stack depth at each allocation (`sp.rs`), always skippable.
+    pub const SP: u8 = 0x11;
 
     /// The stream's name, for messages.
     pub fn name(k: u8) -> &'static str {
@@ -41,6 +43,7 @@ pub mod kind {
             EVENTS => "EVENTS",
             END => "END",
             REFS => "REFS",
+            SP => "SP",
             _ => "unknown",
         }
     }

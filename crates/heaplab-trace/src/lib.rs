@@ -39,6 +39,7 @@ pub mod profile;
 pub mod reader;
 pub mod refs;
 pub mod rep;
+pub mod sp;
 pub mod varint;
 pub mod view;
 pub mod writer;
