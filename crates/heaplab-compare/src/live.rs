@@ -243,8 +243,8 @@ pub fn live(
         glibc.and_then(|g| median(&runs[g].iter().map(|r| r.wall).collect::<Vec<_>>()));
     let glibc_rss = glibc.and_then(|g| runs[g].iter().map(|r| r.maxrss).max());
     let mut records = Vec::new();
-    let mut cg_by: Vec<Option<Result<(Option<String>, callgrind::Profile)>>> =
-        (0..allocs.len()).map(|_| None).collect();
+    type CgResult = Result<(Option<String>, callgrind::Profile)>;
+    let mut cg_by: Vec<Option<CgResult>> = (0..allocs.len()).map(|_| None).collect();
     for (a, r) in cg_jobs.iter().zip(cg) {
         cg_by[*a] = Some(r);
     }

@@ -240,7 +240,11 @@ fn main_trace(out: &std::path::Path, name: &str) -> Result<PathBuf> {
         let f = e.file_name().to_string_lossy().to_string();
         if f == prefix || f.starts_with(&format!("{prefix}.")) {
             let len = e.metadata()?.len();
-            if best.as_ref().map_or(true, |b| len > b.0) {
+            let better = match &best {
+                None => true,
+                Some(b) => len > b.0,
+            };
+            if better {
                 best = Some((len, e.path()));
             }
         }
