@@ -9,6 +9,9 @@
 #   build/lib/libheaplab-segregated_stack.so     STACK-3 with an empty table: four segments,
 #                                                the run-time lookup on every allocation
 #   build/lib/libheaplab-segtest-*.so            tables for the tests (tests/table_*.c)
+#   build/bin/seg-test, seg-workload             the C tests; a small program whose objects fall
+#                                                into the classes by construction (for the Rust
+#                                                end-to-end tests of heaplab segregate)
 #
 #   make -C native segregate-test                the layout, site-hint and run-time tests,
 #                                                then the zoo's suite on the three allocators
@@ -54,10 +57,13 @@ $(LIBDIR)/libheaplab-segtest-%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
             $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segtest-hint.so \
             $(LIBDIR)/libheaplab-segtest-path.so $(LIBDIR)/libheaplab-segtest-size.so
-SEG_TESTBIN := $(BINDIR)/seg-test
+SEG_TESTBIN := $(BINDIR)/seg-test $(BINDIR)/seg-workload
 
 $(BINDIR)/seg-test: $(SEG_DIR)/tests/seg_test.c $(SEG_DIR)/seg.h $(NATIVE)/common/heaplab_site.h | dirs
 	$(CC) $(CFLAGS) -I$(SEG_DIR) -O1 -fno-builtin -fno-omit-frame-pointer -Werror -rdynamic -o $@ $< -ldl
+
+$(BINDIR)/seg-workload: $(SEG_DIR)/tests/seg_workload.c | dirs
+	$(CC) $(CFLAGS) -O1 -g -fno-builtin -fno-omit-frame-pointer -Werror -o $@ $<
 
 .SECONDARY: $(patsubst $(SEG_DIR)/tests/%.c,$(SEG_OBJ)/%.o,$(wildcard $(SEG_DIR)/tests/table_*.c))
 .PHONY: segregate segregate-test

@@ -71,10 +71,14 @@ static inline uint64_t hl_seg_size_key(uint64_t site, uint64_t size) {
 static inline uint64_t hl_seg_sp_key(uint64_t depth) {
     return hl_seg_fmix((depth >> 4) ^ 0x5350535053505350ull);
 }
-/* RANDOM's class of the n-th allocation (predictors::random_class). */
+/* RANDOM's class of the n-th allocation (predictors::random_class): the
+ * splitmix64 finalizer of a point on a Weyl sequence. */
 static inline unsigned hl_seg_random(uint64_t seed, uint64_t n) {
-    return (unsigned)(hl_seg_fmix(seed * 0x9E3779B97F4A7C15ull ^ (n + 0x632BE59BD9B4E019ull)) >>
-                      62);
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + (n + 1) * 0xD1B54A32D192ED03ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (unsigned)(z >> 62);
 }
 
 /* ---- segregated.c, for seg_os.c and seg_front.h ---- */

@@ -11,6 +11,7 @@
 #include "seg.h"
 
 #define HL_FRONT_MALLOC(size) (hl_seg_front(size), (void *)0)
+#define HL_FRONT_CALLOC(size) ((void)(size), (void *)0) /* calloc then goes to HL_FRONT_MALLOC */
 #define HL_FRONT_FREE(p)      ((void)(p), 0)
 #define HL_FRONT_SLOW()       ((void)0)
 #define HL_FRONT_STATS(s)     ((void)(s))

@@ -7,8 +7,9 @@
  *     a map of the loaded modules (dl_iterate_phdr; the main program's name
  *     is /proc/self/exe's, as the recorders name it);
  *   - the stack pointer's depth, for the SP predictor: bytes between the
- *     main thread's first stack pointer (__libc_stack_end) and the caller's
- *     stack pointer (other threads: unknown);
+ *     main thread's first stack pointer (__libc_stack_end, rounded as _start
+ *     aligns the stack) and the caller's stack pointer, exactly as the
+ *     recorder measures it (native/vgtool; other threads: unknown);
  *   - the report at exit (HEAPLAB_SEG_REPORT=PATH: one JSON line appended).
  *
  *   return addresses (unw_backtrace)      module map (sorted by address)
@@ -151,7 +152,10 @@ static _Thread_local int thread_kind; /* 0 unknown, 1 main, 2 another */
 static uint64_t sp_depth_of(uintptr_t sp) {
     if (!thread_kind) thread_kind = syscall(SYS_gettid) == getpid() ? 1 : 2;
     if (thread_kind != 1 || !__libc_stack_end) return 0;
-    uintptr_t top = (uintptr_t)__libc_stack_end;
+    /* as the recorder does it (native/vgtool): _start aligns the stack to 16
+     * bytes after popping argc, so deeper frames sit at fixed distances from
+     * (sp0 + 8) & ~15, whatever the size of the environment */
+    uintptr_t top = ((uintptr_t)__libc_stack_end + 8) & ~(uintptr_t)15;
     return sp < top ? (uint64_t)(top - sp) : 0;
 }
 

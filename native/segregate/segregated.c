@@ -398,9 +398,24 @@ static inline unsigned choose(bool *hinted, bool *runtime) {
     return c < nsegs ? c : HL_SEG_OTHER;
 }
 
+/* The depth d from the key of the frame (no module, offset d):
+ * key = fnv1a64("") ^ d * φ, and φ is odd, so d = (key ^ fnv1a64("")) * φ⁻¹ mod 2^64. */
+static uint64_t seg_sp_of_key(uint64_t key) {
+    uint64_t inv = 1;
+    for (int i = 0; i < 6; i++) /* Newton's iteration doubles the good bits */
+        inv *= 2 - 0x9E3779B97F4A7C15ull * inv;
+    uint64_t d = (key ^ 0xcbf29ce484222325ull) * inv;
+    return d < ((uint64_t)1 << 32) ? d : 0; /* a real frame's key gives garbage: no depth */
+}
+
 static void segregated_site_hint(const heaplab_site_t *site) {
     uint64_t sp = 0;
-    /* version 1 of the struct carries no stack pointer; a later one may */
+    /* The site hint has no stack pointer.  For SP, heaplab segregate replays a
+     * copy of the test trace whose allocations carry, as their only frame, a
+     * frame in no module at offset = the recorded depth (seg_sp_of_key): the
+     * key heaplab_frame_key("", 0, depth) is turned back into the depth. */
+    if (hl_seg_table.predictor == HL_SEG_SP && site->nframes == 1)
+        sp = seg_sp_of_key(site->frame_keys[0]);
     pending_t *pd = &pending;
     pd->cls = wants_stack()
                   ? (uint8_t)hl_seg_lookup(site->frame_keys, site->nframes, site->size, sp)

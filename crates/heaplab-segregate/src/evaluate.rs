@@ -227,6 +227,66 @@ pub fn read_report(path: &Path) -> Result<(serde_json::Value, Vec<Segment>)> {
     Ok((v, segs))
 }
 
+/// Writes `dst`: `src`'s events without references, for the replayer, where
+/// each allocation's stack is replaced by one frame in no module whose offset
+/// is the allocation's recorded stack depth (the SP stream). The replayer
+/// passes it as the site hint's only frame key, and the segmented allocator
+/// with the SP predictor turns the key back into the depth (segregated.c,
+/// `seg_sp_of_key`): the site-hint ABI has no stack pointer of its own.
+pub fn sp_events(src: &Path, dst: &Path) -> Result<()> {
+    use heaplab_trace::{Frame, Item, NewEvent, TraceReader, TraceWriter, WriterOptions};
+    let sp: HashMap<u64, u64> =
+        heaplab_trace::sp::read_sp(src).map_err(|m| anyhow::anyhow!("{m}"))?.into_iter().collect();
+    if sp.is_empty() {
+        bail!("{}: no stack depths recorded (the SP stream): record it again with `heaplab record --refs`", src.display());
+    }
+    let mut r = TraceReader::open(src).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = std::io::BufWriter::new(
+        std::fs::File::create(dst).with_context(|| format!("creating {}", dst.display()))?,
+    );
+    let mut w = TraceWriter::new(
+        out,
+        r.meta(),
+        WriterOptions { codec: heaplab_trace::Codec::Zstd(1), block_events: 65536 },
+    )?;
+    loop {
+        match r.next_item() {
+            Ok(Some(Item::Module(m))) => {
+                w.add_module(&m);
+            }
+            Ok(Some(Item::Thread(t))) => {
+                w.add_thread(t.tid, &t.name);
+            }
+            Ok(Some(Item::Event(e))) => {
+                let stack = match sp.get(&e.index) {
+                    Some(&d) if e.kind.creates() => {
+                        w.intern_stack(&[Frame { module: 0, offset: d }])?
+                    }
+                    _ => 0,
+                };
+                w.record(&NewEvent {
+                    kind: e.kind,
+                    thread: e.thread,
+                    time: e.time,
+                    size: if e.kind.is_release() { 0 } else { e.size },
+                    align: e.align,
+                    old: e.old,
+                    stack,
+                    failed: e.failed,
+                    inherited: e.inherited,
+                })?;
+            }
+            Ok(Some(Item::End(e))) => w.write_end(&e)?,
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) if e.is_cut_short() => break,
+            Err(e) => bail!("{e}"),
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
 /// What one measurement needs.
 pub struct MeasureJob<'a> {
     pub tools: &'a VgTools,
@@ -234,13 +294,20 @@ pub struct MeasureJob<'a> {
     /// The test trace, and its events-only copy (`heaplab_refs::measure::events_only`).
     pub trace: &'a Path,
     pub events: &'a Path,
+    /// The copy for the SP predictor ([`sp_events`]), when there is one.
+    pub sp_events: Option<&'a Path>,
     pub caches: &'a [CacheConfig],
     /// Where the allocator's report goes.
     pub scratch: &'a Path,
 }
 
-/// Measures one emitted allocator on the test trace.
-pub fn measure(job: &MeasureJob, name: &str, library: &Path) -> Result<Measured> {
+/// Measures one emitted allocator on the test trace (`sp`: the SP predictor's).
+pub fn measure(job: &MeasureJob, name: &str, library: &Path, sp: bool) -> Result<Measured> {
+    let events = match (sp, job.sp_events) {
+        (false, _) => job.events,
+        (true, Some(e)) => e,
+        (true, None) => bail!("{name}: the SP predictor needs the test trace's stack depths"),
+    };
     let t0 = std::time::Instant::now();
     let report = job.scratch.join(format!("{name}.report.jsonl"));
     let _ = std::fs::remove_file(&report);
@@ -256,7 +323,7 @@ pub fn measure(job: &MeasureJob, name: &str, library: &Path) -> Result<Measured>
         job.tools,
         job.replay,
         job.trace,
-        job.events,
+        events,
         &alloc,
         &["--site-hints"],
         move |src| collect(src, &caches),

@@ -127,7 +127,9 @@ pub fn load(path: impl AsRef<Path>) -> Result<Profile> {
             path.display()
         );
     }
-    let mut p = Profile { path: path.to_path_buf(), ..Profile::default() };
+    let sp = heaplab_trace::sp::read_sp(path).map_err(|m| anyhow::anyhow!("{m}"))?;
+    let mut sp_at = 0usize; // events come in index order, and so do the SP entries
+    let mut p = Profile { path: path.to_path_buf(), has_sp: !sp.is_empty(), ..Profile::default() };
     let mut of_id: Vec<u32> = Vec::new();
     let mut buf = Vec::new();
     let mut end = 0u64;
@@ -183,6 +185,13 @@ pub fn load(path: impl AsRef<Path>) -> Result<Profile> {
                                 of_id[id as usize] = k;
                             }
                             _ => {
+                                while sp_at < sp.len() && sp[sp_at].0 < e.index {
+                                    sp_at += 1;
+                                }
+                                let sp_depth = match sp.get(sp_at) {
+                                    Some(&(ev, d)) if ev == e.index => d,
+                                    _ => 0,
+                                };
                                 of_id[id as usize] = p.objects.len() as u32;
                                 p.objects.push(Obj {
                                     id,
@@ -190,6 +199,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Profile> {
                                     max_size: e.size,
                                     born: *time,
                                     stack: e.stack,
+                                    sp_depth,
                                     kind: e.kind.code(),
                                     ..Obj::default()
                                 });

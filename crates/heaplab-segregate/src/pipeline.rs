@@ -78,8 +78,8 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     let test = load("test", &o.test, log)?;
     let mut notes = Vec::new();
     let mut predictors = o.predictors.clone();
-    if predictors.contains(&Kind::Sp) && !train.has_sp {
-        notes.push("SP left out: the training trace records no stack-pointer depth (record it again with this heaplab)".to_string());
+    if predictors.contains(&Kind::Sp) && !(train.has_sp && test.has_sp) {
+        notes.push("SP left out: the training or test trace records no stack depths (the SP stream; record them again with `heaplab record --refs`)".to_string());
         log(notes.last().unwrap());
         predictors.retain(|k| *k != Kind::Sp);
     }
@@ -155,16 +155,22 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     if o.measure {
         let events = o.out_dir.join("test.events.hltrace");
         heaplab_refs::measure::events_only(&o.test, &events)?;
+        let sp_events = o.out_dir.join("test.sp-events.hltrace");
+        let has_sp = trained.iter().any(|t| t.kind == Kind::Sp);
+        if has_sp {
+            evaluate::sp_events(&o.test, &sp_events)?;
+        }
         let job = MeasureJob {
             tools: &o.vg,
             replay: &o.replay,
             trace: &o.test,
             events: &events,
+            sp_events: has_sp.then_some(sp_events.as_path()),
             caches: &o.caches,
             scratch: &o.out_dir,
         };
         for (name, built) in &libs {
-            let m = evaluate::measure(&job, name, &built.so)?;
+            let m = evaluate::measure(&job, name, &built.so, *name == Kind::Sp.name())?;
             log(&format!(
                 "measured {name} on the test trace in {:.1} s: {} pages of 8 KB in its segments, {} allocator instructions",
                 m.seconds,

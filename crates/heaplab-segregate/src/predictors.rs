@@ -278,12 +278,16 @@ pub fn apply(of: &ObjFeatures, decisions: &[Option<Class>]) -> Vec<Class> {
 }
 
 /// RANDOM's class for the n-th allocation (from 0): the same function as
-/// `hl_seg_random` in segregated.c, so the allocator and this crate agree.
+/// `hl_seg_random` in native/segregate/seg.h (the splitmix64 finalizer of a
+/// point on a Weyl sequence), so the allocator and this crate agree.
 pub fn random_class(seed: u64, n: u64) -> Class {
-    let h = keys::fmix(
-        seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n.wrapping_add(0x632B_E59B_D9B4_E019),
-    );
-    Class::from_index((h >> 62) as usize).unwrap()
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(n.wrapping_add(1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    Class::from_index((z >> 62) as usize).unwrap()
 }
 
 /// How training keeps a key.

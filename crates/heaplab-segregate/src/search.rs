@@ -23,9 +23,12 @@
 //! real allocator.
 //!
 //! The search walks a grid whose coordinates are powers of two times the
-//! start point; it takes the best neighbour (one coordinate ×/÷ 2^step) while
-//! one improves, with steps 4, 2, 1, and skips every candidate that breaks
-//! the non-overlap rule. Each evaluation is O(objects).
+//! start point. Each sweep tries, along each of the four coordinates, the
+//! points 2^±k away for k on a ladder from 1 to 20 (outward, so that a
+//! plateau where a small step changes nothing does not stop it), moves to
+//! the best if it improves, and sweeps again from there, until nothing
+//! improves or the budget is spent. Candidates that break the non-overlap
+//! rule are skipped. Each evaluation is O(objects).
 
 use crate::classes::{Class, Thresholds};
 use crate::objects::Profile;
@@ -210,6 +213,9 @@ pub fn start_point(p: &Profile) -> Thresholds {
     Thresholds { sl_max_age: sl, hr_min_age: hr_age, hr_min_density: hr_d, nhr_max_density: nhr }
 }
 
+/// The distances (powers of two) tried along each coordinate, outward.
+const LADDER: [i32; 10] = [1, 2, 3, 4, 6, 8, 10, 13, 16, 20];
+
 fn at(start: &Thresholds, e: [i32; 4]) -> Thresholds {
     let f = |x: f64, k: i32| x * 2f64.powi(k);
     Thresholds {
@@ -257,12 +263,16 @@ pub fn search(kind: Kind, train: &Profile, thresh: &Profile, opt: &SearchOptions
         seen.insert(e, s);
         s
     };
+    // Outward from the start: along each coordinate, every distance of the
+    // ladder in both directions (so that a plateau, where a small step changes
+    // nothing, does not stop the search); move to the best candidate of the
+    // sweep if it improves, and sweep again from there.
     let mut cur = [0i32; 4];
     let mut cur_s = eval(cur, &mut evaluated).unwrap_or(f64::INFINITY);
-    for step in [4, 2, 1] {
-        loop {
-            let mut best: Option<([i32; 4], f64)> = None;
-            for d in 0..4 {
+    loop {
+        let mut best: Option<([i32; 4], f64)> = None;
+        for d in 0..4 {
+            for step in LADDER {
                 for sign in [-1, 1] {
                     let mut e = cur;
                     e[d] += sign * step;
@@ -273,13 +283,16 @@ pub fn search(kind: Kind, train: &Profile, thresh: &Profile, opt: &SearchOptions
                     }
                 }
             }
-            match best {
-                Some((e, s)) if s < cur_s - 1e-12 => {
-                    cur = e;
-                    cur_s = s;
-                }
-                _ => break,
+        }
+        match best {
+            Some((e, s)) if s < cur_s - 1e-12 => {
+                cur = e;
+                cur_s = s;
             }
+            _ => break,
+        }
+        if evaluated.len() >= opt.budget {
+            break;
         }
     }
     let best = evaluated
