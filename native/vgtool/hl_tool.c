@@ -17,7 +17,7 @@
  * The hot path is inline IR, no helper call per access:
  *
  *   superblock ──▶ [first instrumented insn]  cur = buf_cur
- *                    if (cur + 16 * n_accesses > BUF_END) flush()   (guarded dirty call)
+ *                    if (cur + 8 * n_words > buf_end) flush()   (guarded dirty call)
  *                    cur = buf_cur; t = icount
  *                  [each load/store]          cur[off] = addr; cur[off+8] = (t + k) << 13 | size <<
  * 3 | w [each side exit, the end]  buf_cur = cur + off; icount = t + k
@@ -27,7 +27,7 @@
  * of each instruction is decided when it is translated, from the object its
  * code lies in, so it costs nothing when it runs.
  *
- * Invariants: buf_cur never passes BUF_END + the reserve of one superblock
+ * Invariants: buf_cur never passes buf_end + the reserve of one superblock
  * (each superblock reserves 16 bytes per access before its first one);
  * icount counts every instrumented instruction executed, exactly (it is
  * brought up to date before every exit a superblock can take); records are
@@ -65,10 +65,16 @@
  * the client's reach (above its hard limit) and marks it close-on-exec, as
  * Valgrind does for its own log file. */
 extern Int VG_(safe_fd)(Int oldfd);
+/* Also core-only but exported: maps a file shared, in Valgrind's part of the
+ * address space (the client never sees it). */
+extern SysRes VG_(am_shared_mmap_file_float_valgrind)(SizeT length, UInt prot, Int fd,
+                                                      Off64T offset);
 
 /* ---------------------------------------------------------------- options */
 
 static const HChar *clo_out = NULL;
+static const HChar *clo_ring = NULL; /* record: a shared file of segments (see hl_flush) */
+static const HChar *clo_ack = NULL;  /* ... and the FIFO heaplab acknowledges segments through */
 static Int clo_stack_depth = 8;
 static Bool clo_free_stacks = False;
 static Bool clo_refs = True;
@@ -77,6 +83,8 @@ static Bool clo_start = True;             /* measure: stream from the start (els
 
 static Bool hl_process_cmd_line_option(const HChar *arg) {
     if VG_STR_CLO (arg, "--hl-out", clo_out) {
+    } else if VG_STR_CLO (arg, "--hl-ring", clo_ring) {
+    } else if VG_STR_CLO (arg, "--hl-ack", clo_ack) {
     } else if VG_BINT_CLO (arg, "--hl-stack-depth", clo_stack_depth, 0, 64) {
     } else if VG_BOOL_CLO (arg, "--hl-free-stacks", clo_free_stacks) {
     } else if VG_BOOL_CLO (arg, "--hl-refs", clo_refs) {
@@ -107,14 +115,29 @@ static void hl_print_debug_usage(void) {
 /* ---------------------------------------------------------------- output */
 
 #define BUF_WORDS   (1u << 19) /* 4 MiB */
-#define BUF_RESERVE (1u << 16) /* words beyond BUF_END: the largest superblock's reserve */
+#define BUF_RESERVE (1u << 16) /* words beyond buf_end: the largest superblock's reserve */
 static ULong hl_buf[BUF_WORDS + BUF_RESERVE];
-#define BUF_END (&hl_buf[BUF_WORDS])
-static ULong *buf_cur = hl_buf; /* read and written by generated code */
-static ULong icount[2];         /* instructions executed: [0] application, [1] allocator */
+static ULong *buf_start = hl_buf;           /* the buffer being filled */
+static ULong *buf_cur = hl_buf;             /* read and written by generated code */
+static ULong *buf_end = &hl_buf[BUF_WORDS]; /* read by generated code: flush past this */
+static ULong icount[2]; /* instructions executed: [0] application, [1] allocator */
 static Int out_fd = -1;
 static Bool out_dead = False; /* the reader went away, or this is a fork child */
 static ULong bytes_out;
+
+/* The ring (--hl-ring): a file heaplab made and maps too, a header page then
+ * `ring_segs` segments. The generated code writes straight into a segment;
+ * hl_flush sends the segment's number and length through the FIFO (16 bytes
+ * instead of the data) and takes the next segment, waiting for heaplab's
+ * acknowledgement (8 bytes on the ack FIFO) when every segment is in flight.
+ * heaplab acknowledges segments in the order they were sent.
+ *
+ *   header page: "HLRING\0\0", number of segments, bytes per segment
+ */
+static ULong *ring_base; /* segment 0 */
+static UInt ring_segs, ring_next, ring_inflight;
+static SizeT ring_seg_words;
+static Int ack_fd = -1;
 
 static void write_all(const void *p, SizeT n) {
     const UChar *b = p;
@@ -134,15 +157,87 @@ static void write_all(const void *p, SizeT n) {
     }
 }
 
+/* Fills the private buffer from now on (a fork child; the reader is gone). */
+static void private_buffer(void) {
+    buf_start = buf_cur = hl_buf;
+    buf_end = &hl_buf[BUF_WORDS];
+}
+
 /* Called by generated code (guarded) and before control records. */
 static void hl_flush(void) {
-    SizeT n = (SizeT)((UChar *)buf_cur - (UChar *)hl_buf);
-    if (n && !out_dead && out_fd >= 0) write_all(hl_buf, n);
-    buf_cur = hl_buf;
+    SizeT n = (SizeT)((UChar *)buf_cur - (UChar *)buf_start);
+    if (!ring_base) {
+        if (n && !out_dead && out_fd >= 0) write_all(buf_start, n);
+        buf_cur = buf_start;
+        return;
+    }
+    if (out_dead) {
+        private_buffer();
+        return;
+    }
+    if (n) {
+        ULong token[2] = {ring_next, n};
+        write_all(token, sizeof token);
+        ring_next = (ring_next + 1) % ring_segs;
+        ring_inflight++;
+    }
+    while (ring_inflight >= ring_segs && !out_dead) {
+        ULong ack;
+        Int r = VG_(read)(ack_fd, &ack, sizeof ack);
+        if (r == -VKI_EINTR) continue;
+        if (r != (Int)sizeof ack) {
+            VG_(umsg)("heaplab: the reader stopped acknowledging (%d); recording stops\n", r);
+            out_dead = True;
+            break;
+        }
+        ring_inflight--;
+    }
+    if (out_dead) {
+        private_buffer();
+        return;
+    }
+    buf_start = buf_cur = ring_base + (SizeT)ring_next * ring_seg_words;
+    buf_end = buf_start + ring_seg_words - BUF_RESERVE;
 }
 
 static inline void room(UInt words) {
-    if (buf_cur + words > BUF_END) hl_flush();
+    if (buf_cur + words > buf_end) hl_flush();
+}
+
+/* Maps the ring heaplab made, and opens its acknowledgements. */
+static void ring_open(void) {
+    SysRes r = VG_(open)(clo_ring, VKI_O_RDWR, 0);
+    if (sr_isError(r)) {
+        VG_(umsg)("heaplab: cannot open the ring %s (error %lu)\n", clo_ring, sr_Err(r));
+        VG_(exit)(1);
+    }
+    Int fd = (Int)sr_Res(r);
+    ULong hdr[3];
+    if (VG_(read)(fd, hdr, sizeof hdr) != (Int)sizeof hdr ||
+        VG_(memcmp)(&hdr[0], "HLRING\0\0", 8) || hdr[1] < 2 || hdr[1] > 1024 || hdr[2] % 8 ||
+        hdr[2] < 2 * (BUF_RESERVE * 8ull)) {
+        VG_(umsg)("heaplab: %s is not a ring heaplab made\n", clo_ring);
+        VG_(exit)(1);
+    }
+    ring_segs = (UInt)hdr[1];
+    ring_seg_words = hdr[2] / 8;
+    SizeT len = 4096 + (SizeT)ring_segs * hdr[2];
+    SysRes m = VG_(am_shared_mmap_file_float_valgrind)(len, VKI_PROT_READ | VKI_PROT_WRITE, fd, 0);
+    VG_(close)(fd);
+    if (sr_isError(m)) {
+        VG_(umsg)("heaplab: cannot map the ring %s (error %lu)\n", clo_ring, sr_Err(m));
+        VG_(exit)(1);
+    }
+    ring_base = (ULong *)(sr_Res(m) + 4096);
+    SysRes a = VG_(open)(clo_ack, VKI_O_RDONLY, 0);
+    if (sr_isError(a)) {
+        VG_(umsg)("heaplab: cannot open %s (error %lu)\n", clo_ack, sr_Err(a));
+        VG_(exit)(1);
+    }
+    ack_fd = VG_(safe_fd)((Int)sr_Res(a));
+    ring_next = 0;
+    buf_start = buf_cur = ring_base;
+    buf_end = buf_start + ring_seg_words - BUF_RESERVE;
 }
 
 /* A control record with n extra words; returns where the extras go. */
@@ -562,7 +657,8 @@ static void prologue(ins_t *s) {
         IRTemp need = new_temp(s);
         add(s, assign(need, binop(Iop_Add64, mkexpr(c0), mkU64(8ull * s->reserve))));
         IRTemp g = newIRTemp(s->sb->tyenv, Ity_I1);
-        add(s, assign(g, binop(Iop_CmpLT64U, HWORD(BUF_END), mkexpr(need))));
+        IRTemp end = load64(s, &buf_end);
+        add(s, assign(g, binop(Iop_CmpLT64U, mkexpr(end), mkexpr(need))));
         IRDirty *d =
             unsafeIRDirty_0_N(0, "hl_flush", VG_(fnptr_to_fnentry)(&hl_flush), mkIRExprVec_0());
         d->guard = mkexpr(g);
@@ -858,7 +954,9 @@ static void hl_atfork_child(ThreadId tid) {
     out_dead = True;
     if (out_fd >= 0) VG_(close)(out_fd);
     out_fd = -1;
-    buf_cur = hl_buf;
+    if (ack_fd >= 0) VG_(close)(ack_fd);
+    ack_fd = -1;
+    private_buffer(); /* the ring is shared with the parent: never write there */
 }
 
 static void hl_post_clo_init(void) {
@@ -874,6 +972,13 @@ static void hl_post_clo_init(void) {
         VG_(exit)(1);
     }
     out_fd = VG_(safe_fd)((Int)sr_Res(r));
+    if (clo_ring) {
+        if (!clo_ack) {
+            VG_(umsg)("heaplab: --hl-ring needs --hl-ack\n");
+            VG_(exit)(1);
+        }
+        ring_open();
+    }
     active = !HL_MEASURE || clo_start;
     if (!HL_MEASURE) blocks = VG_(HT_construct)("hl.blocks");
     ULong *x = control(HLVG_C_HELLO, HLVG_PROTOCOL, 5);
@@ -895,6 +1000,7 @@ static void hl_fini(Int exitcode) {
     hl_flush();
     VG_(close)(out_fd);
     out_fd = -1;
+    if (ack_fd >= 0) VG_(close)(ack_fd);
 }
 
 static void hl_pre_clo_init(void) {

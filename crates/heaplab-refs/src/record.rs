@@ -27,7 +27,7 @@ use heaplab_trace::{
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
@@ -41,6 +41,9 @@ pub struct Options {
     /// Stream loads and stores (else: events only, timed in instructions).
     pub refs: bool,
     pub codec: Codec,
+    /// How REFS blocks are stored: zstd level 1 by default, about twice as
+    /// fast as level 3 for a fifth more bytes (references are most of the work).
+    pub refs_codec: Codec,
     /// Events per events block.
     pub block_events: usize,
 }
@@ -52,6 +55,7 @@ impl Default for Options {
             free_stacks: false,
             refs: true,
             codec: Codec::Zstd(3),
+            refs_codec: Codec::Zstd(1),
             block_events: 65536,
         }
     }
@@ -91,8 +95,12 @@ enum Msg {
 
 /// The thread that owns the [`TraceWriter`]: it interns stacks, records
 /// events and compresses REFS blocks while the converter reads on.
-fn writer_thread<W: Write>(mut w: TraceWriter<W>, rx: Receiver<Msg>) -> Result<W> {
-    for m in rx {
+fn writer_thread<W: Write>(
+    mut w: TraceWriter<W>,
+    rx: Receiver<Vec<Msg>>,
+    refs_codec: Codec,
+) -> Result<W> {
+    for m in rx.into_iter().flatten() {
         match m {
             Msg::Thread(tid) => {
                 w.add_thread(tid, "");
@@ -107,7 +115,9 @@ fn writer_thread<W: Write>(mut w: TraceWriter<W>, rx: Receiver<Msg>) -> Result<W
                     bail!("the writer assigned object {id:?} where {want:?} was expected");
                 }
             }
-            Msg::Refs(p) => w.write_stream_block(kind::REFS, BLOCK_SKIPPABLE, &p)?,
+            Msg::Refs(p) => {
+                w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?
+            }
             Msg::End(e) => w.write_end(&e)?,
         }
     }
@@ -124,7 +134,10 @@ pub struct Converter<W: Write + Send + 'static> {
     argv: Vec<Vec<u8>>,
     executable: Option<String>,
     opts: Options,
-    tx: Option<SyncSender<Msg>>,
+    tx: Option<SyncSender<Vec<Msg>>>,
+    /// Messages not sent yet: they go in batches (a channel send per event
+    /// would cost more than the event).
+    batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
     enc: RefsEncoder,
     heap: HeapMap,
@@ -162,6 +175,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             executable,
             opts,
             tx: None,
+            batch: Vec::new(),
             thread: None,
             enc: RefsEncoder::new(),
             heap: HeapMap::new(),
@@ -176,9 +190,23 @@ impl<W: Write + Send + 'static> Converter<W> {
         }
     }
 
+    /// Queues a message; a batch goes out every 4096, and with every REFS block.
     fn send(&mut self, m: Msg) -> Result<()> {
+        if self.tx.is_none() {
+            bail!("the tool's stream does not start with HELLO");
+        }
+        let urgent = matches!(m, Msg::Refs(_) | Msg::End(_));
+        self.batch.push(m);
+        if urgent || self.batch.len() >= 4096 {
+            self.send_batch()?;
+        }
+        Ok(())
+    }
+
+    fn send_batch(&mut self) -> Result<()> {
         let tx = self.tx.as_ref().context("the tool's stream does not start with HELLO")?;
-        if tx.send(m).is_err() {
+        let b = std::mem::take(&mut self.batch);
+        if tx.send(b).is_err() {
             // the writer stopped: its error says why
             return Err(match self.join_writer() {
                 Err(e) => e,
@@ -189,6 +217,10 @@ impl<W: Write + Send + 'static> Converter<W> {
     }
 
     fn join_writer(&mut self) -> Result<W> {
+        if self.tx.is_some() && !self.batch.is_empty() {
+            let b = std::mem::take(&mut self.batch);
+            let _ = self.tx.as_ref().map(|tx| tx.send(b));
+        }
         self.tx = None;
         let h = self.thread.take().context("no trace writer")?;
         h.join().map_err(|_| anyhow::anyhow!("the trace writer panicked"))?
@@ -217,6 +249,23 @@ impl<W: Write + Send + 'static> Converter<W> {
         }
         self.summary.stream_bytes = r.bytes();
         Ok(r.bytes())
+    }
+
+    /// Decodes one segment of the ring, which holds whole records only.
+    pub fn feed_segment(&mut self, words: &[u64]) -> Result<()> {
+        let used = self.feed_words(words)?;
+        if used != words.len() {
+            bail!(
+                "a record crosses the end of a ring segment ({} of {} words decoded)",
+                used,
+                words.len()
+            );
+        }
+        self.summary.stream_bytes += 8 * words.len() as u64;
+        if self.enc.is_full() {
+            self.flush_refs()?;
+        }
+        Ok(())
     }
 
     /// Decodes the whole records at the start of `words`; returns how many
@@ -304,9 +353,10 @@ impl<W: Write + Send + 'static> Converter<W> {
                 let wopts =
                     WriterOptions { codec: self.opts.codec, block_events: self.opts.block_events };
                 let w = TraceWriter::new(out, &meta, wopts)?;
-                let (tx, rx) = sync_channel(64);
+                let (tx, rx) = sync_channel(16);
                 self.tx = Some(tx);
-                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx)));
+                let rc = self.opts.refs_codec;
+                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx, rc)));
             }
             ctl::THREAD => {
                 need(1)?;
@@ -464,10 +514,14 @@ pub fn record(
     tools.check("heaplab")?;
     let scratch = Scratch::new("record")?;
     let fifo = scratch.fifo("raw")?;
+    let ack = scratch.fifo("ack")?;
+    let ring = Ring::create(RING_SEGMENTS, RING_SEGMENT_BYTES)?;
     let mut extra = vec![
         format!("--hl-stack-depth={}", opts.stack_depth),
         format!("--hl-free-stacks={}", if opts.free_stacks { "yes" } else { "no" }),
         format!("--hl-refs={}", if opts.refs { "yes" } else { "no" }),
+        format!("--hl-ring={}", ring.path.display()),
+        format!("--hl-ack={}", ack.display()),
     ];
     if let Ok(e) = std::env::var("HEAPLAB_VALGRIND_OPTS") {
         extra.extend(e.split_whitespace().map(String::from));
@@ -479,7 +533,7 @@ pub fn record(
     let conv = Converter::new(BufWriter::with_capacity(1 << 20, file), argv, exe, opts.clone());
     let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| {
         let mut conv = conv;
-        let r = conv.feed_all(f);
+        let r = consume_ring(&mut conv, f, &ring, &ack);
         (conv, r)
     })?;
     let (conv, fed) = res;
@@ -494,4 +548,130 @@ pub fn record(
     drop(w);
     summary.trace_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
     Ok((ended, summary))
+}
+
+/// Segments of the ring, and their size: 16 × 4 MiB in /dev/shm.
+pub const RING_SEGMENTS: u64 = 16;
+pub const RING_SEGMENT_BYTES: u64 = 4 << 20;
+
+/// The shared file the tool writes its records into (see `hl_flush` in
+/// native/vgtool/hl_tool.c): a header page, then segments. heaplab maps it
+/// read-only; the tool sends (segment, bytes) tokens through the FIFO and
+/// heaplab acknowledges each segment once decoded, so nothing but tokens
+/// crosses the kernel.
+pub struct Ring {
+    pub path: PathBuf,
+    base: *const u8,
+    len: usize,
+    seg_bytes: u64,
+    segs: u64,
+}
+
+// SAFETY: the mapping is read-only on this side and stays mapped until the
+// Ring is dropped; whoever holds the Ring may read it from any thread.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Makes the file (in /dev/shm when there is one) and maps it.
+    pub fn create(segs: u64, seg_bytes: u64) -> Result<Ring> {
+        use std::os::unix::io::AsRawFd;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!(
+            "heaplab-ring-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let len = 4096 + segs * seg_bytes;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let mut hdr = Vec::with_capacity(24);
+        hdr.extend_from_slice(b"HLRING\0\0");
+        hdr.extend_from_slice(&segs.to_le_bytes());
+        hdr.extend_from_slice(&seg_bytes.to_le_bytes());
+        f.write_all(&hdr)?;
+        f.set_len(len).with_context(|| format!("sizing {}", path.display()))?;
+        // SAFETY: mapping a file we just sized to `len` bytes, read-only and
+        // shared; the result is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            let _ = std::fs::remove_file(&path);
+            return Err(e).with_context(|| format!("mapping {}", path.display()));
+        }
+        Ok(Ring { path, base: p as *const u8, len: len as usize, seg_bytes, segs })
+    }
+
+    /// The first `bytes` of segment `i`, as words.
+    pub fn segment(&self, i: u64, bytes: u64) -> Result<&[u64]> {
+        if i >= self.segs || bytes > self.seg_bytes || bytes % 8 != 0 {
+            bail!("the tool sent a bad segment token ({i}, {bytes} bytes)");
+        }
+        // SAFETY: the range lies inside the mapping (checked above), which is
+        // page-aligned so the offset 4096 + i * seg_bytes (a multiple of 8)
+        // is 8-aligned; the tool finished writing the segment before it sent
+        // the token (the FIFO syscalls order the writes before our reads),
+        // and it does not touch the segment again until we acknowledge it.
+        Ok(unsafe {
+            std::slice::from_raw_parts(
+                self.base.add(4096 + (i * self.seg_bytes) as usize) as *const u64,
+                (bytes / 8) as usize,
+            )
+        })
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what create mapped; no slice outlives the Ring.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads segment tokens from `tokens`, decodes each segment, acknowledges it.
+fn consume_ring<W: Write + Send + 'static>(
+    conv: &mut Converter<W>,
+    mut tokens: File,
+    ring: &Ring,
+    ack: &Path,
+) -> Result<u64> {
+    // read-write, so that this open never waits for the tool (which opens it to read)
+    let mut acks = std::fs::OpenOptions::new().read(true).write(true).open(ack)?;
+    let mut t = [0u8; 16];
+    let mut total = 0u64;
+    loop {
+        match tokens.read_exact(&mut t) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e.into()),
+        }
+        let seg = u64::from_le_bytes(t[..8].try_into().expect("8 bytes"));
+        let bytes = u64::from_le_bytes(t[8..].try_into().expect("8 bytes"));
+        conv.feed_segment(ring.segment(seg, bytes)?)?;
+        total += bytes;
+        acks.write_all(&seg.to_le_bytes())?;
+    }
+    Ok(total)
 }

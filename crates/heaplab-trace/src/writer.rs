@@ -339,8 +339,21 @@ impl<W: Write> TraceWriter<W> {
     /// after the pending definitions and the events block being built, so
     /// that every event recorded so far is in the file before it.
     pub fn write_stream_block(&mut self, kind: u8, flags: u16, payload: &[u8]) -> io::Result<()> {
+        let codec = self.opts.codec;
+        self.write_stream_block_with(kind, flags, payload, codec)
+    }
+
+    /// [`Self::write_stream_block`] with a codec of its own (a large stream
+    /// may want a faster level than the events).
+    pub fn write_stream_block_with(
+        &mut self,
+        kind: u8,
+        flags: u16,
+        payload: &[u8],
+        codec: Codec,
+    ) -> io::Result<()> {
         self.flush_blocks()?;
-        self.out.write_block(kind, flags, payload, self.opts.codec)
+        self.out.write_block(kind, flags, payload, codec)
     }
 
     /// Events recorded so far.

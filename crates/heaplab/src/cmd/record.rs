@@ -378,6 +378,11 @@ fn record_refs(a: Args) -> Result<i32> {
         } else {
             heaplab_trace::Codec::Zstd(a.compress as i32)
         },
+        refs_codec: if a.no_compress {
+            heaplab_trace::Codec::None
+        } else {
+            heaplab_trace::Codec::Zstd(1)
+        },
         block_events: a.block_events as usize,
     };
     let name = a.command[0].to_string_lossy().into_owned();
