@@ -388,7 +388,8 @@ fn record_refs(a: Args) -> Result<i32> {
     let name = a.command[0].to_string_lossy().into_owned();
     if vg::resolve_program(&a.command[0]).is_none() {
         // what a shell says and returns
-        let msg = if name.contains('/') { "No such file or directory" } else { "command not found" };
+        let msg =
+            if name.contains('/') { "No such file or directory" } else { "command not found" };
         eprintln!("heaplab record: {name}: {msg}");
         return Ok(127);
     }
