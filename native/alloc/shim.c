@@ -55,6 +55,8 @@ static heaplab_alloc_stats_t st;
  *   HL_FRONT_MALLOC(size)  a block served without the lock, or NULL: take the
  *                          locked path.  Any size arrives (0, huge): the front
  *                          end serves only the sizes it has classes for.
+ *   HL_FRONT_CALLOC(size)  as HL_FRONT_MALLOC, with the first `size` bytes zero
+ *                          (a block never used needs no memset)
  *   HL_FRONT_FREE(p)       p != NULL; 1 if served without the lock, 0: take the
  *                          locked path.  It must take only its own blocks.
  *   HL_FRONT_SLOW()        after a miss of either, before the locked path:
@@ -69,6 +71,7 @@ static heaplab_alloc_stats_t st;
 #include HL_FRONT_H
 #else
 #define HL_FRONT_MALLOC(size) ((void)(size), (void *)0)
+#define HL_FRONT_CALLOC(size) ((void)(size), (void *)0)
 #define HL_FRONT_FREE(p)      ((void)(p), 0)
 #define HL_FRONT_SLOW()       ((void)0)
 #define HL_FRONT_STATS(s)     ((void)(s))
@@ -336,7 +339,9 @@ HL_EXPORT void *calloc(size_t n, size_t m) {
         leave();
         return fail_nomem();
     }
-    void *p = do_malloc(size);
+    void *p = HL_FRONT_CALLOC(size);
+    if (HL_LIKELY(p != NULL)) return p;
+    p = do_malloc(size);
     if (p) memset(p, 0, size);
     return p;
 }
