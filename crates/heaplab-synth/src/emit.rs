@@ -151,6 +151,7 @@ pub fn header(p: &Plan, command: &str) -> String {
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define {up}_UNIT  {unit}
 #define {up}_NFAST {nfast}
@@ -222,8 +223,10 @@ extern unsigned long {n}_depot_hint[];
 
 /* Pop a block of fast list l: ~8 instructions when the list has one
  * (002 §2.2's sequence), ~8 more to carve one from the thread's extent; NULL
- * when both are empty (malloc then takes the lock and refills). */
-static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t block) {{
+ * when both are empty (malloc then takes the lock and refills).  For calloc
+ * (zero = n), a block from the list has its first n bytes cleared; a block
+ * carved from the extent was never used and reads as zero. */
+static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t block, size_t zero) {{
     {n}_thread_t *t = &{n}_tls;
     void **b = (void **)t->head[l];
     if (__builtin_expect(b != NULL, 1)) {{
@@ -231,6 +234,7 @@ static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t bl
         ((uint64_t *)b)[-1] = {up}_TAG_USED(l);
         t->left[l]++;
         t->mallocs++;
+        if (zero) memset(b, 0, zero);
         return b;
     }}
     char *x = t->bump;
@@ -291,21 +295,25 @@ static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {
 
     let _ = writeln!(
         s,
-        "/* malloc without the lock: a block of a fast list, or NULL. */\n\
-         static inline __attribute__((always_inline)) void *{n}_try_malloc(size_t n) {{"
+        "/* malloc (zero = 0) or calloc (zero = n) without the lock: a block of a\n \
+         * fast list, or NULL. */\n\
+         static inline __attribute__((always_inline)) void *{n}_alloc(size_t n, size_t zero) {{"
     );
     if order.is_empty() {
-        let _ = writeln!(s, "    (void)n; /* no fast lists: every malloc takes the lock */");
+        let _ = writeln!(
+            s,
+            "    (void)n;\n    (void)zero; /* no fast lists: every malloc takes the lock */"
+        );
     } else if p.dispatch.kind == Dispatch::Sizemap {
         let _ = writeln!(
             s,
             "    if (__builtin_constant_p(n)) {{\n\
              \x20       int l = {n}_list_of_size(n);\n\
-             \x20       return l >= 0 ? {n}_pop((unsigned)l, {n}_block[l]) : NULL;\n\
+             \x20       return l >= 0 ? {n}_pop((unsigned)l, {n}_block[l], zero) : NULL;\n\
              \x20   }}\n\
              \x20   if (n <= {up}_MAP_MAX) {{\n\
              \x20       unsigned l = {n}_map[(n + {rm1}) >> {sh}];\n\
-             \x20       if (l < {up}_NFAST) return {n}_pop(l, {n}_block[l]);\n\
+             \x20       if (l < {up}_NFAST) return {n}_pop(l, {n}_block[l], zero);\n\
              \x20   }}",
             rm1 = p.unit.chosen - 1,
             sh = shift_of(p.unit.chosen)
@@ -322,7 +330,7 @@ static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {
             let _ = writeln!(s, " */");
             let _ = writeln!(
                 s,
-                "    if ({}) return {n}_pop({}, {});",
+                "    if ({}) return {n}_pop({}, {}, zero);",
                 range_test(l),
                 l.index,
                 l.block_bytes
@@ -330,6 +338,13 @@ static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {
         }
     }
     let _ = writeln!(s, "    return NULL;\n}}\n");
+    let _ = writeln!(
+        s,
+        "static inline __attribute__((always_inline)) void *{n}_try_malloc(size_t n) {{\n    \
+         return {n}_alloc(n, 0);\n}}\n\n\
+         static inline __attribute__((always_inline)) void *{n}_try_calloc(size_t n) {{\n    \
+         return {n}_alloc(n, n);\n}}\n"
+    );
 
     // try_free
     let _ = writeln!(
@@ -389,6 +404,7 @@ static inline void {n}_free_sized(void *p, size_t n) {{
 void {n}_front_stats(heaplab_alloc_stats_t *s);
 void {n}_front_fork_child(void);
 #define HL_FRONT_MALLOC(size)  {n}_try_malloc(size)
+#define HL_FRONT_CALLOC(size)  {n}_try_calloc(size)
 #define HL_FRONT_FREE(p)       {n}_try_free(p)
 #define HL_FRONT_SLOW()        {n}_slow()
 #define HL_FRONT_STATS(s)      {n}_front_stats(s)
@@ -414,13 +430,14 @@ pub fn source(p: &Plan, command: &str) -> String {
         let _ = writeln!(
             units,
             " *   R = {:2}: {:2} classes in {:2} lists cover {}, waste ~{:.0} live bytes ({}), \
-             dispatch ~{:.1} instructions",
+             ~{:.1} instructions per malloc + free (dispatch {:.1})",
             c.unit,
             c.kept_classes,
             c.lists,
             pct(c.covered_share),
             c.wasted_live_bytes,
             pct(c.wasted_share_of_live),
+            c.estimated_instructions,
             c.dispatch_instructions
         );
     }
@@ -436,7 +453,8 @@ pub fn source(p: &Plan, command: &str) -> String {
  * Allocation unit: {unit} bytes, {how} ({rule}).
 {units} *
  * Classes: the {kept} most frequent cover {cov} of allocations (target {target},
- * stopped by {stop}); the other {out} go to the general allocator as they are.
+ * stopped by {stop}); with the classes their lists absorb, the lists serve
+ * {served}; the other {out} go to the general allocator as they are.
  * Fast lists take blocks from contiguous extents and never give them back;
  * general lists keep gnugpp blocks that reclaim returns to gnugpp (002 §2.2).
  *
@@ -497,6 +515,7 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
         },
         kept = p.selection.kept,
         cov = pct(p.selection.covered_share),
+        served = pct(p.selection.served_share),
         target = pct(p.selection.coverage_target),
         stop = p.selection.stopped_by,
         out = pct(p.selection.outlier_share),

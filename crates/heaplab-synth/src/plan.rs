@@ -8,10 +8,13 @@
 //!
 //! - **Unit** (§2.1, §4.3): plan at 8, 16 and 32 bytes; estimate the bytes
 //!   wasted in the kept classes' blocks while their objects are live (mean
-//!   live objects × (block − mean request)); take the largest unit whose
-//!   waste exceeds the least by no more than 2% of the mean live bytes (at
-//!   least one page). "Minimize the total memory wasted ... while maximizing
-//!   the aggregation size".
+//!   live objects × (block − mean request)); among the units whose waste
+//!   exceeds the least by no more than 2% of the mean live bytes (at least
+//!   one page), take the one estimated cheapest per malloc + free (the
+//!   dispatch, plus the share left to the general allocator times its cost),
+//!   the larger on a tie. "Minimize the total memory wasted ... while
+//!   maximizing the aggregation size" because "more allocations fall into
+//!   the most common case".
 //! - **Classes** (§2.2, §3): most frequent first, until the kept classes
 //!   cover the target share of allocations (95%) or the cap is reached;
 //!   classes over 32 KiB are never kept. The rest go to the general
@@ -48,6 +51,10 @@ pub const COST_FREE_TEST: f64 = 2.0;
 pub const COST_MALLOC_MAP: f64 = 7.0;
 /// Instructions to decode a list from a tag in free.
 pub const COST_FREE_MAP: f64 = 5.0;
+/// Instructions of a malloc and free that go to the general allocator: the
+/// shim's lock and gnugpp (measured on perl-wc: gnugpp alone 98 per malloc +
+/// 85 per free, with the lock; on python3 its first fit costs ~1,700).
+pub const COST_GENERAL: f64 = 200.0;
 
 /// Which allocator a class uses when its free list is empty (§2.2, Figure 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -196,6 +203,9 @@ pub struct UnitCandidate {
     pub wasted_share_of_live: f64,
     /// Estimated dispatch instructions per malloc + free, as planned.
     pub dispatch_instructions: f64,
+    /// The same plus the outliers' trips to the general allocator
+    /// (outlier share × COST_GENERAL): what the unit rule compares.
+    pub estimated_instructions: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -214,6 +224,9 @@ pub struct Selection {
     pub max_classes: usize,
     pub kept: usize,
     pub covered_share: f64,
+    /// Share of allocations the lists serve: the kept classes and those
+    /// absorbed into their lists.
+    pub served_share: f64,
     /// Share of allocations left to the general allocator as they are.
     pub outlier_share: f64,
     /// `coverage` (target reached), `cap` (max_classes reached) or
@@ -244,6 +257,9 @@ pub struct ClassDecision {
     pub why: String,
     /// Set by --fast / --general rather than the rule or the variant.
     pub overridden: bool,
+    /// Not kept by the selection, but served by a kept class's list because
+    /// it uses the same block.
+    pub absorbed: bool,
     /// Index of its list.
     pub list: usize,
 }
@@ -391,9 +407,9 @@ pub fn plan(m: &Measured, opts: &Options) -> Result<Plan> {
         let p = plan_at(m, u, opts, &th, false)?;
         candidates.push(UnitCandidate {
             unit: u,
-            kept_classes: p.classes.len(),
+            kept_classes: p.selection.kept,
             lists: p.lists.len(),
-            covered_share: p.selection.covered_share,
+            covered_share: p.selection.served_share,
             wasted_live_bytes: wasted_live_bytes(&p),
             wasted_share_of_live: if mean_live_bytes > 0.0 {
                 wasted_live_bytes(&p) / mean_live_bytes
@@ -401,20 +417,13 @@ pub fn plan(m: &Measured, opts: &Options) -> Result<Plan> {
                 0.0
             },
             dispatch_instructions: dispatch_cost(&p),
+            estimated_instructions: dispatch_cost(&p) + p.selection.outlier_share * COST_GENERAL,
         });
     }
     let least = candidates.iter().map(|c| c.wasted_live_bytes).fold(f64::INFINITY, f64::min);
     let (chosen, how) = match opts.unit {
         Some(u) => (u, "given"),
-        None => (
-            candidates
-                .iter()
-                .filter(|c| c.wasted_live_bytes <= least + tolerance)
-                .map(|c| c.unit)
-                .max()
-                .expect("a candidate"),
-            "profile",
-        ),
+        None => (choose_unit(&candidates, least + tolerance), "profile"),
     };
     // Re-plan at the chosen unit with the overrides checked.
     let mut p = plan_at(m, chosen, opts, &th, true)?;
@@ -422,9 +431,13 @@ pub fn plan(m: &Measured, opts: &Options) -> Result<Plan> {
         chosen,
         how: how.into(),
         rule: format!(
-            "the largest unit whose estimated waste (mean live objects x (block - mean request), \
+            "among the units whose estimated waste (mean live objects x (block - mean request), \
              over the kept classes) exceeds the least by at most {tolerance:.0} bytes \
-             (max({:.0}% of the {mean_live_bytes:.0} mean live bytes, {} bytes)); 002 §4.3",
+             (max({:.0}% of the {mean_live_bytes:.0} mean live bytes, {} bytes)), the one \
+             estimated cheapest per malloc + free (dispatch, plus the share left to the general \
+             allocator x {COST_GENERAL} instructions), the larger on a tie (within {UNIT_TIE}): \
+             least waste, favouring the larger unit where more allocations fall in the common \
+             case; 002 §4.3",
             th.unit_tolerance_share * 100.0,
             th.unit_tolerance_min_bytes
         ),
@@ -432,6 +445,22 @@ pub fn plan(m: &Measured, opts: &Options) -> Result<Plan> {
         candidates,
     };
     Ok(p)
+}
+
+/// Estimated dispatch instructions within which two units count as equally fast.
+pub const UNIT_TIE: f64 = 0.25;
+
+/// The unit rule: of the candidates wasting at most `max_waste`, the one
+/// estimated cheapest (dispatch and outliers); on a tie, the larger unit.
+pub fn choose_unit(candidates: &[UnitCandidate], max_waste: f64) -> u64 {
+    let ok: Vec<&UnitCandidate> =
+        candidates.iter().filter(|c| c.wasted_live_bytes <= max_waste).collect();
+    let fastest = ok.iter().map(|c| c.estimated_instructions).fold(f64::INFINITY, f64::min);
+    ok.iter()
+        .filter(|c| c.estimated_instructions <= fastest + UNIT_TIE)
+        .map(|c| c.unit)
+        .max()
+        .unwrap_or(8)
 }
 
 fn mean_request(c: &SizeClass) -> f64 {
@@ -552,10 +581,60 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
                 allocator: alloc,
                 why,
                 overridden,
+                absorbed: false,
                 list: 0,
             }
         })
         .collect();
+    // A list also serves the unit classes that would use its very block
+    // (at R = 8, the 16- and 24-byte classes both use 32-byte fast blocks):
+    // the same test with a wider range, so they are taken at no cost.
+    let block_of = |a: Allocator, size: u64| match a {
+        Allocator::Fast => fast_block(size),
+        Allocator::General => general_block(size),
+    };
+    let mut absorbed: Vec<ClassDecision> = Vec::new();
+    for c in &classes {
+        let b = block_of(c.allocator, c.size);
+        for nb in [c.size.checked_sub(unit), Some(c.size + unit)].into_iter().flatten() {
+            if nb == 0
+                || nb > th.max_class_bytes
+                || block_of(c.allocator, nb) != b
+                || classes.iter().chain(absorbed.iter()).any(|k| k.size == nb)
+            {
+                continue;
+            }
+            let seen = prof.size_classes.iter().find(|x| x.size == nb);
+            let (allocs, frees, mean_live, max_live, mean_free_list, mean_req) = match seen {
+                Some(x) => {
+                    (x.allocs, x.frees, x.mean_live, x.max_live, x.mean_free_list, mean_request(x))
+                }
+                None => (0, 0, 0.0, 0, 0.0, nb as f64),
+            };
+            absorbed.push(ClassDecision {
+                size: nb,
+                range: [nb.saturating_sub(unit) + 1, nb],
+                allocs,
+                frees,
+                p_m: allocs as f64 / total_allocs,
+                p_f: frees as f64 / total_frees,
+                mean_live,
+                max_live,
+                mean_free_list,
+                free_list_to_live: if mean_live > 0.0 { mean_free_list / mean_live } else { -1.0 },
+                mean_request: mean_req,
+                allocator: c.allocator,
+                why: format!(
+                    "absorbed: not kept, but it uses the {b}-byte block of the kept {}-byte class",
+                    c.size
+                ),
+                overridden: false,
+                absorbed: true,
+                list: 0,
+            });
+        }
+    }
+    classes.extend(absorbed);
     // The smallest class takes malloc(0).
     classes.sort_by_key(|c| c.size);
     if let Some(c) = classes.first_mut() {
@@ -565,10 +644,6 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
     }
 
     // Lists: classes with the same allocator and block, adjacent ranges.
-    let block_of = |a: Allocator, size: u64| match a {
-        Allocator::Fast => fast_block(size),
-        Allocator::General => general_block(size),
-    };
     let mut lists: Vec<ListPlan> = Vec::new();
     for c in classes.iter_mut() {
         let b = block_of(c.allocator, c.size);
@@ -709,6 +784,7 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
     });
 
     let classes_seen = prof.size_classes.len();
+    let served: f64 = classes.iter().map(|c| c.p_m).sum();
     Ok(Plan {
         format: FORMAT,
         name: opts.name.clone(),
@@ -736,9 +812,10 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
         selection: Selection {
             coverage_target: opts.coverage,
             max_classes: opts.max_classes,
-            kept: classes.len(),
+            kept: classes.iter().filter(|c| !c.absorbed).count(),
             covered_share: covered,
-            outlier_share: (1.0 - covered).max(0.0),
+            served_share: served,
+            outlier_share: (1.0 - served).max(0.0),
             stopped_by: stopped_by.into(),
             too_large,
         },
@@ -836,4 +913,320 @@ fn heuristic(c: &SizeClass, unit: u64, th: &Thresholds) -> (Allocator, String) {
 /// headers have 0 or 1 in their low four bits.
 pub fn tag(l: usize, used: bool) -> u64 {
     0x5c00_0000 | (l as u64) << 4 | if used { 0xD } else { 0xC }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heaplab_trace::model::{Event, Kind};
+    use heaplab_trace::profile::ProfileBuilder;
+
+    /// A run built event by event.
+    #[derive(Default)]
+    struct Run {
+        evs: Vec<Event>,
+        next: u64,
+    }
+
+    impl Run {
+        fn malloc(&mut self, size: u64) -> u64 {
+            let id = self.next;
+            self.next += 1;
+            self.evs.push(ev(Kind::Malloc, Some(id), None, size));
+            id
+        }
+        fn free(&mut self, id: u64) {
+            self.evs.push(ev(Kind::Free, None, Some(id), 0));
+        }
+        /// `n` objects of `size` that are never freed.
+        fn never_freed(&mut self, size: u64, n: usize) {
+            for _ in 0..n {
+                self.malloc(size);
+            }
+        }
+        /// MAKE: `n` objects, `live` kept at once, each freed `live` later.
+        fn steady(&mut self, size: u64, n: usize, live: usize) {
+            let mut q = std::collections::VecDeque::new();
+            for _ in 0..n {
+                q.push_back(self.malloc(size));
+                if q.len() > live {
+                    let id = q.pop_front().unwrap();
+                    self.free(id);
+                }
+            }
+        }
+        /// ESPRESSO: a burst of `burst` objects freed at once, then `n` short
+        /// lives, one at a time.
+        fn episodic(&mut self, size: u64, burst: usize, n: usize) {
+            let ids: Vec<u64> = (0..burst).map(|_| self.malloc(size)).collect();
+            for id in ids {
+                self.free(id);
+            }
+            for _ in 0..n {
+                let id = self.malloc(size);
+                self.free(id);
+            }
+        }
+    }
+
+    fn ev(kind: Kind, id: Option<u64>, old: Option<u64>, size: u64) -> Event {
+        Event {
+            index: 0,
+            kind,
+            thread: 0,
+            time: 0,
+            size,
+            align: 0,
+            id,
+            old,
+            old_size: 0,
+            stack: 0,
+            failed: false,
+            inherited: false,
+        }
+    }
+
+    fn measured(runs: &[&Run]) -> Measured {
+        let by_unit = UNITS
+            .iter()
+            .map(|&u| {
+                let ps: Vec<Profile> = runs
+                    .iter()
+                    .map(|r| {
+                        let mut b = ProfileBuilder::new(u, 1);
+                        r.evs.iter().for_each(|e| b.add(e));
+                        b.finish("t", |_| Vec::new(), |_| String::new(), 0)
+                    })
+                    .collect();
+                if ps.len() == 1 {
+                    ps.into_iter().next().unwrap()
+                } else {
+                    Profile::merge(&ps, heaplab_trace::profile::Weighting::Runs, 0).unwrap()
+                }
+            })
+            .collect();
+        Measured {
+            traces: runs.iter().map(|_| "t".into()).collect(),
+            commands: vec!["prog".into()],
+            by_unit,
+        }
+    }
+
+    fn opts() -> Options {
+        Options { name: "t".into(), ..Options::default() }
+    }
+
+    fn class(p: &Plan, size: u64) -> &ClassDecision {
+        p.classes.iter().find(|c| c.size == size).unwrap_or_else(|| panic!("no class {size}"))
+    }
+
+    #[test]
+    fn cfrac_like_small_objects_never_freed_choose_the_8_byte_unit() {
+        // 8-byte objects, never freed (002 §4.3: CFRAC and YACR waste space
+        // at 32 bytes): at R = 8 a block is 16 bytes, at 16 or 32 it is 32+.
+        let mut r = Run::default();
+        r.never_freed(8, 20000);
+        r.steady(100, 500, 10);
+        let p = plan(&measured(&[&r]), &opts()).unwrap();
+        assert_eq!(p.unit.chosen, 8, "{:?}", p.unit.candidates);
+        let c8 = p.unit.candidates.iter().find(|c| c.unit == 8).unwrap();
+        let c32 = p.unit.candidates.iter().find(|c| c.unit == 32).unwrap();
+        assert!(c32.wasted_live_bytes > 2.0 * c8.wasted_live_bytes);
+        assert_eq!(class(&p, 8).allocator, Allocator::Fast);
+        assert!(class(&p, 8).why.contains("never returned"), "{}", class(&p, 8).why);
+        assert_eq!(p.lists[class(&p, 8).list].block_bytes, 16);
+    }
+
+    #[test]
+    fn a_larger_unit_is_taken_when_it_wastes_little_and_serves_more() {
+        // Sizes 1..=32 equally often, short-lived: at R = 32 one class serves
+        // all, at R = 8 four classes do (more tests, or outliers); the live
+        // waste is tiny either way.
+        let mut r = Run::default();
+        for i in 0..32_000u64 {
+            let id = r.malloc(1 + i % 32);
+            r.free(id);
+        }
+        let mut o = opts();
+        o.max_classes = 2;
+        let p = plan(&measured(&[&r]), &o).unwrap();
+        assert_eq!(p.unit.chosen, 32, "{:?}", p.unit.candidates);
+        assert!((p.selection.served_share - 1.0).abs() < 1e-9);
+        // Given, the unit is obeyed.
+        o.unit = Some(8);
+        let p8 = plan(&measured(&[&r]), &o).unwrap();
+        assert_eq!((p8.unit.chosen, p8.unit.how.as_str()), (8, "given"));
+    }
+
+    #[test]
+    fn fewest_classes_reaching_the_coverage_up_to_the_cap() {
+        let mut r = Run::default();
+        r.steady(16, 6000, 50); // 60%
+        r.steady(48, 3000, 50); // 30%
+        r.steady(96, 600, 5); // 6%
+        r.steady(200, 300, 5); // 3%
+        r.steady(40000, 100, 5); // 1%, too large for a list
+        let m = measured(&[&r]);
+        let p = plan(&m, &Options { unit: Some(16), ..opts() }).unwrap();
+        let kept: Vec<u64> = p.classes.iter().filter(|c| !c.absorbed).map(|c| c.size).collect();
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert!(kept.contains(&16) && kept.contains(&48) && kept.contains(&96));
+        assert_eq!(p.selection.stopped_by, "coverage");
+        assert!((p.selection.covered_share - 0.96).abs() < 1e-9);
+        let capped = plan(&m, &Options { unit: Some(16), max_classes: 1, ..opts() }).unwrap();
+        assert_eq!((capped.selection.kept, capped.selection.stopped_by.as_str()), (1, "cap"));
+        let all = plan(&m, &Options { unit: Some(16), coverage: 1.0, ..opts() }).unwrap();
+        assert_eq!(all.selection.kept, 4);
+        assert_eq!(all.selection.too_large, vec![40000]);
+        assert!(plan(&m, &Options { coverage: 0.0, ..opts() }).is_err());
+    }
+
+    #[test]
+    fn fast_or_general_follows_table_4() {
+        let mut r = Run::default();
+        r.steady(32, 20000, 5000); // MAKE: free list short against live objects
+        r.episodic(64, 5000, 20000); // ESPRESSO: free list long, live few, 5000 x 80 B
+        r.episodic(128, 40, 4000); // episodic but only 40 blocks to reclaim
+        r.never_freed(256, 3000);
+        let p =
+            plan(&measured(&[&r]), &Options { unit: Some(32), coverage: 1.0, ..opts() }).unwrap();
+        assert_eq!(class(&p, 32).allocator, Allocator::Fast);
+        assert!(class(&p, 32).why.contains("MAKE"), "{}", class(&p, 32).why);
+        let c64 = class(&p, 64);
+        assert_eq!(c64.allocator, Allocator::General, "{}", c64.why);
+        assert!(c64.mean_free_list > c64.mean_live);
+        assert_eq!(class(&p, 128).allocator, Allocator::Fast, "{}", class(&p, 128).why);
+        assert_eq!(class(&p, 256).allocator, Allocator::Fast);
+        // Overrides and variants.
+        let o =
+            Options { unit: Some(32), coverage: 1.0, fast: vec![64], general: vec![32], ..opts() };
+        let p2 = plan(&measured(&[&r]), &o).unwrap();
+        assert_eq!((class(&p2, 64).allocator, class(&p2, 64).overridden), (Allocator::Fast, true));
+        assert_eq!(class(&p2, 32).allocator, Allocator::General);
+        for (v, a) in
+            [(Variant::AllFast, Allocator::Fast), (Variant::AllGeneral, Allocator::General)]
+        {
+            let pv = plan(
+                &measured(&[&r]),
+                &Options { unit: Some(32), coverage: 1.0, variant: v, ..opts() },
+            )
+            .unwrap();
+            assert!(pv.classes.iter().all(|c| c.allocator == a));
+            assert!(pv.lists.iter().all(|l| l.allocator == a));
+        }
+        let bad = Options { unit: Some(32), fast: vec![24], ..opts() };
+        let e = plan(&measured(&[&r]), &bad).unwrap_err().to_string();
+        assert!(e.contains("--fast 24") && e.contains("kept classes are"), "{e}");
+    }
+
+    #[test]
+    fn reclaim_order_is_the_papers_priority() {
+        let mut r = Run::default();
+        r.episodic(64, 4000, 8000);
+        r.episodic(256, 2000, 8000);
+        r.steady(32, 30000, 10);
+        let p =
+            plan(&measured(&[&r]), &Options { unit: Some(32), coverage: 1.0, ..opts() }).unwrap();
+        let gen: Vec<&ListPlan> =
+            p.lists.iter().filter(|l| l.allocator == Allocator::General).collect();
+        assert_eq!(gen.len(), 2);
+        for l in &gen {
+            let c = class(&p, l.classes[0]);
+            let want = c.p_f * (1.0 - c.p_m) * c.size as f64 * c.mean_free_list;
+            assert!((l.reclaim_priority.unwrap() - want).abs() < 1e-9 * want.max(1.0));
+        }
+        let first = &p.lists[p.reclaim.order[0]];
+        let second = &p.lists[p.reclaim.order[1]];
+        assert!(first.reclaim_priority >= second.reclaim_priority);
+    }
+
+    #[test]
+    fn one_dominant_class_is_tested_in_order_many_comparable_ones_use_the_map() {
+        let mut one = Run::default();
+        one.steady(16, 9000, 10);
+        one.steady(48, 500, 10);
+        let p = plan(&measured(&[&one]), &Options { unit: Some(16), ..opts() }).unwrap();
+        assert_eq!(p.dispatch.kind, Dispatch::Ordered);
+        assert_eq!(p.lists[p.dispatch.malloc_order[0]].classes, vec![16]);
+        let mut many = Run::default();
+        for s in [16u64, 32, 48, 64, 80, 96, 112, 128] {
+            many.steady(s, 1000, 10);
+        }
+        let p = plan(&measured(&[&many]), &Options { unit: Some(16), ..opts() }).unwrap();
+        assert_eq!(p.dispatch.kind, Dispatch::Sizemap, "{:?}", p.dispatch.estimated_instructions);
+        let forced = plan(
+            &measured(&[&many]),
+            &Options { unit: Some(16), dispatch: Dispatch::Ordered, ..opts() },
+        )
+        .unwrap();
+        assert_eq!(
+            (forced.dispatch.kind, forced.dispatch.how.as_str()),
+            (Dispatch::Ordered, "given")
+        );
+    }
+
+    #[test]
+    fn free_order_follows_free_frequency() {
+        // 48-byte objects are allocated most but mostly never freed.
+        let mut r = Run::default();
+        r.never_freed(48, 6000);
+        r.steady(16, 4000, 10);
+        let p =
+            plan(&measured(&[&r]), &Options { unit: Some(16), coverage: 1.0, ..opts() }).unwrap();
+        let l48 = class(&p, 48).list;
+        let l16 = class(&p, 16).list;
+        assert_eq!(p.dispatch.malloc_order[0], l48);
+        assert_eq!(p.dispatch.free_order[0], l16);
+    }
+
+    #[test]
+    fn a_list_absorbs_the_unit_class_with_its_block() {
+        let mut r = Run::default();
+        r.steady(16, 9000, 10);
+        r.steady(24, 100, 10); // 1%: not kept, but 16 and 24 both use 32-byte blocks
+        let p =
+            plan(&measured(&[&r]), &Options { unit: Some(8), coverage: 0.9, ..opts() }).unwrap();
+        assert_eq!(p.selection.kept, 1);
+        assert!(class(&p, 24).absorbed);
+        assert_eq!(p.lists.len(), 1);
+        assert_eq!(p.lists[0].range, [9, 24]);
+        assert!((p.selection.served_share - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn runs_weigh_the_same() {
+        // A small run of 16-byte objects and a large run of 48-byte ones:
+        // each run weighs half, whatever its size (002 §3).
+        let mut a = Run::default();
+        a.steady(16, 1000, 5);
+        let mut b = Run::default();
+        b.steady(48, 9000, 5);
+        let p = plan(&measured(&[&a, &b]), &Options { unit: Some(16), ..opts() }).unwrap();
+        assert!((class(&p, 16).p_m - 0.5).abs() < 1e-9);
+        assert!((class(&p, 48).p_m - 0.5).abs() < 1e-9);
+        assert_eq!(p.profile.runs, 2);
+    }
+
+    #[test]
+    fn names_must_be_identifiers_that_name_nothing_else() {
+        let zoo = vec!["gnugpp".to_string()];
+        assert!(check_name("custom_perl", &zoo).is_ok());
+        for bad in ["Perl", "1x", "a-b", "", "gnugpp", "glibc", "mimalloc", "int", "hl_x"] {
+            assert!(check_name(bad, &zoo).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn blocks() {
+        assert_eq!(
+            (fast_block(8), fast_block(16), fast_block(24), fast_block(48)),
+            (16, 32, 32, 64)
+        );
+        assert_eq!(
+            (general_block(1), general_block(16), general_block(17), general_block(100)),
+            (32, 32, 48, 128)
+        );
+        assert_eq!(tag(2, true), 0x5c00_002d);
+        assert_eq!(tag(2, false), 0x5c00_002c);
+    }
 }

@@ -19,10 +19,15 @@ use std::path::PathBuf;
 How it decides (every figure behind each choice is in DIR/decisions.json, and
 the generated C says it in comments):
   runs        merged, each run weighing the same (002 §3)
-  unit        8, 16 or 32: the largest whose estimated waste in live blocks is
-              within 2% of the mean live bytes of the least (002 §4.3)
+  unit        8, 16 or 32: of those whose estimated waste in live blocks is
+              within 2% of the mean live bytes of the least, the one estimated
+              cheapest (dispatch, and the share left to the general allocator
+              at ~200 instructions a call), the larger on a tie (002 §4.3)
   classes     most frequent first until --coverage of allocations, at most
-              --max-classes; the rest go to the general allocator (gnugpp)
+              --max-classes; a list also takes the unit classes that share its
+              block; the rest go to the general allocator (gnugpp). A program
+              with many distinct sizes may gain from --coverage 0.99: gnugpp's
+              first fit can cost thousands of instructions per call
   allocator   general when the mean free list exceeds the mean live objects and
               holds >= 64 KiB (episodic use); fast otherwise, and always when
               objects are almost never freed (002 §2.2, Table 4)
@@ -173,19 +178,20 @@ pub fn run(a: Args) -> Result<i32> {
     let p = &out.plan;
     println!(
         "{name}: {} run(s), {} allocations, {} frees; unit {} bytes ({}); {} classes cover {:.1}% \
-         of allocations",
+         of allocations, their lists serve {:.1}%",
         p.profile.runs,
         p.profile.allocations,
         p.profile.frees,
         p.unit.chosen,
         if p.unit.how == "given" { "given" } else { "from the profile" },
         p.selection.kept,
-        p.selection.covered_share * 100.0
+        p.selection.covered_share * 100.0,
+        p.selection.served_share * 100.0
     );
-    println!("\n unit   classes  lists  covered  est. waste (live bytes)  dispatch instr");
+    println!("\n unit   classes  lists   served  est. waste (live bytes)  est. instr: dispatch  +general");
     for c in &p.unit.candidates {
         println!(
-            "{} {:3}  {:8}  {:5}  {:6.1}%  {:14.0} ({:5.1}%)  {:14.1}",
+            "{} {:3}  {:8}  {:5}  {:6.1}%  {:14.0} ({:5.1}%)  {:20.1}  {:8.1}",
             if c.unit == p.unit.chosen { "*" } else { " " },
             c.unit,
             c.kept_classes,
@@ -193,7 +199,8 @@ pub fn run(a: Args) -> Result<i32> {
             c.covered_share * 100.0,
             c.wasted_live_bytes,
             c.wasted_share_of_live * 100.0,
-            c.dispatch_instructions
+            c.dispatch_instructions,
+            c.estimated_instructions
         );
     }
     println!("\n list  allocator  requests       block  mallocs  frees   thread cap  classes");
