@@ -89,6 +89,8 @@ enum Msg {
     /// An event, its stack's frames, and the object it must create.
     Event(NewEvent, Vec<Frame>, Option<u64>),
     Refs(Vec<u8>),
+    /// An SP block: the stack depth at allocations (heaplab_trace::sp).
+    Sp(Vec<u8>),
     /// END (exec: the writer may go on).
     End(End),
 }
@@ -118,6 +120,7 @@ fn writer_thread<W: Write>(
             Msg::Refs(p) => {
                 w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?
             }
+            Msg::Sp(p) => w.write_stream_block(kind::SP, BLOCK_SKIPPABLE, &p)?,
             Msg::End(e) => w.write_end(&e)?,
         }
     }
@@ -140,6 +143,8 @@ pub struct Converter<W: Write + Send + 'static> {
     batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
     enc: RefsEncoder,
+    /// The stack depths of allocations (the tool's word after the frames).
+    sp: heaplab_trace::sp::SpEncoder,
     heap: HeapMap,
     next_id: u64,
     events: u64,
@@ -178,6 +183,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             batch: Vec::new(),
             thread: None,
             enc: RefsEncoder::new(),
+            sp: heaplab_trace::sp::SpEncoder::default(),
             heap: HeapMap::new(),
             next_id: 0,
             events: 0,
@@ -230,6 +236,9 @@ impl<W: Write + Send + 'static> Converter<W> {
         if let Some(p) = self.enc.take_block() {
             self.refs_blocks_bytes += p.len() as u64;
             self.send(Msg::Refs(p))?;
+        }
+        if let Some(p) = self.sp.take_block() {
+            self.send(Msg::Sp(p))?;
         }
         Ok(())
     }
@@ -410,6 +419,14 @@ impl<W: Write + Send + 'static> Converter<W> {
                 }
                 let id = (k.creates() && !failed).then_some(self.next_id);
                 self.send(Msg::Event(ev, frames_of(&x[6..6 + nf]), id))?;
+                if let Some(&depth) = x.get(6 + nf) {
+                    // the caller's stack depth, after the frames (paper 001's SP)
+                    self.sp.push(self.events, depth);
+                    if self.sp.is_full() {
+                        let p = self.sp.take_block().expect("a full encoder has a block");
+                        self.send(Msg::Sp(p))?;
+                    }
+                }
                 self.events += 1;
                 if old.is_some() && !failed {
                     self.heap.remove(old_addr);
