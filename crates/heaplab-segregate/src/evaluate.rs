@@ -133,6 +133,7 @@ impl Measured {
 }
 
 struct Collected {
+    kept: Vec<heaplab_sim::Access>,
     stats: MeasureStats,
     pages: HashMap<u64, PageRefs>,
     all: Vec<CacheResult>,
@@ -140,7 +141,8 @@ struct Collected {
     faults: Vec<PageCurve>,
 }
 
-fn collect(src: &mut Merged, caches: &[CacheConfig]) -> Result<Collected> {
+fn collect(src: &mut Merged, caches: &[CacheConfig], keep: bool) -> Result<Collected> {
+    let mut kept = Vec::new();
     let mut all = CacheSweep::new(caches, &[Mode::Unified]);
     let mut heap = CacheSweep::new(caches, &[Mode::Unified]);
     let mut p4 = PageSim::new(4096).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -150,6 +152,9 @@ fn collect(src: &mut Merged, caches: &[CacheConfig]) -> Result<Collected> {
     let mut buf = Vec::with_capacity(1 << 16);
     loop {
         let next = src.next_batch(&mut buf)?;
+        if keep {
+            kept.extend_from_slice(&buf);
+        }
         for a in &buf {
             all.access(a);
             let is_alloc = a.part == Part::Allocator;
@@ -188,6 +193,7 @@ fn collect(src: &mut Merged, caches: &[CacheConfig]) -> Result<Collected> {
         e.alloc += last.alloc;
     }
     Ok(Collected {
+        kept,
         stats: src.stats,
         pages,
         all: all.results(),
@@ -303,6 +309,28 @@ pub struct MeasureJob<'a> {
 
 /// Measures one emitted allocator on the test trace (`sp`: the SP predictor's).
 pub fn measure(job: &MeasureJob, name: &str, library: &Path, sp: bool) -> Result<Measured> {
+    Ok(measure_inner(job, name, library, sp, false)?.0)
+}
+
+/// [`measure`], also returning every access the simulators saw, in order
+/// (for tests that check the figures against a naive computation: small
+/// traces only).
+pub fn measure_keeping(
+    job: &MeasureJob,
+    name: &str,
+    library: &Path,
+    sp: bool,
+) -> Result<(Measured, Vec<heaplab_sim::Access>)> {
+    measure_inner(job, name, library, sp, true)
+}
+
+fn measure_inner(
+    job: &MeasureJob,
+    name: &str,
+    library: &Path,
+    sp: bool,
+    keep: bool,
+) -> Result<(Measured, Vec<heaplab_sim::Access>)> {
     let events = match (sp, job.sp_events) {
         (false, _) => job.events,
         (true, Some(e)) => e,
@@ -326,7 +354,7 @@ pub fn measure(job: &MeasureJob, name: &str, library: &Path, sp: bool) -> Result
         events,
         &alloc,
         &["--site-hints"],
-        move |src| collect(src, &caches),
+        move |src| collect(src, &caches, keep),
     )?;
     let (raw, segs) = read_report(&report)?;
     if segs.is_empty() {
@@ -390,7 +418,7 @@ pub fn measure(job: &MeasureJob, name: &str, library: &Path, sp: bool) -> Result
             heap_misses: h.1,
         })
         .collect();
-    Ok(Measured {
+    let measured = Measured {
         name: name.to_string(),
         library: library.to_path_buf(),
         stats: c.stats,
@@ -401,5 +429,6 @@ pub fn measure(job: &MeasureJob, name: &str, library: &Path, sp: bool) -> Result
         caches,
         report: raw,
         seconds: t0.elapsed().as_secs_f64(),
-    })
+    };
+    Ok((measured, c.kept))
 }
