@@ -165,9 +165,8 @@ pub fn run(a: Args) -> Result<i32> {
         let mut entries = Vec::new();
         let mut all = Vec::new();
         for p in &a.combine {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
                 format!("{}: not JSON (a file that `heaplab segregate --json` wrote?)", p.display())
             })?;
             if v.get("table3").is_none() {
