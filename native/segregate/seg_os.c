@@ -181,13 +181,17 @@ unsigned hl_seg_os_frames(uint64_t *keys, unsigned max, uint64_t *sp_depth) {
         }
         return 0;
     }
-    void *buf[64 + 8];
-    int want = (int)max + 6;
-    if (want > 72) want = 72;
+    /* Unwinding is the cost: ask for our own frames (counted at the last
+     * call, plus one in case a path has one more) and the `max` we want. */
+    static int own = 4;
+    void *buf[64 + 16];
+    int want = (int)max + own + 1;
+    if (want > 80) want = 80;
     int n = unw_backtrace(buf, want);
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - self_lo < self_hi - self_lo)
         i++;
+    if (i + 1 > own && i < 15) own = i + 1;
     unsigned k = 0;
     while (i < n && k < max)
         keys[k++] = key_of((uintptr_t)buf[i++], &rebuilt);
