@@ -70,7 +70,7 @@ fn profile(name: &str, objs: &[O]) -> (Profile, Tmp) {
         ..Meta::default()
     };
     let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
-    let th = w.add_thread(1, "main");
+    w.add_thread(1, "main");
     w.add_module(&Module {
         id: 1,
         base: 0x1000,
