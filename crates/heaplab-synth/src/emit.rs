@@ -231,7 +231,7 @@ static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t bl
     void **b = (void **)t->head[l];
     if (__builtin_expect(b != NULL, 1)) {{
         t->head[l] = *b;
-        ((uint64_t *)b)[-1] = {up}_TAG_USED(l);
+        ((uint64_t *)b)[-1] += 1; /* TAG_FREE(l) -> TAG_USED(l) */
         t->left[l]++;
         t->mallocs++;
         if (zero) memset(b, 0, zero);
@@ -261,7 +261,7 @@ static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {
         t->left[l] = 0;
         return 0;
     }}
-    ((uint64_t *)p)[-1] = {up}_TAG_FREE(l);
+    ((uint64_t *)p)[-1] -= 1; /* TAG_USED(l) -> TAG_FREE(l) */
     *(void **)p = t->head[l];
     t->head[l] = p;
     return 1;
@@ -360,10 +360,9 @@ static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {
         if p.dispatch.kind == Dispatch::Sizemap {
             let _ = writeln!(
                 s,
-                "    if ((tag & ~(uint64_t)0xFF0) == ({up}_TAG_MAGIC | 0xDu)) {{\n\
-                 \x20       unsigned l = (unsigned)(tag >> 4) & 0xFF;\n\
-                 \x20       if (l < {up}_NFAST) return {n}_push(p, l);\n\
-                 \x20   }}"
+                "    /* TAG_USED(l) for some l < NFAST: one range test and an alignment test */\n\
+                 \x20   uint64_t d = tag - {up}_TAG_USED(0);\n\
+                 \x20   if (d <= ({up}_NFAST - 1) * 16u && !(d & 15)) return {n}_push(p, (unsigned)(d >> 4));"
             );
         } else {
             for &i in &p.dispatch.free_order {
@@ -520,7 +519,7 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
         stop = p.selection.stopped_by,
         out = pct(p.selection.outlier_share),
         nl = p.lists.len(),
-        extent = p.thresholds.extent_bytes,
+        extent = p.extent_bytes,
         minb = p.thresholds.min_thread_list_blocks,
         maxb = p.thresholds.max_thread_list_bytes,
     );

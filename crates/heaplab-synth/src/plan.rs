@@ -138,7 +138,8 @@ pub struct Thresholds {
     pub max_thread_list_bytes: u64,
     /// ... and at least this many blocks.
     pub min_thread_list_blocks: u64,
-    /// Bytes a thread takes from the fast heap at a time.
+    /// Bytes a thread takes from the fast heap at a time, at least (the plan
+    /// makes it room for 8 blocks of its largest fast list).
     pub extent_bytes: u64,
     /// The unit rule's tolerance: share of the mean live bytes ...
     pub unit_tolerance_share: f64,
@@ -337,6 +338,9 @@ pub struct Plan {
     pub dispatch: DispatchDecision,
     pub reclaim: ReclaimDecision,
     pub thresholds: Thresholds,
+    /// Bytes a thread takes from the fast heap at a time: the threshold, or
+    /// 8 blocks of the largest fast list, rounded up to a page.
+    pub extent_bytes: u64,
     pub general_allocator: String,
     /// Filled in by the build.
     pub outputs: Option<serde_json::Value>,
@@ -783,6 +787,13 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
             .then(a.cmp(&b))
     });
 
+    let extent_bytes = lists
+        .iter()
+        .filter(|l| l.allocator == Allocator::Fast)
+        .map(|l| l.block_bytes * 8)
+        .fold(th.extent_bytes, u64::max)
+        .div_ceil(4096)
+        * 4096;
     let classes_seen = prof.size_classes.len();
     let served: f64 = classes.iter().map(|c| c.p_m).sum();
     Ok(Plan {
@@ -844,6 +855,7 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
             order: reclaim_order,
         },
         thresholds: th.clone(),
+        extent_bytes,
         general_allocator: "gnugpp: Lea's segregated first fit with coalescing \
                             (native/alloc/gnugpp.c; 002 §2.2 and §4 FIRSTFIT)"
             .into(),
