@@ -72,9 +72,34 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     if (*n == MAX_MODS) return 0;
     const char *name = info->dlpi_name;
     size_t len = name ? strlen(name) : 0;
+    char real[4096];
     if (!len) {
         name = exe_base;
         len = exe_len;
+    } else {
+        /* The recorder names a module by the file it maps (Valgrind resolves
+         * symbolic links: libsqlite3.so.0.8.6), the loader by the name it
+         * looked for (libsqlite3.so.0): follow the links, so that the keys
+         * agree.  readlink, not realpath, which may allocate. */
+        size_t k = len < sizeof real - 1 ? len : sizeof real - 1;
+        memcpy(real, name, k);
+        real[k] = 0;
+        for (int hop = 0; hop < 8; hop++) {
+            char t[4096];
+            ssize_t m = readlink(real, t, sizeof t - 1);
+            if (m <= 0) break;
+            t[m] = 0;
+            if (t[0] == '/') {
+                memcpy(real, t, (size_t)m + 1);
+            } else { /* relative to the link's folder */
+                char *slash = strrchr(real, '/');
+                size_t dir = slash ? (size_t)(slash - real) + 1 : 0;
+                if (dir + (size_t)m >= sizeof real) break;
+                memcpy(real + dir, t, (size_t)m + 1);
+            }
+        }
+        name = real;
+        len = strlen(real);
     }
     mods[*n] = (mod_t){lo, hi, info->dlpi_addr, heaplab_frame_key(name, len, 0)};
     (*n)++;

@@ -305,3 +305,57 @@ fn naive_check(m: &Measured, acc: &[Access], caches: &[CacheConfig]) {
         );
     }
 }
+
+/// A real program whose library is reached through a symbolic link
+/// (libsqlite3.so.0 → libsqlite3.so.0.8.6): the recorder names the file, the
+/// loader the link; the run-time keys must still be the recorded ones.
+#[test]
+fn runtime_lookups_in_sqlite3_match_the_recording() {
+    let Ok(sqlite) = which("sqlite3") else {
+        panic!("sqlite3 is not installed (scripts/setup.sh installs it)");
+    };
+    let dir = Dir(std::env::temp_dir().join(format!("heaplab-seg-sqlite-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let sql = "CREATE TABLE t(a INTEGER, b TEXT); \
+        WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 2000) \
+        INSERT INTO t SELECT x, printf('row-%d-%s', x, hex(x*7919)) FROM c; \
+        CREATE INDEX tb ON t(b); SELECT count(*), sum(length(b)) FROM t WHERE a % 3 = 0;";
+    let tools = VgTools::from_lib_dir(&root().join("build/lib"));
+    let trace = dir.0.join("sqlite.hltrace");
+    let (ended, _) = record::record(
+        &tools,
+        &[sqlite.clone().into(), ":memory:".into(), sql.into()],
+        &trace,
+        &RecOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    let p = objects::load(&trace).unwrap();
+    let t = heaplab_segregate::search::start_point(&p);
+    let stack = Predictor::train(Kind::Stack { depth: 3 }, &p, &t, &TrainOptions::default());
+    let offline = counts(&stack.predict_all(&p));
+    assert!(offline[1] + offline[2] + offline[3] > 0, "nothing predicted: {offline:?}");
+    let mut b = Builder::new(&root().join("native"), &dir.0).unwrap();
+    let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0).unwrap().so;
+    let report = dir.0.join("report.jsonl");
+    let glibc = Command::new(&sqlite).args([":memory:", sql]).output().unwrap();
+    let run = Command::new(&sqlite)
+        .args([":memory:", sql])
+        .env("LD_PRELOAD", &so)
+        .env("HEAPLAB_SEG_REPORT", &report)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    assert_eq!(run.stdout, glibc.stdout);
+    let (rt, _) = evaluate::read_report(&report).unwrap();
+    assert_eq!(segment_objects(&rt), offline, "run-time lookups in sqlite3: {rt}");
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .ok_or(())
+}
