@@ -100,3 +100,49 @@ impl<R: Read> AccessSource for RefsSource<R> {
         Ok(Next::More)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heaplab_trace::refs::{write_block, RefsEncoder, OPTION};
+    use heaplab_trace::{
+        End, Kind as EvKind, Meta, NewEvent, TraceReader, TraceWriter, WriterOptions,
+    };
+
+    #[test]
+    fn objects_are_placed_side_by_side_and_others_keep_their_address() {
+        let meta = Meta {
+            pid: 1,
+            pointer_size: 8,
+            time_unit_ns: 1,
+            options: Some(OPTION.into()),
+            ..Meta::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
+        let t = w.add_thread(1, "main");
+        let mut enc = RefsEncoder::new();
+        let a = w.record(&NewEvent::alloc(EvKind::Malloc, 24).at(t, 0)).unwrap().unwrap();
+        enc.events(1, 1, 1);
+        let b = w.record(&NewEvent::alloc(EvKind::Malloc, 100).at(t, 1)).unwrap().unwrap();
+        enc.events(1, 1, 2);
+        enc.heap(b, 8, 8, true, 3);
+        enc.heap(a, 16, 4, false, 4);
+        enc.other(0x7ffe_1234, 8, false, 5);
+        enc.end(6);
+        write_block(&mut w, &mut enc).unwrap();
+        let bytes = w.finish(&End::default()).unwrap();
+        let mut src = RefsSource::new(RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap()));
+        let mut buf = Vec::with_capacity(16);
+        assert_eq!(src.next_batch(&mut buf).unwrap(), Next::End);
+        let got: Vec<(u64, u32, Kind)> = buf.iter().map(|x| (x.addr, x.size, x.kind)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (BUMP_BASE + 32 + 8, 8, Kind::Write), // b comes after a's 32 usable bytes
+                (BUMP_BASE + 16, 4, Kind::Read),
+                (0x7ffe_1234, 8, Kind::Read),
+            ]
+        );
+        assert_eq!(src.accesses, 3);
+    }
+}

@@ -90,6 +90,15 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     let allocators = alloc::resolve(&a.allocators, &tools)?;
+    // where the results go, checked before minutes of measuring
+    if let Some(p) = a.json.as_ref().filter(|p| p.as_os_str() != "-") {
+        if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+    }
+    if let Some(dir) = &a.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let caches: Vec<CacheConfig> = if a.caches.trim() == "none" {
         Vec::new()
     } else {
