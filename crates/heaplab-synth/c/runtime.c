@@ -19,16 +19,17 @@
  *
  *   The fast heap (an emulated sbrk heap of its own, from the platform):
  *
- *   base  base+8
- *   +-----+------+------+------+------+--------+------+-- ... --+---------+
- *   | pad | blk  | blk  | blk  | fill | blk .. | blk  | unused: a thread's |
- *   +-----+------+------+------+------+--------+------+ extent [bump, end) +
+ *   base  base+8       an extent of list 0     an extent of list 2
+ *   +-----+------+------+------+------+--------+--------+-- ... --+---------+
+ *   | pad | l0   | l0   | l0   | fill | l2 ..  | l2     | unused: a thread's |
+ *   +-----+------+------+------+------+--------+--------+ extent [bump, end) +
  *
- *   A thread with lists carves blocks from its own extent without the lock;
- *   an extent it leaves before the end is closed with a filler word
+ *   A thread with lists carves each list's blocks from its own extent for that
+ *   list, without the lock, so that blocks of one size lie together; an
+ *   extent it leaves before the end is closed with a filler word
  *   (size << 32 | 0x5c00000E).  Threads without lists (while one starts,
  *   after it exits, and in the HEAPLAB_PAD / HEAPLAB_GENERIC test modes)
- *   carve from the shared extent, under the lock.
+ *   carve from shared extents, under the lock.
  *
  *   A general block is one of gnugpp's (native/alloc/gnugpp.c, Lea's
  *   segregated first fit, on the default heap).  When its usable size falls in
@@ -44,7 +45,8 @@
  *    blocks, so that a thread gives or takes a full list in O(1); the spill
  *    list takes what the stack cannot when its array cannot grow;
  *  - for a thread with lists: length(head[l]) == cap(l) - left[l] and
- *    left[l] >= 0; left[l] - adj[l] == pops - frees done without the lock;
+ *    left[l] >= 0; summed over the lists, left - adj == pops - frees done
+ *    without the lock (so the statistics need no count on free);
  *  - general_n[g] blocks are on general[g], each with SYN_LISTED and a usable
  *    size in the list's range; `reclaimable` is the sum of their blocks.
  *
@@ -77,7 +79,7 @@ typedef struct syn_link {
 
 static hl_heap_t *fast_heap;
 static char *fast_base;                 /* first block header of the fast heap */
-static char *shared_bump, *shared_end;  /* the extent of threads without lists */
+static char *shared_bump[SYN_NF1], *shared_end[SYN_NF1]; /* extents of threads without lists */
 typedef struct syn_batch {
     syn_link_t *head; /* a NULL-terminated list */
     size_t n;
@@ -359,13 +361,13 @@ static void *fast_malloc(unsigned l) {
             *syn_hdr(f) = SYN_TAG_USED(l);
             return f;
         }
-        return carve(&t->bump, &t->end, l);
+        return carve(&t->bump[l], &t->end[l], l);
     }
     if ((f = depot_take_one(l)) != NULL) {
         *syn_hdr(f) = SYN_TAG_USED(l);
         return f;
     }
-    return carve(&shared_bump, &shared_end, l);
+    return carve(&shared_bump[l], &shared_end[l], l);
 }
 
 static void fast_free(void *p, unsigned l) {
@@ -407,7 +409,8 @@ static int syn_init(void) {
     char *base = hl_heap_sbrk(fast_heap, SYN_W); /* so that headers are 8 mod 16 */
     if (!base) return -1;
     fast_base = base + SYN_W;
-    shared_bump = shared_end = fast_base;
+    for (unsigned l = 0; l < syn_nfast; l++)
+        shared_bump[l] = shared_end[l] = NULL;
     front_on = SYN_NFAST > 0 && !hl_tunable("HEAPLAB_PAD", 0) && !hl_tunable("HEAPLAB_GENERIC", 0);
     inited = 1;
     return 0;
@@ -464,13 +467,13 @@ static unsigned long front_frees(const SYN_T *t) {
     long d = 0;
     for (unsigned l = 0; l < syn_nfast; l++)
         d += t->left[l] - t->adj[l];
-    return t->mallocs - t->carved - (unsigned long)d;
+    return t->pops - (unsigned long)d;
 }
 
 /* Under the lock: a thread's lists go to the depot, its extent is closed,
  * its counts are kept, and it leaves the registry. */
 static void retire(SYN_T *t) {
-    exited_mallocs += t->mallocs;
+    exited_mallocs += t->pops + t->carved;
     exited_frees += front_frees(t);
     for (unsigned l = 0; l < syn_nfast; l++) {
         if (t->state == ST_ARMED && t->head[l]) {
@@ -480,9 +483,11 @@ static void retire(SYN_T *t) {
         t->head[l] = NULL;
         t->left[l] = t->adj[l] = 0;
     }
-    fill(t->bump, t->end);
-    t->bump = t->end = NULL;
-    t->mallocs = t->carved = 0;
+    for (unsigned l = 0; l < syn_nfast; l++) {
+        fill(t->bump[l], t->end[l]);
+        t->bump[l] = t->end[l] = NULL;
+    }
+    t->pops = t->carved = 0;
     for (SYN_T **pp = &threads; *pp; pp = &(*pp)->next)
         if (*pp == t) {
             *pp = t->next;
@@ -527,7 +532,7 @@ void SYN_THREAD_START(void) {
 void SYN_FRONT_STATS(heaplab_alloc_stats_t *s) {
     unsigned long m = exited_mallocs, f = exited_frees;
     for (SYN_T *t = threads; t; t = t->next) {
-        m += t->mallocs;
+        m += t->pops + t->carved;
         f += front_frees(t);
     }
     s->mallocs += m;
@@ -570,18 +575,30 @@ static void syn_check(void) {
     SYN_T *self = &SYN_TLS;
     char *brk = hl_heap_brk(fast_heap);
     HL_CHECK(((uintptr_t)fast_base & 15) == 8 && ((uintptr_t)brk & 15) == 8);
-    HL_CHECK(shared_bump <= shared_end && shared_end <= brk);
+    /* The unused tails of the extents being carved: skipped by the walk. */
+    char *gap_lo[2 * SYN_NF1], *gap_hi[2 * SYN_NF1];
+    unsigned ngap = 0;
+    for (unsigned l = 0; l < syn_nfast; l++) {
+        HL_CHECK(shared_bump[l] <= shared_end[l] && shared_end[l] <= brk);
+        if (shared_end[l] > shared_bump[l]) {
+            gap_lo[ngap] = shared_bump[l];
+            gap_hi[ngap++] = shared_end[l];
+        }
+        if (self->end[l] > self->bump[l]) {
+            gap_lo[ngap] = self->bump[l];
+            gap_hi[ngap++] = self->end[l];
+        }
+    }
     /* Walk the heap only when no other thread can be carving from it. */
     int walk = !walk_unreliable && (nthreads == 0 || (nthreads == 1 && threads == self));
     size_t free_blocks = 0, listed = 0;
     if (walk) {
         for (char *b = fast_base; b < brk;) {
-            if (b == shared_bump && shared_end > b) {
-                b = shared_end;
-                continue;
-            }
-            if (b == self->bump && self->end > b) {
-                b = self->end;
+            unsigned g = 0;
+            while (g < ngap && gap_lo[g] != b)
+                g++;
+            if (g < ngap) {
+                b = gap_hi[g];
                 continue;
             }
             uint64_t tag = *(uint64_t *)b;

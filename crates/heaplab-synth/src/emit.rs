@@ -164,9 +164,10 @@ pub fn header(p: &Plan, command: &str) -> String {
 typedef struct {n}_thread {{
     void *head[{nf1}];      /* the free list of each fast list */
     long left[{nf1}];       /* frees the list takes before it is full (cap - length) */
-    char *bump, *end;      /* this thread's extent of the fast heap */
-    unsigned long mallocs; /* mallocs served without the lock (statistics) */
-    unsigned long carved;  /* ... of which carved from the extent */
+    char *bump[{nf1}];      /* this thread's extent of the fast heap for each list */
+    char *end[{nf1}];
+    unsigned long pops;    /* mallocs served from the lists without the lock */
+    unsigned long carved;  /* ... and from the extents (statistics) */
     long adj[{nf1}];        /* changes to `left` made under the lock */
     int state;             /* 0 new, 1 starting, 2 with lists, 3 without */
     struct {n}_thread *next;
@@ -222,7 +223,8 @@ extern unsigned long {n}_depot_hint[];
 #endif
 
 /* Pop a block of fast list l: ~8 instructions when the list has one
- * (002 §2.2's sequence), ~8 more to carve one from the thread's extent; NULL
+ * (002 §2.2's sequence), ~8 more to carve one from the thread's extent of
+ * the list (so that a list's blocks lie together, as in a page of one size); NULL
  * when both are empty (malloc then takes the lock and refills).  For calloc
  * (zero = n), a block from the list has its first n bytes cleared; a block
  * carved from the extent was never used and reads as zero. */
@@ -233,15 +235,14 @@ static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t bl
         t->head[l] = *b;
         ((uint64_t *)b)[-1] += 1; /* TAG_FREE(l) -> TAG_USED(l) */
         t->left[l]++;
-        t->mallocs++;
+        t->pops++;
         if (zero) memset(b, 0, zero);
         return b;
     }}
-    char *x = t->bump;
-    if ((size_t)(t->end - x) >= block && {up}_DEPOT_EMPTY(l)) {{
-        t->bump = x + block;
+    char *x = t->bump[l];
+    if ((size_t)(t->end[l] - x) >= block && {up}_DEPOT_EMPTY(l)) {{
+        t->bump[l] = x + block;
         *(uint64_t *)x = {up}_TAG_USED(l);
-        t->mallocs++;
         t->carved++;
         return x + 8;
     }}
