@@ -75,8 +75,9 @@ pub struct Args {
     /// Record every load and store too (the REFS stream, for `heaplab
     /// locality`): runs the program under heaplab's Valgrind tool, which
     /// replaces malloc, instead of LD_PRELOADing the agent. Much slower (the
-    /// program runs under Valgrind); fork children are not recorded, and
-    /// event times are instructions apart as well as microseconds.
+    /// program runs under Valgrind); fork children are not recorded. Event
+    /// times stay in microseconds (slowed by Valgrind); the REFS stream
+    /// times events and references in instructions.
     #[arg(long)]
     refs: bool,
     /// The program and its arguments.
