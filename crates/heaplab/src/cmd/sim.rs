@@ -4,11 +4,13 @@
 use crate::human;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use heaplab_refs::source::RefsSource;
 use heaplab_sim::config::{self, fmt_bytes, CacheConfig};
 use heaplab_sim::din::{DinSource, DinStats, Fetches};
 use heaplab_sim::{
     drive, CacheResult, CacheSweep, Kind, Mode, PageCurve, PageSim, Part, Simulator,
 };
+use heaplab_trace::refs::RefsReader;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -22,7 +24,16 @@ use std::time::Instant;
 /// an LRU memory of every size, from one frame to every page touched.
 #[derive(clap::Args)]
 #[command(after_help = "\
-INPUT is DineroIV's `din` text, one access per line (`-` reads stdin):
+INPUT is DineroIV's `din` text, or a heaplab trace recorded with references
+(`heaplab record --refs`; chosen by its first bytes, or by --format).
+
+A heaplab trace stores heap references as (object, offset), so a placement is
+needed: `sim` places the objects side by side in allocation order, 16-byte
+aligned and never reused (no allocator at all); other references keep their
+recorded addresses. To see a real allocator's placement and its own
+references, use `heaplab locality`.
+
+din is one access per line (`-` reads stdin):
   LABEL ADDRESS [SIZE] [PART] [# comment]
   LABEL    0 read, 1 write, 2 instruction fetch (left out unless --ifetch),
            3 unknown (simulated as a read), 4 cache flush
@@ -41,6 +52,7 @@ Examples:
   heaplab sim --caches 16K:32:1,32K:32:1,64K:32:1 --pages 4K trace.din
   heaplab sim --caches sweep --pages 4K,8K --json out.json trace.din
   heaplab sim --caches 32K:32:1,32K:64:1,512:32:1 --split --pages none trace.din
+  heaplab sim --caches 32K:32:1 --pages 4K,8K prog.hltrace
 
 Exit status: 0, or 2 on a bad argument or a malformed input line (the error
 names the file, the line and what would have been right).")]
@@ -68,8 +80,9 @@ pub struct Args {
     /// goes to stderr).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// The input format.
-    #[arg(long, value_enum, default_value_t = Format::Din)]
+    /// The input format: din text, a heaplab trace with references, or
+    /// auto (a file that starts with a trace's magic bytes is a trace).
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
     format: Format,
     /// Memory sizes to show per page size in the table: this many, spread
     /// evenly in log scale (the JSON has every size).
@@ -77,12 +90,23 @@ pub struct Args {
     rows: usize,
 }
 
-/// Input formats. (heaplab's own reference stream will join DineroIV's text
-/// when the recorder writes one.)
-#[derive(Clone, Copy, ValueEnum)]
+/// Input formats.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
+    /// A trace by its magic bytes, else din.
+    Auto,
     /// DineroIV's `din` text.
     Din,
+    /// A heaplab trace recorded with `heaplab record --refs`.
+    Hltrace,
+}
+
+/// Whether the file starts with a heaplab trace's magic bytes.
+fn looks_like_trace(path: &std::path::Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| magic == heaplab_trace::format::FILE_MAGIC)
 }
 
 #[derive(Clone)]
@@ -103,20 +127,38 @@ fn parse_pages(s: &str) -> Result<PageSpec, String> {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let Format::Din = a.format;
-    let name = if a.input.as_os_str() == "-" {
-        "<stdin>".to_string()
-    } else {
-        a.input.display().to_string()
+    let stdin = a.input.as_os_str() == "-";
+    let name = if stdin { "<stdin>".to_string() } else { a.input.display().to_string() };
+    let format = match a.format {
+        Format::Auto if !stdin && looks_like_trace(&a.input) => Format::Hltrace,
+        Format::Auto => Format::Din,
+        f => f,
     };
-    let reader: Box<dyn BufRead> = if a.input.as_os_str() == "-" {
-        Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()))
+    let mut din_src;
+    let mut refs_src;
+    let src: &mut dyn Input = if format == Format::Hltrace {
+        if stdin {
+            anyhow::bail!("a heaplab trace must be a file, not stdin (din text can come on stdin)");
+        }
+        let refs = RefsReader::open(&a.input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !refs.has_refs() {
+            anyhow::bail!(
+                "{name} holds no reference stream: record it with `heaplab record --refs`"
+            );
+        }
+        refs_src = TraceInput(RefsSource::new(refs));
+        &mut refs_src
     } else {
-        let f = std::fs::File::open(&a.input).with_context(|| format!("cannot open {name}"))?;
-        Box::new(BufReader::with_capacity(1 << 20, f))
+        let reader: Box<dyn BufRead> = if stdin {
+            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()))
+        } else {
+            let f = std::fs::File::open(&a.input).with_context(|| format!("cannot open {name}"))?;
+            Box::new(BufReader::with_capacity(1 << 20, f))
+        };
+        let fetches = if a.ifetch { Fetches::Simulate } else { Fetches::Skip };
+        din_src = DinInput(DinSource::new(reader, name.clone()).fetches(fetches));
+        &mut din_src
     };
-    let fetches = if a.ifetch { Fetches::Simulate } else { Fetches::Skip };
-    let mut src = DinSource::new(reader, name.clone()).fetches(fetches);
 
     let modes: &[Mode] = if a.split { &[Mode::Unified, Mode::Split] } else { &[Mode::Unified] };
     let mut sweep = (!a.caches.0.is_empty()).then(|| CacheSweep::new(&a.caches.0, modes));
@@ -135,15 +177,15 @@ pub fn run(a: Args) -> Result<i32> {
         sims.push(p);
     }
     let start = Instant::now();
-    let stream = drive(&mut src, &mut sims)?;
+    let flushes = src.drive(&mut sims)?;
     let secs = start.elapsed().as_secs_f64();
-    let stats = *src.stats();
+    let stats = src.stats();
     let caches = sweep.as_ref().map(|s| s.results()).unwrap_or_default();
     let curves: Vec<PageCurve> = pages.iter().map(|p| p.curve()).collect();
 
     let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if let Some(path) = &a.json {
-        let doc = json_doc(&name, &stats, &caches, &curves, a.ifetch);
+        let doc = json_doc(&name, src.format(), &stats, &caches, &curves, a.ifetch);
         if to_stdout {
             let mut out = std::io::stdout().lock();
             serde_json::to_writer(&mut out, &doc)?;
@@ -159,17 +201,18 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     let mut text = Vec::new();
-    print_tables(&mut text, &name, &stats, stream.flushes, &caches, &curves, a.rows)?;
+    print_tables(&mut text, &name, src.format(), &stats, flushes, &caches, &curves, a.rows)?;
     if to_stdout {
         std::io::stderr().write_all(&text)?;
     } else {
         std::io::stdout().write_all(&text)?;
     }
-    if secs > 0.0 && stats.lines > 0 {
+    if secs > 0.0 && stats.accesses > 0 {
         // On stderr: it changes from run to run.
         eprintln!(
-            "heaplab sim: read {} lines and simulated {} accesses in {:.2} s ({:.1} M accesses/s)",
+            "heaplab sim: read {} {} and simulated {} accesses in {:.2} s ({:.1} M accesses/s)",
             human::count(stats.lines),
+            if format == Format::Hltrace { "trace records" } else { "lines" },
             human::count(stats.accesses),
             secs,
             stats.accesses as f64 / secs / 1e6
@@ -231,6 +274,7 @@ struct PagesJson {
 
 fn json_doc<'a>(
     name: &'a str,
+    format: &'static str,
     stats: &DinStats,
     caches: &[CacheResult],
     curves: &[PageCurve],
@@ -282,7 +326,7 @@ fn json_doc<'a>(
     Doc {
         input: InputJson {
             path: name,
-            format: "din",
+            format,
             lines: stats.lines,
             accesses: stats.accesses,
             allocator_accesses: stats.allocator,
@@ -298,6 +342,7 @@ fn json_doc<'a>(
 fn print_tables(
     out: &mut impl Write,
     name: &str,
+    format: &str,
     stats: &DinStats,
     flushes: u64,
     caches: &[CacheResult],
@@ -305,7 +350,8 @@ fn print_tables(
     rows: usize,
 ) -> Result<()> {
     let n = stats.accesses;
-    write!(out, "{name}: {} accesses from {} lines", human::count(n), human::count(stats.lines))?;
+    let unit = if format == "hltrace" { "trace records" } else { "lines" };
+    write!(out, "{name}: {} accesses from {} {unit}", human::count(n), human::count(stats.lines))?;
     if stats.fetches_skipped > 0 {
         write!(
             out,
@@ -434,5 +480,46 @@ mod tests {
         let v = super::table_frames(1000, 4);
         assert_eq!(v, vec![1, 10, 100, 1000]);
         assert!(super::table_frames(0, 5).is_empty());
+    }
+}
+
+/// The two inputs, behind one face: run the simulators, then report counts
+/// in din's terms (for a trace, "lines" are the records read).
+trait Input {
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64>;
+    fn stats(&self) -> DinStats;
+    fn format(&self) -> &'static str;
+}
+
+struct DinInput<R: BufRead>(DinSource<R>);
+
+impl<R: BufRead> Input for DinInput<R> {
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64> {
+        Ok(drive(&mut self.0, sims)?.flushes)
+    }
+    fn stats(&self) -> DinStats {
+        *self.0.stats()
+    }
+    fn format(&self) -> &'static str {
+        "din"
+    }
+}
+
+struct TraceInput<R: std::io::Read>(RefsSource<R>);
+
+impl<R: std::io::Read> Input for TraceInput<R> {
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64> {
+        Ok(drive(&mut self.0, sims).map_err(|e| anyhow::anyhow!("{e}"))?.flushes)
+    }
+    fn stats(&self) -> DinStats {
+        let s = self.0.reader().stats();
+        DinStats {
+            lines: s.heap_reads + s.heap_writes + s.other_reads + s.other_writes + s.events_placed,
+            accesses: self.0.accesses,
+            ..DinStats::default()
+        }
+    }
+    fn format(&self) -> &'static str {
+        "hltrace"
     }
 }
