@@ -33,10 +33,14 @@ enum Command {
     Stats(cmd::stats::Args),
     #[command(about = "Convert between .hltrace, .rep, .script and the .txt dump")]
     Convert(cmd::convert::Args),
-    #[command(about = "Compare allocators on traces (or a live program): instructions, time, footprint")]
+    #[command(
+        about = "Compare allocators on traces (or a live program): instructions, time, footprint"
+    )]
     #[command(long_about = cmd::compare::LONG_ABOUT)]
     Compare(cmd::compare::Args),
-    #[command(about = "Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput")]
+    #[command(
+        about = "Grade allocators on malloc-lab .rep/.script files: correctness, utilization, throughput"
+    )]
     #[command(long_about = cmd::lab::LONG_ABOUT)]
     Lab(cmd::lab::Args),
     #[command(about = "The main job: record the bundled workloads and report on them")]
@@ -45,15 +49,23 @@ enum Command {
     Workloads(cmd::workloads::Args),
     #[command(about = "Simulate caches and page faults on an address stream (DineroIV din)")]
     Sim(cmd::sim::Args),
-    #[command(about = "Cache and page locality of allocators on a trace with references (papers 000, 003)")]
+    #[command(
+        about = "Cache and page locality of allocators on a trace with references (papers 000, 003)"
+    )]
     Locality(cmd::locality::Args),
     #[command(about = "List the allocator zoo: every algorithm, its description and paper")]
     Allocators(cmd::allocators::Args),
-    #[command(about = "Run a program on one allocator (LD_PRELOAD) and pass its exit status through")]
+    #[command(
+        about = "Run a program on one allocator (LD_PRELOAD) and pass its exit status through"
+    )]
     Run(cmd::run::Args),
-    #[command(about = "Segregate heap objects by predicted reference density and lifetime (paper 001)")]
+    #[command(
+        about = "Segregate heap objects by predicted reference density and lifetime (paper 001)"
+    )]
     Segregate(cmd::segregate::Args),
-    #[command(about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)")]
+    #[command(
+        about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)"
+    )]
     Synth(cmd::synth::Args),
 }
 

@@ -19,10 +19,26 @@ pub struct Workload {
 
 /// Every bundled workload. The first four are the default set.
 pub const ALL: &[Workload] = &[
-    Workload { name: "perl-wc", program: "perl", about: "perl word and bigram count over a generated text" },
-    Workload { name: "make-n", program: "make", about: "make -n on a generated makefile with thousands of targets" },
-    Workload { name: "python", program: "python3", about: "python3 objects, strings, dicts and JSON (PYTHONMALLOC=malloc)" },
-    Workload { name: "sqlite", program: "sqlite3", about: "sqlite3 inserts, an index, joins and group-bys in memory" },
+    Workload {
+        name: "perl-wc",
+        program: "perl",
+        about: "perl word and bigram count over a generated text",
+    },
+    Workload {
+        name: "make-n",
+        program: "make",
+        about: "make -n on a generated makefile with thousands of targets",
+    },
+    Workload {
+        name: "python",
+        program: "python3",
+        about: "python3 objects, strings, dicts and JSON (PYTHONMALLOC=malloc)",
+    },
+    Workload {
+        name: "sqlite",
+        program: "sqlite3",
+        about: "sqlite3 inserts, an index, joins and group-bys in memory",
+    },
     Workload { name: "gawk-wc", program: "gawk", about: "gawk word count over a generated text" },
 ];
 
@@ -162,7 +178,10 @@ pub fn sql(variant: u32, rows: usize) -> String {
     let mut rng = Rng::new(300 + u64::from(variant));
     let vocab = vocabulary(&mut rng, 500, b"abcdefghijklmnop", 10);
     let mut s = String::new();
-    let _ = writeln!(s, "CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INT, v REAL, note TEXT);");
+    let _ = writeln!(
+        s,
+        "CREATE TABLE item(id INTEGER PRIMARY KEY, name TEXT, grp INT, v REAL, note TEXT);"
+    );
     let _ = writeln!(s, "CREATE TABLE grp(id INTEGER PRIMARY KEY, label TEXT);");
     let _ = writeln!(s, "BEGIN;");
     let groups = 20 * variant as usize;
@@ -170,10 +189,21 @@ pub fn sql(variant: u32, rows: usize) -> String {
         let _ = writeln!(s, "INSERT INTO grp VALUES({g}, '{}');", vocab[g % vocab.len()]);
     }
     for i in 0..rows {
-        let name = format!("{}{}", vocab[rng.zipf(vocab.len() as u64) as usize], vocab[rng.below(vocab.len() as u64) as usize]);
+        let name = format!(
+            "{}{}",
+            vocab[rng.zipf(vocab.len() as u64) as usize],
+            vocab[rng.below(vocab.len() as u64) as usize]
+        );
         let note_len = rng.below(40 * u64::from(variant));
-        let note: String = (0..note_len).map(|k| (b'a' + ((i as u64 + k) % 26) as u8) as char).collect();
-        let _ = writeln!(s, "INSERT INTO item VALUES({i}, '{name}', {}, {}.{}, '{note}');", rng.below(groups as u64), rng.below(1000), rng.below(100));
+        let note: String =
+            (0..note_len).map(|k| (b'a' + ((i as u64 + k) % 26) as u8) as char).collect();
+        let _ = writeln!(
+            s,
+            "INSERT INTO item VALUES({i}, '{name}', {}, {}.{}, '{note}');",
+            rng.below(groups as u64),
+            rng.below(1000),
+            rng.below(100)
+        );
     }
     let _ = writeln!(s, "COMMIT;");
     let _ = writeln!(s, "CREATE INDEX item_name ON item(name);");
@@ -181,11 +211,17 @@ pub fn sql(variant: u32, rows: usize) -> String {
         let _ = writeln!(s, "CREATE INDEX item_grp ON item(grp, v);");
     }
     let _ = writeln!(s, "SELECT g.label, count(*), round(avg(i.v), 3), max(length(i.note)) FROM item i JOIN grp g ON i.grp = g.id GROUP BY g.label ORDER BY g.label;");
-    let _ = writeln!(s, "SELECT name, count(*) FROM item GROUP BY name ORDER BY count(*) DESC, name LIMIT 15;");
+    let _ = writeln!(
+        s,
+        "SELECT name, count(*) FROM item GROUP BY name ORDER BY count(*) DESC, name LIMIT 15;"
+    );
     let _ = writeln!(s, "UPDATE item SET note = note || name WHERE grp % 3 = 0;");
     let _ = writeln!(s, "DELETE FROM item WHERE v < 100;");
     let _ = writeln!(s, "SELECT count(*), sum(length(note)) FROM item;");
-    let _ = writeln!(s, "SELECT group_concat(name, ',') FROM (SELECT name FROM item ORDER BY name LIMIT 50);");
+    let _ = writeln!(
+        s,
+        "SELECT group_concat(name, ',') FROM (SELECT name FROM item ORDER BY name LIMIT 50);"
+    );
     s
 }
 
@@ -234,19 +270,35 @@ impl Workload {
             "make-n" => {
                 let mk = dir.join("Makefile");
                 write_once(&mk, || makefile(variant, n(6_000.0)))?;
-                Prepared { argv: vec!["make".into(), "-n".into(), "-r".into(), "-f".into(), p(&mk)], env: vec![], stdin: None }
+                Prepared {
+                    argv: vec!["make".into(), "-n".into(), "-r".into(), "-f".into(), p(&mk)],
+                    env: vec![],
+                    stdin: None,
+                }
             }
             "python" => Prepared {
                 // Debian's python3, not a pyenv shim: a shim is a shell script
                 // that execs the interpreter, and the recording would be the shell's.
-                argv: vec![system_python(), p(&home.join("pywork.py")), variant.to_string(), scale.to_string()],
-                env: vec![("PYTHONMALLOC".into(), "malloc".into()), ("PYTHONHASHSEED".into(), "0".into())],
+                argv: vec![
+                    system_python(),
+                    p(&home.join("pywork.py")),
+                    variant.to_string(),
+                    scale.to_string(),
+                ],
+                env: vec![
+                    ("PYTHONMALLOC".into(), "malloc".into()),
+                    ("PYTHONHASHSEED".into(), "0".into()),
+                ],
                 stdin: None,
             },
             "sqlite" => {
                 let s = dir.join("script.sql");
                 write_once(&s, || sql(variant, n(40_000.0)))?;
-                Prepared { argv: vec!["sqlite3".into(), ":memory:".into()], env: vec![], stdin: Some(s) }
+                Prepared {
+                    argv: vec!["sqlite3".into(), ":memory:".into()],
+                    env: vec![],
+                    stdin: Some(s),
+                }
             }
             other => bail!("workload {other} has no input generator"),
         };

@@ -19,7 +19,8 @@ fn text(b: &[u8]) -> String {
 fn stats_table_matches_the_golden_file() {
     let out = heaplab(&["stats", "testdata/vectors/many-zstd.hltrace"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let golden = std::fs::read_to_string(root().join("testdata/golden/stats-many-zstd.txt")).unwrap();
+    let golden =
+        std::fs::read_to_string(root().join("testdata/golden/stats-many-zstd.txt")).unwrap();
     assert_eq!(text(&out.stdout), golden, "regenerate with: heaplab stats testdata/vectors/many-zstd.hltrace > testdata/golden/stats-many-zstd.txt");
 }
 
@@ -65,10 +66,19 @@ fn every_bad_vector_names_file_offset_and_events_and_exits_nonzero() {
             let out = heaplab(&args);
             let err = text(&out.stderr);
             assert!(!out.status.success(), "{} on {}: exit 0", cmd[0], trace.display());
-            assert!(out.status.code().is_some(), "{} on {} died of a signal", cmd[0], trace.display());
+            assert!(
+                out.status.code().is_some(),
+                "{} on {} died of a signal",
+                cmd[0],
+                trace.display()
+            );
             assert!(err.contains(t), "{} on {}: no file name in {err}", cmd[0], trace.display());
             assert!(err.contains(&format!("byte {offset}:")), "{}: {err}", trace.display());
-            assert!(err.contains(&format!("({events} events read before this point)")), "{}: {err}", trace.display());
+            assert!(
+                err.contains(&format!("({events} events read before this point)")),
+                "{}: {err}",
+                trace.display()
+            );
             assert!(!err.contains("panicked"), "{err}");
         }
     }
@@ -94,10 +104,16 @@ fn convert_round_trips_rep_and_dump() {
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
     }
     // The peak live bytes (300 + 200) become the suggested heap size.
-    assert_eq!(std::fs::read_to_string(&back).unwrap(), "500\n2\n5\n1\na 0 100\na 1 200\nr 0 300\nf 1\nf 0\n");
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "500\n2\n5\n1\na 0 100\na 1 200\nr 0 300\nf 1\nf 0\n"
+    );
     let a = heaplab(&["stats", "--json", t.to_str().unwrap()]);
     let c = heaplab(&["stats", "--json", t2.to_str().unwrap()]);
-    assert_eq!(text(&a.stdout).replace(t.to_str().unwrap(), ""), text(&c.stdout).replace(t2.to_str().unwrap(), ""));
+    assert_eq!(
+        text(&a.stdout).replace(t.to_str().unwrap(), ""),
+        text(&c.stdout).replace(t2.to_str().unwrap(), "")
+    );
 }
 
 #[test]

@@ -41,7 +41,12 @@ fn trace() -> PathBuf {
 #[test]
 fn record_refs_reports_what_it_wrote_and_passes_the_status_through() {
     let t = dir().join("false.hltrace");
-    let o = Command::new(env!("CARGO_BIN_EXE_heaplab")).args(["record", "--refs", "-o"]).arg(&t).args(["--", "false"]).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_heaplab"))
+        .args(["record", "--refs", "-o"])
+        .arg(&t)
+        .args(["--", "false"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("exited with status 1") && err.contains("B/reference"), "{err}");
@@ -56,7 +61,16 @@ fn heaplab_locality_writes_tables_and_json() {
     let report = dir().join("report");
     let heaplab = env!("CARGO_BIN_EXE_heaplab");
     let o = std::process::Command::new(&heaplab)
-        .args(["locality", "--quiet", "--allocators", "bsd,gnulocal,gnulocal+pad8", "--caches", "16K:32:1,256K:64:8", "--pages", "4K"])
+        .args([
+            "locality",
+            "--quiet",
+            "--allocators",
+            "bsd,gnulocal,gnulocal+pad8",
+            "--caches",
+            "16K:32:1,256K:64:8",
+            "--pages",
+            "4K",
+        ])
         .arg("--json")
         .arg(&json)
         .arg("--report")
@@ -66,17 +80,27 @@ fn heaplab_locality_writes_tables_and_json() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
-    for words in ["paper 000 Figures 6-8", "I + M·P·D", "Page faults per reference", "Table 6", "Conv-Conf", "Tables 2-4"] {
+    for words in [
+        "paper 000 Figures 6-8",
+        "I + M·P·D",
+        "Page faults per reference",
+        "Table 6",
+        "Conv-Conf",
+        "Tables 2-4",
+    ] {
         assert!(text.contains(words), "missing {words:?} in:\n{text}");
     }
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let allocs = v["allocators"].as_array().unwrap();
     assert_eq!(allocs.len(), 3);
     for a in allocs {
         // the required configurations are there beside the asked ones
         let caches = a["caches"].as_array().unwrap();
         for (size, line) in [(16384, 32), (65536, 32), (32768, 64), (512, 32)] {
-            assert!(caches.iter().any(|c| c["size"] == size && c["line"] == line && c["mode"] == "split"));
+            assert!(caches
+                .iter()
+                .any(|c| c["size"] == size && c["line"] == line && c["mode"] == "split"));
         }
         for c in caches {
             assert_eq!(
@@ -95,7 +119,11 @@ fn heaplab_locality_writes_tables_and_json() {
 #[test]
 fn a_trace_without_references_is_refused_with_the_way_out() {
     let t = root().join("testdata/vectors/basic.hltrace");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heaplab")).args(["locality"]).arg(&t).output().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_heaplab"))
+        .args(["locality"])
+        .arg(&t)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("has no references") && err.contains("heaplab record --refs"), "{err}");

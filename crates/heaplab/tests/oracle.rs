@@ -9,7 +9,11 @@ fn root() -> PathBuf {
 }
 
 fn python(args: &[&str]) -> String {
-    let out = Command::new("python3").arg(root().join("tools/hltrace.py")).args(args).output().expect("python3 runs");
+    let out = Command::new("python3")
+        .arg(root().join("tools/hltrace.py"))
+        .args(args)
+        .output()
+        .expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -23,11 +27,18 @@ pub fn assert_profiles_agree(trace: &Path, unit: u64) {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rust: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let py: serde_json::Value = serde_json::from_str(&python(&["profile", trace.to_str().unwrap(), "--unit", &unit.to_string()])).unwrap();
+    let py: serde_json::Value = serde_json::from_str(&python(&[
+        "profile",
+        trace.to_str().unwrap(),
+        "--unit",
+        &unit.to_string(),
+    ]))
+    .unwrap();
     for k in ["allocations", "frees", "reallocs", "peak_live_bytes", "peak_live_objects"] {
         assert_eq!(rust[k], py[k], "{k} of {}", trace.display());
     }
-    let (rc, pc) = (rust["size_classes"].as_array().unwrap(), py["size_classes"].as_array().unwrap());
+    let (rc, pc) =
+        (rust["size_classes"].as_array().unwrap(), py["size_classes"].as_array().unwrap());
     assert_eq!(rc.len(), pc.len());
     for (r, p) in rc.iter().zip(pc) {
         for k in ["size", "allocs", "frees", "max_live"] {
@@ -35,7 +46,11 @@ pub fn assert_profiles_agree(trace: &Path, unit: u64) {
         }
         for k in ["mean_live", "mean_free_list"] {
             let (a, b) = (r[k].as_f64().unwrap(), p[k].as_f64().unwrap());
-            assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "class {} {k}: {a} vs {b}", p["size"]);
+            assert!(
+                (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+                "class {} {k}: {a} vs {b}",
+                p["size"]
+            );
         }
     }
 }

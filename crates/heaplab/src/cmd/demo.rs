@@ -69,7 +69,9 @@ pub fn run(a: Args) -> Result<i32> {
     let inputs = a.out.join("inputs");
     let exe = std::env::current_exe()?;
     let pb = ProgressBar::new(chosen.len() as u64 * 2);
-    pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
+    );
     let mut rows = Vec::new();
     let mut mains = Vec::new();
     for w in &chosen {
@@ -78,7 +80,12 @@ pub fn run(a: Args) -> Result<i32> {
         let trace = a.out.join(format!("{}.hltrace", w.name));
         let stdout = a.out.join(format!("{}.stdout", w.name));
         let mut cmd = Command::new(&exe);
-        cmd.arg("record").arg("-o").arg(&trace).arg("--stack-depth").arg(a.stack_depth.to_string()).arg("--");
+        cmd.arg("record")
+            .arg("-o")
+            .arg(&trace)
+            .arg("--stack-depth")
+            .arg(a.stack_depth.to_string())
+            .arg("--");
         cmd.args(&prep.argv).envs(prep.env.iter().cloned());
         cmd.stdout(std::fs::File::create(&stdout)?).stderr(Stdio::piped());
         if let Some(i) = &prep.stdin {
@@ -112,7 +119,15 @@ pub fn run(a: Args) -> Result<i32> {
     println!("heaplab demo: what each workload asks of malloc (traces in {})\n", a.out.display());
     println!(
         "{:<10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8} {:>11} {:>9}",
-        "workload", "events", "allocations", "reallocs", "peak live", "top-1", "top-4", "trace", "B/event"
+        "workload",
+        "events",
+        "allocations",
+        "reallocs",
+        "peak live",
+        "top-1",
+        "top-4",
+        "trace",
+        "B/event"
     );
     for (w, p, size) in &rows {
         println!(
@@ -130,13 +145,20 @@ pub fn run(a: Args) -> Result<i32> {
     }
     println!("\nmost frequent size classes (R = 8 bytes): class bytes × share of allocations");
     for (w, p, _) in &rows {
-        let top: Vec<String> =
-            p.size_classes.iter().take(6).map(|c| format!("{}×{}", c.size, human::pct(c.share))).collect();
+        let top: Vec<String> = p
+            .size_classes
+            .iter()
+            .take(6)
+            .map(|c| format!("{}×{}", c.size, human::pct(c.share)))
+            .collect();
         println!("{:<10} {}", w.name, top.join("  "));
     }
     println!("\nmore: target/release/heaplab stats {}/NAME.hltrace", a.out.display());
     if let Some(j) = &a.json {
-        let profiles: Vec<_> = rows.iter().map(|(w, p, _)| serde_json::json!({"workload": w.name, "profile": p})).collect();
+        let profiles: Vec<_> = rows
+            .iter()
+            .map(|(w, p, _)| serde_json::json!({"workload": w.name, "profile": p}))
+            .collect();
         std::fs::write(j, serde_json::to_string_pretty(&profiles)?)?;
     }
     if a.no_compare {
@@ -182,7 +204,11 @@ pub fn run(a: Args) -> Result<i32> {
         Some(&a.out.join("report")),
         &format!("heaplab demo --scale {scale} --repeat {repeat}"),
     )?;
-    println!("records: {} and {}", a.out.join("compare.json").display(), a.out.join("compare.csv").display());
+    println!(
+        "records: {} and {}",
+        a.out.join("compare.json").display(),
+        a.out.join("compare.csv").display()
+    );
     let bad: Vec<String> = records
         .iter()
         .filter(|r| r.status != "ok")
@@ -197,15 +223,23 @@ pub fn run(a: Args) -> Result<i32> {
 /// Runs each workload's program (the executable its trace names, so not a
 /// wrapper) once under callgrind with glibc, and writes the program cost
 /// beside each trace (TRACE.program.json), which `compare` then uses.
-fn program_costs(traces: &[PathBuf], mains: &[(PathBuf, workloads::Prepared)], timeout: u64) -> Result<()> {
+fn program_costs(
+    traces: &[PathBuf],
+    mains: &[(PathBuf, workloads::Prepared)],
+    timeout: u64,
+) -> Result<()> {
     use heaplab_compare::{alloc, live};
     let tools = crate::cmd::compare::tools_with_timeout(timeout);
     let glibc = alloc::resolve(&["glibc".into()], &tools)?;
     let jobs = heaplab_compare::cores();
     let results = heaplab_compare::parallel(traces.len(), jobs, |i| -> Result<()> {
         let (main, prep) = &mains[i];
-        let meta = heaplab_trace::TraceReader::open(main).map_err(|e| anyhow::anyhow!("{e}"))?.meta().clone();
-        let mut argv: Vec<String> = meta.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let meta = heaplab_trace::TraceReader::open(main)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .meta()
+            .clone();
+        let mut argv: Vec<String> =
+            meta.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         if let (Some(exe), false) = (&meta.executable, argv.is_empty()) {
             argv[0] = exe.clone();
         }
@@ -221,7 +255,10 @@ fn program_costs(traces: &[PathBuf], mains: &[(PathBuf, workloads::Prepared)], t
             bail!("{}: {}", argv.join(" "), r.error.clone().unwrap_or_default());
         }
         let cost = live::program_cost(&recs)?;
-        std::fs::write(heaplab_compare::measure::ProgramCost::sidecar(&traces[i]), serde_json::to_string_pretty(&cost)?)?;
+        std::fs::write(
+            heaplab_compare::measure::ProgramCost::sidecar(&traces[i]),
+            serde_json::to_string_pretty(&cost)?,
+        )?;
         Ok(())
     });
     println!("\nprogram instructions (callgrind, glibc) measured for the allocator's share");

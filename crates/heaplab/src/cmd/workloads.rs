@@ -52,7 +52,8 @@ pub fn run(a: Args) -> Result<i32> {
         let st = cmd.status().with_context(|| format!("starting {}", p.argv[0]))?;
         return Ok(st.code().unwrap_or(128));
     }
-    let mut line: Vec<String> = p.env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v))).collect();
+    let mut line: Vec<String> =
+        p.env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v))).collect();
     line.extend(p.argv.iter().map(|s| shell_quote(s)));
     if let Some(i) = &p.stdin {
         line.push(format!("< {}", shell_quote(&i.display().to_string())));
