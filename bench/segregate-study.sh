@@ -16,7 +16,7 @@
 #   WORKLOADS   workloads to study (default: perl-wc gawk-wc sqlite make-n python)
 #   REC_SCALE   input scale of the recordings (default 0.05: recording under
 #               Valgrind with every reference runs 20-60 times slower)
-#   RUN_SCALE   input scale of the real program's runs (default 0.25)
+#   RUN_SCALE   input scale of the real program's runs (default 1, the full input)
 #   REPEATS     wall-time rounds (default 5)
 #   OUT         output folder (default out/segregate-study)
 #   FORCE=1     record again even if the traces exist
@@ -30,7 +30,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 hl=$root/target/release/heaplab
 WORKLOADS=${WORKLOADS:-"perl-wc gawk-wc sqlite make-n python"}
 REC_SCALE=${REC_SCALE:-0.05}
-RUN_SCALE=${RUN_SCALE:-0.25}
+RUN_SCALE=${RUN_SCALE:-1}
 REPEATS=${REPEATS:-5}
 OUT=${OUT:-$root/out/segregate-study}
 FORCE=${FORCE:-0}

@@ -499,6 +499,26 @@ pub fn text_report(e: &[Entry]) -> String {
     o
 }
 
+/// At most about `max` of the points, spread evenly along x (on a log scale
+/// when `log`), the first and the last kept: a figure needs no more.
+fn thin(points: Vec<(f64, f64)>, max: usize, log: bool) -> Vec<(f64, f64)> {
+    if points.len() <= max {
+        return points;
+    }
+    let pos = |x: f64| if log { x.max(1e-9).ln() } else { x };
+    let (lo, hi) = (pos(points[0].0), pos(points[points.len() - 1].0));
+    let mut out = Vec::with_capacity(max + 1);
+    let mut next = lo;
+    let step = (hi - lo) / max as f64;
+    for (i, p) in points.iter().enumerate() {
+        if pos(p.0) >= next || i + 1 == points.len() {
+            out.push(*p);
+            next = pos(p.0) + step;
+        }
+    }
+    out
+}
+
 /// The HTML page: the tables, and the figures drawn.
 pub fn html(e: &[Entry], title: &str, command: &str) -> String {
     let mut r = Report::new(title);
@@ -525,7 +545,14 @@ pub fn html(e: &[Entry], title: &str, command: &str) -> String {
         for fig in arr(&x.study["figure3"]) {
             l.series.push(LineSeries::new(
                 &s(&fig[0]),
-                arr(&fig[1]).iter().map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0))).collect(),
+                thin(
+                    arr(&fig[1])
+                        .iter()
+                        .map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0)))
+                        .collect(),
+                    400,
+                    true,
+                ),
             ));
         }
         r.figure(&l.to_svg(), &format!("Figure 3 ({}): the references to the j most referenced pages, relative to DEFAULT's j most referenced.", x.label));
@@ -541,7 +568,14 @@ pub fn html(e: &[Entry], title: &str, command: &str) -> String {
         for fig in arr(&x.study["figure4"]) {
             l.series.push(LineSeries::new(
                 &s(&fig[0]),
-                arr(&fig[1]).iter().map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0))).collect(),
+                thin(
+                    arr(&fig[1])
+                        .iter()
+                        .map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0)))
+                        .collect(),
+                    400,
+                    false,
+                ),
             ));
         }
         r.figure(&l.to_svg(), &format!("Figure 4 ({}): page faults beyond the fill faults, per reference, relative to DEFAULT's; after DEFAULT's drop-down, relative to its last non-zero value.", x.label));
@@ -555,7 +589,11 @@ pub fn html(e: &[Entry], title: &str, command: &str) -> String {
         for c in arr(&x.study["fault_curves"]) {
             a.series.push(LineSeries::new(
                 &s(&c[0]),
-                arr(&c[1]).iter().map(|p| (u(&p[0]) as f64, u(&p[1]) as f64)).collect(),
+                thin(
+                    arr(&c[1]).iter().map(|p| (u(&p[0]) as f64, u(&p[1]) as f64)).collect(),
+                    400,
+                    false,
+                ),
             ));
         }
         r.figure(
