@@ -177,7 +177,7 @@ pub fn run(a: Args) -> Result<i32> {
         sims.push(p);
     }
     let start = Instant::now();
-    let flushes = src.drive(&mut sims)?;
+    src.drive(&mut sims)?;
     let secs = start.elapsed().as_secs_f64();
     let stats = src.stats();
     let caches = sweep.as_ref().map(|s| s.results()).unwrap_or_default();
@@ -201,7 +201,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     let mut text = Vec::new();
-    print_tables(&mut text, &name, src.format(), &stats, flushes, &caches, &curves, a.rows)?;
+    print_tables(&mut text, &name, src.format(), &stats, &caches, &curves, a.rows)?;
     if to_stdout {
         std::io::stderr().write_all(&text)?;
     } else {
@@ -344,12 +344,12 @@ fn print_tables(
     name: &str,
     format: &str,
     stats: &DinStats,
-    flushes: u64,
     caches: &[CacheResult],
     curves: &[PageCurve],
     rows: usize,
 ) -> Result<()> {
     let n = stats.accesses;
+    let flushes = stats.flushes;
     let unit = if format == "hltrace" { "trace records" } else { "lines" };
     write!(out, "{name}: {} accesses from {} {unit}", human::count(n), human::count(stats.lines))?;
     if stats.fetches_skipped > 0 {
@@ -486,7 +486,8 @@ mod tests {
 /// The two inputs, behind one face: run the simulators, then report counts
 /// in din's terms (for a trace, "lines" are the records read).
 trait Input {
-    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64>;
+    /// Runs the simulators to the end of the stream.
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<()>;
     fn stats(&self) -> DinStats;
     fn format(&self) -> &'static str;
 }
@@ -494,8 +495,9 @@ trait Input {
 struct DinInput<R: BufRead>(DinSource<R>);
 
 impl<R: BufRead> Input for DinInput<R> {
-    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64> {
-        Ok(drive(&mut self.0, sims)?.flushes)
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<()> {
+        drive(&mut self.0, sims)?;
+        Ok(())
     }
     fn stats(&self) -> DinStats {
         *self.0.stats()
@@ -508,8 +510,9 @@ impl<R: BufRead> Input for DinInput<R> {
 struct TraceInput<R: std::io::Read>(RefsSource<R>);
 
 impl<R: std::io::Read> Input for TraceInput<R> {
-    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<u64> {
-        Ok(drive(&mut self.0, sims).map_err(|e| anyhow::anyhow!("{e}"))?.flushes)
+    fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<()> {
+        drive(&mut self.0, sims).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(())
     }
     fn stats(&self) -> DinStats {
         let s = self.0.reader().stats();
