@@ -143,7 +143,7 @@ static void read_config(void) {
         (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
     c->flush_ns = env_num("HEAPLAB_RECORD_FLUSH_MS", 200, 1, 3600000) * 1000000u;
     c->follow_forks = (int)env_num("HEAPLAB_RECORD_FOLLOW_FORKS", 1, 0, 1);
-    uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 1024, 64, 1 << 20);
+    uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 8192, 64, 1 << 20);
     size_t ring = 64 << 10;
     while (ring < kb << 10)
         ring <<= 1;

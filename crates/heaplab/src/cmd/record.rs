@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long)]
     no_follow_forks: bool,
     /// Size of each thread's event ring in KiB (rounded up to a power of two).
-    #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    #[arg(long, value_name = "KIB", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     ring_kb: u64,
     /// Do not list the traces written.
     #[arg(short, long)]
