@@ -71,16 +71,6 @@ pub fn library(name: &str) -> PathBuf {
     paths::lib(&format!("libheaplab-{name}.so"))
 }
 
-/// The system allocators `heaplab run` also accepts: name, shared object,
-/// Debian package.
-pub const PEERS: [(&str, &str, &str); 3] = [
-    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
-    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
-    ("tcmalloc", "libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
-];
-
-const PEER_DIRS: [&str; 3] = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"];
-
 /// How to run a program on one allocator.
 #[derive(Debug, Clone)]
 pub struct Choice {
@@ -90,67 +80,34 @@ pub struct Choice {
     pub preload: Option<PathBuf>,
     /// Environment the allocator needs (`HEAPLAB_PAD`).
     pub env: Vec<(String, String)>,
-    /// One of heaplab's: it exports `heaplab_alloc_stats`.
+    /// One of heaplab's (the zoo or `heaplab synth`): it exports
+    /// `heaplab_alloc_stats`.
     pub heaplab: bool,
 }
 
-/// Resolves an allocator name: a registry NAME, NAME+padN (the pad layer),
-/// glibc, jemalloc, mimalloc, tcmalloc, or a path to a shared object.
+/// Resolves one allocator name for `heaplab run`, with the same rules as
+/// `heaplab compare --allocators` (one resolver, in heaplab-compare): a
+/// registry NAME, NAME+padN (the pad layer), glibc, jemalloc, mimalloc,
+/// tcmalloc, the name of an allocator `heaplab synth` made, or a path to a
+/// shared object. One that is known but cannot run (not built, not
+/// installed) is an error that says why.
 pub fn resolve(spec: &str) -> Result<Choice> {
-    let reg = registry()?;
-    let known = || {
-        format!(
-            "known: {}, glibc, {} (or NAME+padN, or a path to a .so); see `heaplab allocators`",
-            reg.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
-            PEERS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
-        )
-    };
-    if spec.is_empty() {
-        bail!("--allocator needs a name; {}", known());
+    if spec.trim().is_empty() {
+        bail!("--allocator needs a name; see `heaplab allocators` (or glibc, jemalloc, mimalloc, tcmalloc, NAME+padN, a path to a .so)");
     }
-    if matches!(spec, "glibc" | "system" | "libc") {
-        return Ok(Choice { name: "glibc".into(), preload: None, env: vec![], heaplab: false });
+    if spec.contains(',') || matches!(spec, "all" | "zoo" | "heaplab" | "peers") {
+        bail!("--allocator takes one allocator, not the list {spec:?} (`heaplab compare --live --allocators {spec} -- PROG` runs a program on many)");
     }
-    if let Some((_, so, pkg)) = PEERS.iter().find(|p| p.0 == spec) {
-        let Some(path) = PEER_DIRS.iter().map(|d| PathBuf::from(d).join(so)).find(|p| p.exists())
-        else {
-            bail!(
-                "{spec} is not installed: no {so} in {} (apt-get install {pkg})",
-                PEER_DIRS.join(", ")
-            );
-        };
-        return Ok(Choice { name: spec.into(), preload: Some(path), env: vec![], heaplab: false });
+    let tools = heaplab_compare::tools::Tools::from_home(&paths::home());
+    let mut found = heaplab_compare::alloc::resolve(&[spec.to_string()], &tools)?;
+    let Some(a) = found.pop() else { bail!("no allocator {spec:?}; see `heaplab allocators`") };
+    if let Some(why) = &a.missing {
+        bail!("allocator {}: {why}", a.name);
     }
-    if spec.contains('/') || spec.ends_with(".so") || spec.contains(".so.") {
-        let p = PathBuf::from(spec);
-        if !p.is_file() {
-            bail!("no such shared object: {spec}");
-        }
-        let p = std::path::absolute(&p)?;
-        return Ok(Choice { name: spec.into(), preload: Some(p), env: vec![], heaplab: false });
-    }
-    let (base, pad) = match spec.split_once("+pad") {
-        Some((b, n)) => match n.parse::<u32>() {
-            Ok(n) if n <= 4096 => (b, Some(n)),
-            _ => bail!(
-                "{spec:?}: the pad layer is NAME+padN with N from 0 to 4096, e.g. gnulocal+pad8"
-            ),
-        },
-        None => (spec, None),
-    };
-    if !reg.iter().any(|e| e.name == base) {
-        bail!("no allocator {spec:?}; {}", known());
-    }
-    let so = library(base);
-    if !so.exists() {
-        bail!("allocator {base} is not built: {} is missing (run `make -C native`)", so.display());
-    }
-    Ok(Choice {
-        name: spec.into(),
-        preload: Some(so),
-        env: pad.map(|n| vec![("HEAPLAB_PAD".into(), n.to_string())]).unwrap_or_default(),
-        heaplab: true,
-    })
+    let heaplab = a.source == heaplab_compare::alloc::Source::Heaplab;
+    // The name as given: compare labels a path by its file stem.
+    let name = if a.preload.is_some() && spec.contains('/') { spec.to_string() } else { a.name };
+    Ok(Choice { name, preload: a.preload, env: a.env, heaplab })
 }
 
 /// List every allocator heaplab builds, with its description and paper.
