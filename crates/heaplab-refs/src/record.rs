@@ -277,6 +277,15 @@ impl<W: Write + Send + 'static> Converter<W> {
         Ok(())
     }
 
+    /// Hands the REFS block over to the writer when it is full (after
+    /// [`Self::feed_words`]; the other feeds do it themselves).
+    pub fn flush_if_full(&mut self) -> Result<()> {
+        if self.enc.is_full() {
+            self.flush_refs()?;
+        }
+        Ok(())
+    }
+
     /// Decodes the whole records at the start of `words`; returns how many
     /// words they took. The loop handles REF words inline (nine in ten words
     /// are REFs); the rest go through [`raw::next`].
