@@ -5,6 +5,10 @@
 #   build/bin/hltrace-dump       prints a trace as text (the test vectors' dump form)
 #   build/bin/hltrace-script     test tool: builds a trace from a vector script with the C writer
 #   build/bin/hltrace-selftest   test tool: round trips, every truncation, every bit flip
+#   build/obj/common/hl_unwind.o the cached stack walker (hl_unwind.h), libunwind for odd
+#                                frames: linked into the agent and the segregated allocators
+#   build/bin/unwind-oracle*     test tools: hl_unwind against libunwind (C, C++, no fallback)
+#   build/lib/libheaplab-unwind-check.so  test tool: the same comparison inside real programs
 
 COMMON_DIR  := $(NATIVE)/common
 HLTRACE_OBJ := $(OBJDIR)/common/hltrace.o
@@ -33,3 +37,39 @@ test-common: $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-s
 	$(COMMON_DIR)/tests/vectors.sh $(BINDIR) $(NATIVE)/../testdata/vectors
 
 TEST_TARGETS += test-common
+
+# The stack walker. Its users link -lunwind: odd frames go to libunwind.
+HL_UNWIND_OBJ := $(OBJDIR)/common/hl_unwind.o
+HL_UNWIND_LIBS := -lunwind
+UNWIND_TEST_CFLAGS := $(CFLAGS) -fomit-frame-pointer -Werror -Wshadow
+
+$(HL_UNWIND_OBJ): $(COMMON_DIR)/hl_unwind.c $(COMMON_DIR)/hl_unwind.h | dirs
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Werror -Wshadow -fvisibility=hidden -DHL_UNWIND_LIBUNWIND -c $< -o $@
+
+UNWIND_TEST_DEPS := $(COMMON_DIR)/tests/unwind_check.h $(COMMON_DIR)/hl_unwind.h
+
+$(BINDIR)/unwind-oracle: $(COMMON_DIR)/tests/unwind_oracle.c $(HL_UNWIND_OBJ) $(UNWIND_TEST_DEPS) | dirs
+	$(CC) $(UNWIND_TEST_CFLAGS) -DHL_UNWIND_LIBUNWIND -o $@ $< $(HL_UNWIND_OBJ) -lunwind -lpthread -ldl
+
+# hl_unwind.c built without the fallback: its walks must be prefixes of libunwind's
+$(BINDIR)/unwind-oracle-nolu: $(COMMON_DIR)/tests/unwind_oracle.c $(COMMON_DIR)/hl_unwind.c $(UNWIND_TEST_DEPS) | dirs
+	$(CC) $(UNWIND_TEST_CFLAGS) -o $@ $< $(COMMON_DIR)/hl_unwind.c -lunwind -lpthread -ldl
+
+$(BINDIR)/unwind-oracle-cxx: $(COMMON_DIR)/tests/unwind_oracle_cxx.cc $(HL_UNWIND_OBJ) $(UNWIND_TEST_DEPS) | dirs
+	$(CXX) $(CXXFLAGS) -I$(COMMON_DIR) -fomit-frame-pointer -DHL_UNWIND_LIBUNWIND -o $@ $< $(HL_UNWIND_OBJ) \
+	    -lunwind -lpthread -ldl
+
+$(LIBDIR)/libheaplab-unwind-check.so: $(COMMON_DIR)/tests/unwind_preload.c $(HL_UNWIND_OBJ) $(UNWIND_TEST_DEPS) | dirs
+	$(CC) $(CFLAGS) -Werror -fno-builtin-malloc -DHL_UNWIND_LIBUNWIND -shared -o $@ $< $(HL_UNWIND_OBJ) \
+	    -lunwind -ldl
+
+UNWIND_TESTS := $(BINDIR)/unwind-oracle $(BINDIR)/unwind-oracle-nolu $(BINDIR)/unwind-oracle-cxx \
+                $(LIBDIR)/libheaplab-unwind-check.so
+ALL_TARGETS += $(UNWIND_TESTS)
+
+.PHONY: test-unwind
+test-unwind: $(UNWIND_TESTS)
+	$(COMMON_DIR)/tests/unwind.sh $(BINDIR) $(LIBDIR) $(BUILD)/unwind-test
+
+TEST_TARGETS += test-unwind

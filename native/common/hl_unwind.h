@@ -1,0 +1,67 @@
+/*
+ * hl_unwind.h: a fast, cached x86-64 call-stack walker for the recording
+ * agent and the segmented allocator (native/common/hl_unwind.c).
+ *
+ * It returns what libunwind returns (unw_backtrace's addresses, a cursor's
+ * UNW_REG_SP), only faster: the CFA rule of each return address is read once
+ * from the module's .eh_frame and kept in a lock-free table. Frames whose rule
+ * does not fit the fast form hand the walk to libunwind when this file is
+ * built with -DHL_UNWIND_LIBUNWIND (link -lunwind); otherwise the walk stops
+ * there.
+ *
+ * Every symbol is hidden: the agent and an allocator preloaded together each
+ * carry their own copy. Safe inside malloc hooks (no malloc, no locks), from
+ * any thread, and from signal handlers.
+ */
+#ifndef HL_UNWIND_H
+#define HL_UNWIND_H
+
+#include <stdint.h>
+
+#define HL_UNWIND_API __attribute__((visibility("hidden")))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hl_unwind_mode {
+    HL_UNWIND_MODE_FAST = 0,      /* the cached walker (libunwind only for odd frames) */
+    HL_UNWIND_MODE_LIBUNWIND = 1, /* every walk by libunwind (needs -DHL_UNWIND_LIBUNWIND) */
+} hl_unwind_mode_t;
+
+/* Return addresses, unw_backtrace's convention: buf[0] is the address this
+ * call returns to, buf[1] the one its caller returns to, ...  Returns the
+ * number of entries written (at most max). */
+HL_UNWIND_API int hl_unwind_backtrace(void **buf, int max);
+
+/* The same addresses in ip[], and in sp[] each frame's stack pointer: the
+ * CFA of its callee (libunwind's UNW_REG_SP for that frame), so sp[0] is the
+ * caller's stack pointer after this call returns. */
+HL_UNWIND_API int hl_unwind_trace(uintptr_t *ip, uintptr_t *sp, int max);
+
+/* Reads HEAPLAB_UNWIND (fast | libunwind; default fast). A bad value is
+ * reported on stderr and the default used. Optional: the walkers start
+ * themselves; call it early to get the report early. */
+HL_UNWIND_API void hl_unwind_init(void);
+
+/* 0, or -1 when the mode is not built in (libunwind without HL_UNWIND_LIBUNWIND). */
+HL_UNWIND_API int hl_unwind_set_mode(hl_unwind_mode_t mode);
+HL_UNWIND_API hl_unwind_mode_t hl_unwind_mode(void);
+HL_UNWIND_API const char *hl_unwind_mode_name(void);
+
+/* Forgets every cached rule (after dlclose, when a module may have been
+ * replaced by another at the same address). */
+HL_UNWIND_API void hl_unwind_reset(void);
+
+/* Counters for tests and benchmarks (relaxed atomics, off the hot path). */
+typedef struct hl_unwind_stats {
+    uint64_t misses;    /* rules computed from .eh_frame */
+    uint64_t fallbacks; /* walks handed to libunwind (or cut short without it) */
+} hl_unwind_stats_t;
+HL_UNWIND_API void hl_unwind_get_stats(hl_unwind_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

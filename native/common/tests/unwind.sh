@@ -1,0 +1,71 @@
+#!/bin/sh
+# unwind.sh BINDIR LIBDIR WORKDIR: hl_unwind (native/common/hl_unwind.c)
+# against libunwind, frame for frame.
+#
+#   1. the oracle programs (C, C without the libunwind fallback, C++): -O2
+#      without frame pointers, recursion, alloca, big frames, a signal frame,
+#      threads, exceptions, operator new;
+#   2. real programs (perl, python3, make, gawk, sqlite3) under
+#      libheaplab-unwind-check.so, whose malloc compares both walks on every
+#      Nth call.  Any mismatch fails; walks handed to libunwind are fine.
+set -eu
+BIN=$1 LIB=$2 WORK=$3
+mkdir -p "$WORK"
+fail=0
+
+"$BIN/unwind-oracle" 3000 || fail=1
+"$BIN/unwind-oracle-nolu" 3000 || fail=1
+"$BIN/unwind-oracle-cxx" 1500 || fail=1
+
+# a small text for the word counts
+words="$WORK/words.txt"
+i=0
+: >"$words"
+while [ $i -lt 300 ]; do
+    echo "the quick brown fox $i jumps over the lazy dog $((i % 17)) and runs" >>"$words"
+    i=$((i + 1))
+done
+
+check() { # NAME COMMAND...
+    name=$1
+    shift
+    out="$WORK/$name.out"
+    rm -f "$out"
+    if ! HEAPLAB_UNWIND_CHECK_OUT="$out" LD_PRELOAD="$LIB/libheaplab-unwind-check.so" "$@" >"$WORK/$name.stdout" 2>"$WORK/$name.stderr"; then
+        echo "unwind check: $name: the program failed under the checker (see $WORK/$name.stderr)"
+        fail=1
+        return
+    fi
+    if [ ! -s "$out" ]; then
+        echo "unwind check: $name: no report written"
+        fail=1
+        return
+    fi
+    # pid walks frames fallbacks mismatches, one line per process
+    set -- $(awk '{p++; w+=$2; f+=$3; b+=$4; m+=$5} END {print p+0, w+0, f+0, b+0, m+0}' "$out")
+    echo "unwind check: $name: $1 processes, $2 walks, $3 frames, $4 handed to libunwind, $5 mismatches"
+    if [ "$2" -eq 0 ] || [ "$5" -ne 0 ]; then
+        fail=1
+        sed -n 1,40p "$WORK/$name.stderr"
+    fi
+}
+
+check perl perl -ne '$c{$_}++ for split; END { print join(",", map {"$_=$c{$_}"} sort keys %c), "\n" }' "$words"
+PYTHONMALLOC=malloc check python3 python3 -c '
+import collections, json, re
+c = collections.Counter(re.findall(r"\w+", open("'"$words"'").read()))
+print(json.dumps(sorted(c.items()))[:60])'
+check make make -n -f "$(dirname "$0")/unwind_make.mk" WORDS="$words"
+check gawk gawk '{ for (i = 1; i <= NF; i++) c[$i]++ } END { for (w in c) n++; print n }' "$words"
+if command -v sqlite3 >/dev/null 2>&1; then
+    check sqlite3 sqlite3 :memory: 'create table t(a, b);
+        with recursive s(x) as (select 1 union all select x + 1 from s where x < 3000)
+        insert into t select x, hex(randomblob(24)) from s;
+        create index i on t(b); select count(*), sum(length(b)) from t group by a % 7;'
+fi
+
+if [ $fail -ne 0 ]; then
+    echo "unwind tests: FAILED"
+    exit 1
+fi
+echo "unwind tests: ok"
