@@ -6,7 +6,8 @@ interleaved run by run so that a busy machine slows every variant alike:
 
   native     the program alone
   stacks-0   under libheaplab-record.so, stacks off
-  stacks-8   under libheaplab-record.so, 8-frame stacks
+  stacks-8   under libheaplab-record.so, 8-frame stacks (hl_unwind, HEAPLAB_UNWIND=fast)
+  stacks-8-lu  the same with HEAPLAB_UNWIND=libunwind (every walk by unw_backtrace)
   heaptrack  under heaptrack (if installed), which records full stacks
 
 It reports the median wall time of each, its ratio to native, the CPU time
@@ -22,6 +23,7 @@ This is a benchmark, not a test: it takes minutes (heaptrack is slow).
   bench/record-overhead.py                       3 runs, scale 1, all workloads
   bench/record-overhead.py --runs 5 --workloads perl-wc,make-n --no-heaptrack
   bench/record-overhead.py --json out/bench/record.json
+  bench/record-overhead.py --unwind fast         stacks-8 with the fast walker only
 """
 import argparse
 import json
@@ -96,6 +98,9 @@ def main():
     ap.add_argument("--no-heaptrack", action="store_true", help="skip heaptrack")
     ap.add_argument("--out", default=str(ROOT / "out/bench/record"), help="traces and inputs go here")
     ap.add_argument("--json", help="also write the results as JSON")
+    ap.add_argument("--unwind", choices=["both", "fast", "libunwind"], default="both",
+                    help="stack walker of the stacks-8 rows: both (stacks-8 fast, stacks-8-lu libunwind), "
+                         "or only one of them")
     a = ap.parse_args()
     for need in (AGENT, DUMP, HEAPLAB):
         if not need.exists():
@@ -109,14 +114,20 @@ def main():
     for name in a.workloads.split(","):
         env, argv, stdin = prepare(name, a.scale, out / "inputs")
         variants = {"native": lambda: {}}
-        for depth in (0, 8):
-            def mk(depth=depth):
-                t = out / f"{name}-d{depth}.hltrace"
-                for old in out.glob(f"{name}-d{depth}.hltrace*"):
+        traces = {}
+        rows = [("stacks-0", 0, "fast")]
+        if a.unwind in ("both", "fast"):
+            rows.append(("stacks-8", 8, "fast"))
+        if a.unwind in ("both", "libunwind"):
+            rows.append(("stacks-8-lu", 8, "libunwind"))
+        for v, depth, walker in rows:
+            traces[v] = out / f"{name}-{v}.hltrace"
+            def mk(depth=depth, walker=walker, t=traces[v]):
+                for old in out.glob(f"{t.name}*"):
                     old.unlink()
                 return {"LD_PRELOAD": str(AGENT), "HEAPLAB_RECORD_OUT": str(t),
-                        "HEAPLAB_RECORD_STACK_DEPTH": str(depth)}
-            variants[f"stacks-{depth}"] = mk
+                        "HEAPLAB_RECORD_STACK_DEPTH": str(depth), "HEAPLAB_UNWIND": walker}
+            variants[v] = mk
         times = {v: [] for v in variants}
         cpus = {v: [] for v in variants}
         ht_times, ht_cpus, ht_stats = [], [], ""
@@ -140,8 +151,7 @@ def main():
         for v in variants:
             if v == "native":
                 continue
-            depth = v.split("-")[1]
-            t = out / f"{name}-d{depth}.hltrace"
+            t = traces[v]
             c = counts(t)
             events = int(c["events"])
             size = t.stat().st_size
@@ -155,7 +165,7 @@ def main():
             ht_file = next(out.glob(f"{name}-heaptrack*"), None)
             m = re.search(r"allocations:\s+(\d+)", ht_stats)
             calls = int(m.group(1)) if m else 0
-            events = row["variants"]["stacks-8"]["events"]
+            events = row["variants"]["stacks-0"]["events"]
             size = ht_file.stat().st_size if ht_file else 0
             row["variants"]["heaptrack"] = {
                 "wall_s": statistics.median(ht_times), "wall_ratio": statistics.median(ht_times) / base_w,
@@ -166,14 +176,23 @@ def main():
         results.append(row)
 
     print()
-    print(f"{'workload':<9} {'variant':<10} {'wall s':>8} {'x native':>8} {'cpu s':>8} {'x native':>8} "
+    print(f"{'workload':<9} {'variant':<11} {'wall s':>8} {'x native':>8} {'cpu s':>8} {'x native':>8} "
           f"{'events':>11} {'trace':>10} {'B/event':>8} {'B/alloc call':>12}")
     for row in results:
-        print(f"{row['workload']:<9} {'native':<10} {row['native_s']:>8.2f} {1:>8.2f} {row['native_cpu_s']:>8.2f} {1:>8.2f}")
+        print(f"{row['workload']:<9} {'native':<11} {row['native_s']:>8.2f} {1:>8.2f} {row['native_cpu_s']:>8.2f} {1:>8.2f}")
         for v, d in row["variants"].items():
             per_call = d["trace_bytes"] / max(d["allocation_calls"], 1)
-            print(f"{'':<9} {v:<10} {d['wall_s']:>8.2f} {d['wall_ratio']:>8.2f} {d['cpu_s']:>8.2f} {d['cpu_ratio']:>8.2f} "
+            print(f"{'':<9} {v:<11} {d['wall_s']:>8.2f} {d['wall_ratio']:>8.2f} {d['cpu_s']:>8.2f} {d['cpu_ratio']:>8.2f} "
                   f"{d['events']:>11,} {d['trace_bytes']:>10,} {d['bytes_per_event']:>8.3f} {per_call:>12.3f}")
+    for row in results:
+        vs = row["variants"]
+        if "stacks-8" in vs and "stacks-8-lu" in vs:
+            # the stacks' own cost: depth 8 over depth 0, CPU time (less disturbed by load)
+            base = vs["stacks-0"]["cpu_s"]
+            fast, lu = vs["stacks-8"]["cpu_s"] - base, vs["stacks-8-lu"]["cpu_s"] - base
+            row["stack_cpu_s"] = {"fast": fast, "libunwind": lu}
+            print(f"{row['workload']:<9} stacks' CPU cost over stacks-0: fast {fast:.3f}s, libunwind {lu:.3f}s"
+                  + (f" ({lu / fast:.1f}x less with fast)" if fast > 0 else ""))
     print("\ngoals: stacks-0 <= 1.5x native, stacks-8 <= 3x, <= 1 byte per event")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)

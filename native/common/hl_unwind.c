@@ -80,8 +80,7 @@ static uint64_t n_misses, n_fallbacks;
  * [35,52) cfa_off / 8; [52,62) rbp: 0 unchanged, else saved at CFA + (v-512)*8;
  * 62 alt (stored in the other way of its slot) */
 static inline unsigned slot_of(uintptr_t ip) {
-    uint64_t t = ip >> 16;
-    return (unsigned)((ip ^ ((t * 0x9E3779B97F4A7C15ull) >> 48)) & (HL_RULE_SLOTS - 1));
+    return (unsigned)((ip ^ (ip >> 16)) & (HL_RULE_SLOTS - 1)); /* low 16 bits = slot ^ tag */
 }
 
 static inline uint64_t tag_of(uintptr_t ip) {
@@ -101,15 +100,6 @@ static uint64_t encode(uintptr_t ip, const rule_t *r) {
         w |= (uint64_t)v << 52;
     }
     return w;
-}
-
-static inline void decode(uint64_t w, rule_t *r) {
-    r->kind = (int)(w >> 32 & 3);
-    r->cfa_rbp = (int)(w >> 34 & 1);
-    r->cfa_off = (int64_t)(w >> 35 & 0x1ffff) << 3;
-    unsigned v = (unsigned)(w >> 52 & 0x3ff);
-    r->rbp_saved = v != 0;
-    r->rbp_off = ((int64_t)v - 512) * 8;
 }
 
 /* ---------------------------------------------------------------- DWARF */
@@ -553,38 +543,36 @@ static void compute_rule(uintptr_t ip, rule_t *r) {
     r->rbp_off = st.off[0];
 }
 
-static void lookup_slow(uintptr_t ip, rule_t *r) {
+/* A miss: the rule from .eh_frame, cached when it can be. Returns the
+ * table word (kind K_NOMOD when the address is in no module). */
+static __attribute__((noinline, cold)) uint64_t lookup_slow(uintptr_t ip, rule_t *r) {
     __atomic_fetch_add(&n_misses, 1, __ATOMIC_RELAXED);
     compute_rule(ip, r);
-    if (r->kind == K_NOMOD) return; /* a module may be loaded there later */
+    if (r->kind == K_NOMOD) return (uint64_t)K_NOMOD << 32;
     uint64_t w = encode(ip, r);
-    if (!w) return;
+    if (!w) return 0; /* not encodable: the caller uses *r */
     unsigned s = slot_of(ip);
     /* the home way if it is free (empty, or another slot's overflow); else
      * the other way if that is free; else evict the home way's entry */
     uint64_t home = __atomic_load_n(&rules[s], __ATOMIC_RELAXED);
     uint64_t other = __atomic_load_n(&rules[s ^ 1], __ATOMIC_RELAXED);
-    if (home && !(home >> 62 & 1) && (!other || other >> 62 & 1)) {
+    if (home && !(home >> 62 & 1) && (!other || other >> 62 & 1))
         __atomic_store_n(&rules[s ^ 1], w | 1ull << 62, __ATOMIC_RELAXED);
-        return;
-    }
-    __atomic_store_n(&rules[s], w, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(&rules[s], w, __ATOMIC_RELAXED);
+    return w;
 }
 
-static inline __attribute__((always_inline)) void lookup(uintptr_t ip, rule_t *r) {
+/* The table word of ip's rule, or 0 when the rule is in *r (a miss whose
+ * rule does not fit a word): the other way, then .eh_frame. */
+static uint64_t lookup_rest(uintptr_t ip, rule_t *r) {
     unsigned s = slot_of(ip);
     uint64_t tag = tag_of(ip);
     uint64_t w = __atomic_load_n(&rules[s], __ATOMIC_RELAXED);
-    if ((w & 0xffffffffu) == tag && !(w >> 62 & 1)) {
-        decode(w, r);
-        return;
-    }
+    if ((w & 0x40000000ffffffffull) == tag) return w;
     w = __atomic_load_n(&rules[s ^ 1], __ATOMIC_RELAXED);
-    if ((w & 0xffffffffu) == tag && (w >> 62 & 1)) {
-        decode(w, r);
-        return;
-    }
-    lookup_slow(ip, r);
+    if ((w & 0x40000000ffffffffull) == (tag | 1ull << 62)) return w;
+    return lookup_slow(ip, r);
 }
 
 void hl_unwind_reset(void) {
@@ -780,16 +768,26 @@ int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintpt
         out[n] = pc;
         if (sp) sp[n] = s;
         if (++n == max) return n;
+        /* the hot case in one test: home way, this address, valid, K_STD */
+        uint64_t w =
+            __atomic_load_n(&rules[(pc ^ (pc >> 16)) & (HL_RULE_SLOTS - 1)], __ATOMIC_RELAXED);
+        uintptr_t c, a = 0;
         rule_t r;
-        lookup(pc, &r);
-        if (__builtin_expect(r.kind != K_STD, 0)) {
+        if (__builtin_expect((w & 0x40000003ffffffffull) != ((pc >> 16) | 1ull << 31), 0))
+            w = lookup_rest(pc, &r);
+        if (__builtin_expect(w != 0 && !(w >> 32 & 3), 1)) { /* a cached K_STD rule */
+            c = (w >> 34 & 1 ? bp : s) + (w >> 32 & (0x1ffffu << 3));
+            unsigned v = (unsigned)(w >> 52 & 0x3ff);
+            if (v) a = c + (uintptr_t)(((intptr_t)v - 512) * 8);
+        } else {
+            if (w) r.kind = (int)(w >> 32 & 3);
             if (r.kind == K_LAST) return n;
-            goto odd;
+            if (r.kind != K_STD) goto odd;
+            c = (r.cfa_rbp ? bp : s) + (uintptr_t)r.cfa_off;
+            if (r.rbp_saved) a = c + (uintptr_t)r.rbp_off;
         }
-        uintptr_t c = (r.cfa_rbp ? bp : s) + (uintptr_t)r.cfa_off;
         if (__builtin_expect(c <= s || c > hi, 0)) goto odd;
-        if (r.rbp_saved) {
-            uintptr_t a = c + (uintptr_t)r.rbp_off;
+        if (a) {
             if (__builtin_expect(a < lo || a > hi - 8, 0)) goto odd;
             bp = *(const uintptr_t *)a;
         }

@@ -8,6 +8,7 @@
 #   build/obj/common/hl_unwind.o the cached stack walker (hl_unwind.h), libunwind for odd
 #                                frames: linked into the agent and the segregated allocators
 #   build/bin/unwind-oracle*     test tools: hl_unwind against libunwind (C, C++, no fallback)
+#   build/bin/unwind-bench       benchmark: ns (or, under callgrind, instructions) per walk
 #   build/lib/libheaplab-unwind-check.so  test tool: the same comparison inside real programs
 
 COMMON_DIR  := $(NATIVE)/common
@@ -64,12 +65,15 @@ $(LIBDIR)/libheaplab-unwind-check.so: $(COMMON_DIR)/tests/unwind_preload.c $(HL_
 	$(CC) $(CFLAGS) -Werror -fno-builtin-malloc -DHL_UNWIND_LIBUNWIND -shared -o $@ $< $(HL_UNWIND_OBJ) \
 	    -lunwind -ldl
 
-UNWIND_TESTS := $(BINDIR)/unwind-oracle $(BINDIR)/unwind-oracle-nolu $(BINDIR)/unwind-oracle-cxx \
+$(BINDIR)/unwind-bench: $(COMMON_DIR)/tests/unwind_bench.c $(HL_UNWIND_OBJ) $(COMMON_DIR)/hl_unwind.h | dirs
+	$(CC) $(UNWIND_TEST_CFLAGS) -o $@ $< $(HL_UNWIND_OBJ) -lunwind -ldl
+
+UNWIND_TESTS := $(BINDIR)/unwind-bench $(BINDIR)/unwind-oracle $(BINDIR)/unwind-oracle-nolu $(BINDIR)/unwind-oracle-cxx \
                 $(LIBDIR)/libheaplab-unwind-check.so
 ALL_TARGETS += $(UNWIND_TESTS)
 
 .PHONY: test-unwind
-test-unwind: $(UNWIND_TESTS)
-	$(COMMON_DIR)/tests/unwind.sh $(BINDIR) $(LIBDIR) $(BUILD)/unwind-test
+test-unwind: $(UNWIND_TESTS) $(LIBDIR)/libheaplab-record.so $(BINDIR)/hltrace-dump
+	$(COMMON_DIR)/tests/unwind.sh $(BINDIR) $(LIBDIR) $(BUILD)/unwind-test $(LIBDIR)/libheaplab-record.so
 
 TEST_TARGETS += test-unwind

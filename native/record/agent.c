@@ -21,6 +21,7 @@
  * without the agent.
  */
 #include "agent.h"
+#include "hl_unwind.h"
 
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
@@ -358,6 +359,7 @@ static void init(void) {
     hl_os_readlink("/proc/self/exe", exe_path, sizeof exe_path);
     dl_iterate_phdr(self_cb, (void *)(uintptr_t)&init);
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    hl_unwind_init(); /* HEAPLAB_UNWIND: fast (default) or libunwind */
     hl_hooks_init();
     if (hl_writer_init()) {
         atomic_store(&hl_off, 1);

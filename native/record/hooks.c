@@ -24,11 +24,10 @@
  * before the event that released it, in the merged order.
  */
 #include "agent.h"
+#include "hl_unwind.h"
 
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <errno.h>
-#include <libunwind.h>
 #include <malloc.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -204,13 +203,15 @@ static inline uint64_t claim_seq(hl_thread_t *t) {
 /* ---------------------------------------------------------------- stacks */
 
 /* Return addresses of the caller of the allocator entry point and above,
- * skipping frames inside this library. */
+ * skipping frames inside this library. hl_unwind_backtrace returns what
+ * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
+ * rules cached per return address (README.md, "Call stacks"). */
 static inline __attribute__((always_inline)) unsigned unwind(uintptr_t *out) {
     void *buf[HL_MAX_DEPTH + 8];
     /* the recording is inlined into the entry point: one frame of ours */
     int want = (int)hl_cfg.stack_depth + 1;
     int e = errno;
-    int n = unw_backtrace(buf, want);
+    int n = hl_unwind_backtrace(buf, want);
     errno = e;
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)

@@ -14,11 +14,11 @@ RECORD_CFLAGS := $(CFLAGS) -fvisibility=hidden -ftls-model=initial-exec -Werror 
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  $(shell pkg-config --cflags libunwind 2>/dev/null)
 
-$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(COMMON_DIR)/hltrace.h | dirs
+$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/hl_unwind.h | dirs
 	@mkdir -p $(RECORD_OBJ)
 	$(CC) $(RECORD_CFLAGS) -c $< -o $@
 
-$(LIBDIR)/libheaplab-record.so: $(RECORD_OBJS) $(HLTRACE_OBJ) $(RECORD_DIR)/exports.map
+$(LIBDIR)/libheaplab-record.so: $(RECORD_OBJS) $(HLTRACE_OBJ) $(HL_UNWIND_OBJ) $(RECORD_DIR)/exports.map
 	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -Wl,--version-script=$(RECORD_DIR)/exports.map \
 	    -o $@ $(filter %.o,$^) -lunwind -lzstd -ldl -lpthread
 

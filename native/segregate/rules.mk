@@ -19,6 +19,7 @@
 SEG_DIR := $(NATIVE)/segregate
 SEG_OBJ := $(OBJDIR)/segregate
 SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(NATIVE)/common/heaplab_site.h \
+               $(NATIVE)/common/hl_unwind.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
 SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
@@ -44,7 +45,7 @@ $(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
 
 SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_os.o \
-            $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o
+            $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o $(HL_UNWIND_OBJ)
 SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl
 
 $(LIBDIR)/libheaplab-segregated.so: $(SEG_CORE) $(SEG_OBJ)/default_table.o

@@ -2,7 +2,8 @@
  * seg_os.c: the segmented allocator's contact with the operating system,
  * apart from memory (which comes from the zoo's platform.c):
  *
- *   - the call stack at run time: return addresses from libunwind, turned
+ *   - the call stack at run time: return addresses from hl_unwind
+ *     (native/common/hl_unwind.h: libunwind's frames, from cached rules), turned
  *     into the ASLR-stable frame keys of native/common/heaplab_site.h through
  *     a map of the loaded modules (dl_iterate_phdr; the main program's name
  *     is /proc/self/exe's, as the recorders name it);
@@ -12,19 +13,20 @@
  *     recorder measures it (native/vgtool; other threads: unknown);
  *   - the report at exit (HEAPLAB_SEG_REPORT=PATH: one JSON line appended).
  *
- *   return addresses (unw_backtrace)      module map (sorted by address)
+ *   return addresses (hl_unwind)          module map (sorted by address)
  *   [ours][ours][ra0][ra1][ra2] ...  ──▶  lo..hi, bias, fnv1a64(basename)  ──▶  key_i =
  *          skipped: in this library        (rebuilt when a frame falls in       name ^ (ra - bias)
  * * φ no module: dlopen)
  *
  * Everything here runs outside the shim's lock (from HL_FRONT_MALLOC), so
- * that libunwind and dl_iterate_phdr may take the loader's lock without a
+ * that libunwind (hl_unwind's fallback) and dl_iterate_phdr may take the loader's lock without a
  * deadlock against a thread that holds it and calls malloc.  A malloc made
  * by them while we unwind (there should be none) predicts nothing.
  */
 #define _GNU_SOURCE
 #include "seg.h"
 #include "heaplab_site.h"
+#include "hl_unwind.h"
 
 #include <fcntl.h>
 #include <link.h>
@@ -33,7 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <libunwind.h> /* HEAPLAB_UNWIND=libunwind: hl_unwind hands every walk to it */
 
 extern void *__libc_stack_end;
 
@@ -139,6 +141,7 @@ int hl_seg_os_ready(void) {
     if (ready < 0) {
         build_map();
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        hl_unwind_init();
         ready = 1;
     }
     return ready;
@@ -189,21 +192,16 @@ unsigned hl_seg_os_frames(uint64_t *keys, unsigned max, uint64_t *sp_depth) {
     int rebuilt = 0;
     *sp_depth = 0;
     if (hl_seg_table.predictor == HL_SEG_SP) {
-        /* the cursor gives each frame's stack pointer: the first frame that
-         * is not ours is the caller, and its SP is the one at the call */
-        unw_context_t uc;
-        unw_cursor_t cur;
-        if (unw_getcontext(&uc) || unw_init_local(&cur, &uc)) return 0;
-        for (int guard = 0; guard < 16; guard++) {
-            unw_word_t ip, sp;
-            if (unw_get_reg(&cur, UNW_REG_IP, &ip)) return 0;
-            if (ip - self_lo >= self_hi - self_lo) {
-                if (unw_get_reg(&cur, UNW_REG_SP, &sp)) return 0;
-                *sp_depth = sp_depth_of((uintptr_t)sp);
+        /* each frame's stack pointer (libunwind's UNW_REG_SP): the first
+         * frame that is not ours is the caller, and its SP is the one at the
+         * call */
+        uintptr_t ip[16], sp[16];
+        int n = hl_unwind_trace(ip, sp, 16);
+        for (int i = 0; i < n; i++)
+            if (ip[i] - self_lo >= self_hi - self_lo) {
+                *sp_depth = sp_depth_of(sp[i]);
                 return 0;
             }
-            if (unw_step(&cur) <= 0) return 0;
-        }
         return 0;
     }
     /* Unwinding is the cost: ask for our own frames (counted at the last
@@ -212,7 +210,7 @@ unsigned hl_seg_os_frames(uint64_t *keys, unsigned max, uint64_t *sp_depth) {
     void *buf[64 + 16];
     int want = (int)max + own + 1;
     if (want > 80) want = 80;
-    int n = unw_backtrace(buf, want);
+    int n = hl_unwind_backtrace(buf, want);
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - self_lo < self_hi - self_lo)
         i++;

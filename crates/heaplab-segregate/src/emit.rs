@@ -8,6 +8,7 @@
 //! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the keys, sorted, and their classes |
 //! | `segregated.o` | `native/segregate/segregated.c` | the segments, the chunks, the lookup |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | unwinding, module map, report |
+//! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
 //! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h"`: the malloc API, the prediction before the lock |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
@@ -145,6 +146,7 @@ impl Builder {
             "segregate/segregated.c",
             "segregate/seg_os.c",
             "segregate/seg.h",
+            "common/hl_unwind.c",
             "alloc/shim.c",
             "alloc/platform.c",
             "alloc/pad.c",
@@ -195,6 +197,7 @@ impl Builder {
             "segregate/seg.h",
             "segregate/seg_front.h",
             "common/heaplab_site.h",
+            "common/hl_unwind.h",
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
         ]
@@ -205,6 +208,7 @@ impl Builder {
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
             (n.join("segregate/segregated.c"), "segregated", vec![front.clone()]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
+            (n.join("common/hl_unwind.c"), "hl_unwind", vec!["-DHL_UNWIND_LIBUNWIND".into()]),
             (
                 n.join("alloc/shim.c"),
                 "shim",

@@ -1,5 +1,5 @@
 #!/bin/sh
-# unwind.sh BINDIR LIBDIR WORKDIR: hl_unwind (native/common/hl_unwind.c)
+# unwind.sh BINDIR LIBDIR WORKDIR [AGENT]: hl_unwind (native/common/hl_unwind.c)
 # against libunwind, frame for frame.
 #
 #   1. the oracle programs (C, C without the libunwind fallback, C++): -O2
@@ -9,7 +9,7 @@
 #      libheaplab-unwind-check.so, whose malloc compares both walks on every
 #      Nth call.  Any mismatch fails; walks handed to libunwind are fine.
 set -eu
-BIN=$1 LIB=$2 WORK=$3
+BIN=$1 LIB=$2 WORK=$3 AGENT=${4:-}
 mkdir -p "$WORK"
 fail=0
 
@@ -62,6 +62,28 @@ if command -v sqlite3 >/dev/null 2>&1; then
         with recursive s(x) as (select 1 union all select x + 1 from s where x < 3000)
         insert into t select x, hex(randomblob(24)) from s;
         create index i on t(b); select count(*), sum(length(b)) from t group by a % 7;'
+fi
+
+# 3. the agent end to end: perl recorded with 16-frame stacks by each walker
+#    gives the same stack table and the same stack per event (sizes and times
+#    may differ: the environment differs by the variable's value)
+if [ -n "${AGENT:-}" ] && [ -x "$BIN/hltrace-dump" ]; then
+    for m in fast libunwind; do
+        rm -f "$WORK/perl-$m.hltrace"*
+        PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0 HEAPLAB_UNWIND=$m HEAPLAB_RECORD_OUT="$WORK/perl-$m.hltrace" \
+            HEAPLAB_RECORD_STACK_DEPTH=16 LD_PRELOAD="$AGENT" \
+            perl -ne '$c{$_}++ for split; END { print scalar(keys %c), "\n" }' "$words" >/dev/null
+        "$BIN/hltrace-dump" "$WORK/perl-$m.hltrace" |
+            sed -n -e 's/ time=[0-9]*//' -e 's/ size=[0-9]*//' -e '/^stack /p' -e '/^event /p' >"$WORK/perl-$m.txt"
+    done
+    n=$(grep -c '^stack ' "$WORK/perl-fast.txt" || true)
+    if [ "$n" -gt 20 ] && cmp -s "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt"; then
+        echo "unwind check: agent: perl's trace has the same $n stacks and events with either walker"
+    else
+        echo "unwind check: agent: perl's traces differ between HEAPLAB_UNWIND=fast and libunwind ($n stacks):"
+        diff "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt" | sed -n 1,10p
+        fail=1
+    fi
 fi
 
 if [ $fail -ne 0 ]; then
