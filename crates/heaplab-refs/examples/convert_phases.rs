@@ -4,7 +4,8 @@
 //! read into memory first, so no phase pays for reading it; each phase runs
 //! `--runs` times (best kept: the machine is shared), in thread CPU time.
 //! A benchmark, not a test:
-//!   cargo run --release -p heaplab-refs --example convert_phases -- RAW [RUNS]
+//!   cargo run --release -p heaplab-refs --example convert_phases -- RAW [RUNS] [convert]
+//! (`convert`: that phase alone, to profile it).
 //!
 //! ```text
 //!   scan        decode the words, nothing else
@@ -51,8 +52,9 @@ fn main() {
         unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8) };
     f.read_exact(bytes).unwrap();
     let words = &words[..];
+    let only_convert = args.get(3).map(String::as_str) == Some("convert");
 
-    let (t_scan, refs) = best(runs, || {
+    let (t_scan, refs) = best(if only_convert { 1 } else { runs }, || {
         let (mut pos, mut n, mut x) = (0, 0u64, 0u64);
         while let Some(r) = raw::next(words, &mut pos) {
             if let Rec::Ref(w) | Rec::SRef(w, _) = r {
@@ -63,7 +65,7 @@ fn main() {
         black_box(x);
         n
     });
-    let (t_attr, heap) = best(runs, || {
+    let (t_attr, heap) = best(if only_convert { 0 } else { runs }, || {
         let mut m = HeapMap::new();
         let (mut pos, mut heap, mut next) = (0, 0u64, 0u64);
         while let Some(r) = raw::next(words, &mut pos) {
@@ -103,13 +105,21 @@ fn main() {
         let mut pos = 0;
         while pos < words.len() {
             let end = (pos + (1 << 19)).min(words.len());
-            pos += conv.feed_words(&words[pos..end]).unwrap();
+            let used = conv.feed_words(&words[pos..end]).unwrap();
+            if used == 0 {
+                break; // a record cut at the end of the file
+            }
+            pos += used;
             conv.flush_if_full().unwrap();
         }
         let (_, s) = conv.finish(Ended::Exit(0)).unwrap();
         payload = s.refs_raw_bytes;
         s.refs.refs()
     });
+    if only_convert {
+        println!("convert {:.2} s, {:.2} ns/ref", t_conv, t_conv * 1e9 / refs as f64);
+        return;
+    }
     // the payloads, to time zstd on them alone
     let mut conv = Converter::new(
         Vec::new(),

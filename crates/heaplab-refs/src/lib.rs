@@ -17,6 +17,7 @@
 //!
 //! The raw stream's format is in `native/vgtool/heaplab_vg.h`; [`raw`] reads it.
 
+pub mod encode;
 pub mod heapmap;
 pub mod measure;
 pub mod raw;

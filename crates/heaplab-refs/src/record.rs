@@ -15,12 +15,13 @@
 //! knows which blocks are live when a reference arrives: attribution is exact,
 //! also for blocks freed and then reused at the same address.
 
+use crate::encode::{self, FastEncoder};
 use crate::heapmap::HeapMap;
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
 use anyhow::{bail, Context, Result};
 use heaplab_trace::format::{kind, BLOCK_SKIPPABLE};
-use heaplab_trace::refs::{self, RefsEncoder, RefsStats};
+use heaplab_trace::refs::{self, RefsStats};
 use heaplab_trace::{
     Codec, End, EndReason, Frame, Kind, Meta, Module, NewEvent, TraceWriter, WriterOptions,
 };
@@ -142,7 +143,7 @@ pub struct Converter<W: Write + Send + 'static> {
     /// would cost more than the event).
     batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
-    enc: RefsEncoder,
+    enc: FastEncoder,
     /// The stack depths of allocations (the tool's word after the frames).
     sp: heaplab_trace::sp::SpEncoder,
     heap: HeapMap,
@@ -182,7 +183,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             tx: None,
             batch: Vec::new(),
             thread: None,
-            enc: RefsEncoder::new(),
+            enc: FastEncoder::new(),
             sp: heaplab_trace::sp::SpEncoder::default(),
             heap: HeapMap::new(),
             next_id: 0,
@@ -287,41 +288,74 @@ impl<W: Write + Send + 'static> Converter<W> {
     }
 
     /// Decodes the whole records at the start of `words`; returns how many
-    /// words they took. The loop handles REF words inline (nine in ten words
-    /// are REFs); the rest go through [`raw::next`].
+    /// words they took. REF and TIME words (nine in ten words are REFs) go
+    /// through a tight loop over as many words as the encoder has room for,
+    /// with the encoder's state in registers (`encode.rs`); the rest through
+    /// [`raw::next`].
     pub fn feed_words(&mut self, words: &[u64]) -> Result<usize> {
         let mut pos = 0;
         let mut base = self.time_base;
         let n = words.len();
+        let mut h = self.enc.hot();
         while pos < n {
-            let w = words[pos];
-            if w >> 61 == raw::T_REF {
-                pos += 1;
-                let (a, t, size, write) =
-                    (raw::addr(w), base + raw::k(w), raw::size(w), w & raw::WRITE != 0);
-                match self.heap.lookup(a) {
-                    Some((id, off)) => self.enc.heap(id, off, size, write, t),
-                    None => self.enc.other(a, size, write, t),
+            if h.room() == 0 {
+                self.enc.put_hot(h);
+                self.enc.refill();
+                h = self.enc.hot();
+            }
+            // a word makes at most one record
+            let start = pos;
+            let end = pos + (n - pos).min(h.room());
+            while pos < end {
+                let w = words[pos];
+                match w >> 61 {
+                    raw::T_REF => {
+                        let (a, t) = (raw::addr(w), base + raw::k(w));
+                        let (bits, size) = (encode::ref_bits(w), raw::size(w));
+                        match self.heap.lookup(a) {
+                            Some((id, off)) => h.heap(id, off, bits, size, t),
+                            None => h.other(a, bits, size, t),
+                        }
+                    }
+                    raw::T_TIME => base = w & raw::TIME_MASK,
+                    _ => break,
                 }
+                pos += 1;
+            }
+            h.used(pos - start);
+            if pos == end {
                 continue;
+            }
+            // an SREF or a control record
+            if h.room() == 0 {
+                self.enc.put_hot(h);
+                self.enc.refill();
+                h = self.enc.hot();
             }
             let mut p = pos;
             let Some(rec) = raw::next(words, &mut p) else { break };
             pos = p;
             match rec {
-                Rec::Time(t) => base = t,
                 Rec::SRef(w, size) => {
                     let (a, t) = (raw::addr(w), base + raw::k(w));
                     let size = size.clamp(1, u64::from(u32::MAX)) as u32;
+                    let bits = encode::bits_of(size, w & raw::WRITE != 0);
                     match self.heap.lookup(a) {
-                        Some((id, off)) => self.enc.heap(id, off, size, w & raw::WRITE != 0, t),
-                        None => self.enc.other(a, size, w & raw::WRITE != 0, t),
+                        Some((id, off)) => h.heap(id, off, bits, size, t),
+                        None => h.other(a, bits, size, t),
                     }
+                    h.used(1);
                 }
-                Rec::Control { kind, w0, extra } => self.control(kind, w0, extra)?,
-                Rec::Ref(_) => unreachable!("handled above"),
+                Rec::Control { kind, w0, extra } => {
+                    self.enc.put_hot(h);
+                    let r = self.control(kind, w0, extra);
+                    h = self.enc.hot();
+                    r?
+                }
+                Rec::Ref(_) | Rec::Time(_) => unreachable!("handled above"),
             }
         }
+        self.enc.put_hot(h);
         self.time_base = base;
         Ok(pos)
     }
@@ -509,7 +543,7 @@ impl<W: Write + Send + 'static> Converter<W> {
         s.objects = self.next_id;
         s.refs = self.enc.stats();
         s.refs_raw_bytes = self.refs_blocks_bytes;
-        s.raised_times = self.enc.raised_times;
+        s.raised_times = self.enc.raised_times();
         if !(s.exec && self.exited.is_none()) {
             let unknown_frees = s.unknown_frees;
             self.send(Msg::End(End { end_ns: now_ns(), unknown_frees, ..end }))?;
