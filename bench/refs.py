@@ -12,6 +12,8 @@ machine slows every variant alike):
   record     heaplab record --refs: the tool plus the converter that attributes
              every reference to its object and writes the trace (zstd), the
              whole cost a user pays
+  baseline   (with --baseline HEAPLAB) record with another heaplab binary, for
+             a before/after figure from the same invocation
 
 It reports the median wall time and CPU time (user + sys of every process the
 variant ran) of each, the slowdown against native, and record's against
@@ -24,6 +26,7 @@ This is a benchmark, not a test: minutes.
 
   bench/refs.py                                   3 runs, bignum and gawk-wc
   bench/refs.py --runs 5 --programs bignum --json out/bench/refs.json
+  bench/refs.py --baseline /tmp/heaplab-before     a build from before a change, beside
 """
 import argparse
 import json
@@ -89,7 +92,11 @@ def main():
     ap.add_argument("--programs", default="bignum,gawk-wc")
     ap.add_argument("--scale", type=float, default=0.25, help="input size (bignum: 12000 x scale steps)")
     ap.add_argument("--json")
+    ap.add_argument("--baseline", metavar="HEAPLAB",
+                    help="another heaplab binary whose record --refs runs beside (variant 'baseline')")
     a = ap.parse_args()
+    if a.baseline and not Path(a.baseline).is_file():
+        sys.exit(f"--baseline {a.baseline}: no such file (a heaplab binary, e.g. a copy of target/release/heaplab)")
     for need in (HEAPLAB, VGLIB / "heaplab-amd64-linux", SIM):
         if not need.exists():
             sys.exit(f"{need} is missing: run `make` and `cargo build --release -p heaplab-refs --examples`")
@@ -104,6 +111,9 @@ def main():
             "tool": ["valgrind", "-q", "--tool=heaplab", "--hl-out=/dev/null"] + argv,
             "record": [str(HEAPLAB), "record", "--refs", "-o", str(trace), "--"] + argv,
         }
+        if a.baseline:
+            variants["baseline"] = [a.baseline, "record", "--refs", "-o", str(work / f"{name}-baseline.hltrace"),
+                                    "--"] + argv
         venv = {"tool": {"VALGRIND_LIB": str(VGLIB)}}
         times = {k: [] for k in variants}
         last_record = ""
@@ -121,6 +131,10 @@ def main():
             row[k] = {"wall_s": w, "cpu_s": c, "slowdown_wall": w / nat_w, "slowdown_cpu": c / max(nat_c, 1e-3)}
         row["record_vs_dhat_wall"] = med["record"][0] / med["dhat"][0]
         row["record_vs_dhat_cpu"] = med["record"][1] / med["dhat"][1]
+        if a.baseline:
+            row["baseline_binary"] = a.baseline
+            row["baseline_vs_dhat_wall"] = med["baseline"][0] / med["dhat"][0]
+            row["baseline_vs_dhat_cpu"] = med["baseline"][1] / med["dhat"][1]
         m = re.search(r"([\d,]+) references \(([\d,]+) heap\), ([\d,?]+) instructions", last_record)
         refs = int(m.group(1).replace(",", "")) if m else 0
         size = trace.stat().st_size
@@ -139,6 +153,8 @@ def main():
             r = row[k]
             print(f"  {k:<8} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {r['slowdown_wall']:>13.1f}x {r['slowdown_cpu']:>12.1f}x")
         print(f"  record / dhat: {row['record_vs_dhat_wall']:.2f} (wall), {row['record_vs_dhat_cpu']:.2f} (cpu); goal <= 0.5")
+        if a.baseline:
+            print(f"  baseline / dhat: {row['baseline_vs_dhat_wall']:.2f} (wall), {row['baseline_vs_dhat_cpu']:.2f} (cpu)")
         print("  simulators fed from the stream:")
         for s in row["simulators"]:
             print(f"    {s['pass']:<44} {s['mrefs_per_s_cpu']:>7.1f} M refs/s (cpu)")
