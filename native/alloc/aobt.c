@@ -82,11 +82,9 @@
 #define PINUSE   ((size_t)2)
 #define FLAGS    ((size_t)15)
 
-typedef struct ab_node {
-    size_t hdr; /* size | PINUSE | CINUSE */
-    struct ab_node *left, *right;
-    size_t lmax, rmax; /* largest size in the left / right subtree, 0 if empty */
-} ab_node_t;
+
+#include "aotreap.h"
+typedef aot_node_t ab_node_t;
 
 static ab_node_t *root;
 static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
@@ -123,105 +121,6 @@ static inline void mark_free(char *b, size_t sz) {
 static inline void mark_used(char *b, size_t sz, size_t pinuse) {
     *hdr(b) = sz | CINUSE | pinuse;
     *hdr(b + sz) |= PINUSE;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The treap (recursive: the expected depth is O(log n))                     */
-/* ------------------------------------------------------------------------ */
-
-static inline uint64_t prio(const ab_node_t *x) { /* splitmix64's finaliser: a bijection */
-    uint64_t z = (uintptr_t)x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static inline size_t tmax(const ab_node_t *t) {
-    return t ? max3(t->lmax, bsize(t), t->rmax) : 0;
-}
-static inline void fix(ab_node_t *t) {
-    t->lmax = tmax(t->left);
-    t->rmax = tmax(t->right);
-}
-
-/* Split t into the nodes below `key` (*l) and above it (*r). */
-static void t_split(ab_node_t *t, const ab_node_t *key, ab_node_t **l, ab_node_t **r) {
-    if (!t) {
-        *l = *r = NULL;
-    } else if (t < key) {
-        t_split(t->right, key, &t->right, r);
-        fix(t);
-        *l = t;
-    } else {
-        t_split(t->left, key, l, &t->left);
-        fix(t);
-        *r = t;
-    }
-}
-
-/* Join a and b, every node of a lying below every node of b. */
-static ab_node_t *t_merge(ab_node_t *a, ab_node_t *b) {
-    if (!a) return b;
-    if (!b) return a;
-    if (prio(a) > prio(b)) {
-        a->right = t_merge(a->right, b);
-        fix(a);
-        return a;
-    }
-    b->left = t_merge(a, b->left);
-    fix(b);
-    return b;
-}
-
-static ab_node_t *t_insert(ab_node_t *t, ab_node_t *x) {
-    if (!t || prio(x) > prio(t)) {
-        t_split(t, x, &x->left, &x->right);
-        fix(x);
-        return x;
-    }
-    if (x < t)
-        t->left = t_insert(t->left, x);
-    else
-        t->right = t_insert(t->right, x);
-    fix(t);
-    return t;
-}
-
-static ab_node_t *t_delete(ab_node_t *t, ab_node_t *x) {
-    HL_CHECK(t != NULL); /* x must be in the tree */
-    if (t == x) return t_merge(t->left, t->right);
-    if (x < t)
-        t->left = t_delete(t->left, x);
-    else
-        t->right = t_delete(t->right, x);
-    fix(t);
-    return t;
-}
-
-/* x (in the tree) changed size: refresh lmax/rmax on the path down to it. */
-static void t_resized(ab_node_t *t, ab_node_t *x) {
-    HL_CHECK(t != NULL);
-    if (t == x) return;
-    if (x < t) {
-        t_resized(t->left, x);
-        t->lmax = tmax(t->left);
-    } else {
-        t_resized(t->right, x);
-        t->rmax = tmax(t->right);
-    }
-}
-
-/* Address-ordered first fit in one descent: the lowest-addressed free block
- * of at least `need` bytes, or NULL. */
-static ab_node_t *t_first_fit(ab_node_t *t, size_t need) {
-    if (tmax(t) < need) return NULL;
-    for (;;) {
-        if (t->lmax >= need)
-            t = t->left;
-        else if (bsize(t) >= need)
-            return t;
-        else
-            t = t->right; /* rmax >= need */
-    }
 }
 
 /* ------------------------------------------------------------------------ */

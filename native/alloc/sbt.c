@@ -85,11 +85,9 @@
 #define NTREES   8  /* 003 §4 */
 #define RANGE    64 /* bytes of block size per tree */
 
-typedef struct sb_node {
-    size_t hdr; /* size | PINUSE | CINUSE */
-    struct sb_node *left, *right;
-    size_t lmax, rmax; /* largest size in the left / right subtree, 0 if empty */
-} sb_node_t;
+
+#include "aotreap.h"
+typedef aot_node_t sb_node_t;
 
 static sb_node_t *tree[NTREES]; /* tree[i]: free blocks of size in [64i, 64i+64), the last open */
 static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
@@ -133,104 +131,6 @@ static inline void mark_used(char *b, size_t sz, size_t pinuse) {
     *hdr(b + sz) |= PINUSE;
 }
 
-/* ------------------------------------------------------------------------ */
-/* The treap (recursive: the expected depth is O(log n))                     */
-/* ------------------------------------------------------------------------ */
-
-static inline uint64_t prio(const sb_node_t *x) { /* splitmix64's finaliser: a bijection */
-    uint64_t z = (uintptr_t)x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static inline size_t tmax(const sb_node_t *t) {
-    return t ? max3(t->lmax, bsize(t), t->rmax) : 0;
-}
-static inline void fix(sb_node_t *t) {
-    t->lmax = tmax(t->left);
-    t->rmax = tmax(t->right);
-}
-
-/* Split t into the nodes below `key` (*l) and above it (*r). */
-static void t_split(sb_node_t *t, const sb_node_t *key, sb_node_t **l, sb_node_t **r) {
-    if (!t) {
-        *l = *r = NULL;
-    } else if (t < key) {
-        t_split(t->right, key, &t->right, r);
-        fix(t);
-        *l = t;
-    } else {
-        t_split(t->left, key, l, &t->left);
-        fix(t);
-        *r = t;
-    }
-}
-
-/* Join a and b, every node of a lying below every node of b. */
-static sb_node_t *t_merge(sb_node_t *a, sb_node_t *b) {
-    if (!a) return b;
-    if (!b) return a;
-    if (prio(a) > prio(b)) {
-        a->right = t_merge(a->right, b);
-        fix(a);
-        return a;
-    }
-    b->left = t_merge(a, b->left);
-    fix(b);
-    return b;
-}
-
-static sb_node_t *t_insert(sb_node_t *t, sb_node_t *x) {
-    if (!t || prio(x) > prio(t)) {
-        t_split(t, x, &x->left, &x->right);
-        fix(x);
-        return x;
-    }
-    if (x < t)
-        t->left = t_insert(t->left, x);
-    else
-        t->right = t_insert(t->right, x);
-    fix(t);
-    return t;
-}
-
-static sb_node_t *t_delete(sb_node_t *t, sb_node_t *x) {
-    HL_CHECK(t != NULL); /* x must be in the tree */
-    if (t == x) return t_merge(t->left, t->right);
-    if (x < t)
-        t->left = t_delete(t->left, x);
-    else
-        t->right = t_delete(t->right, x);
-    fix(t);
-    return t;
-}
-
-/* x (in the tree) changed size: refresh lmax/rmax on the path down to it. */
-static void t_resized(sb_node_t *t, sb_node_t *x) {
-    HL_CHECK(t != NULL);
-    if (t == x) return;
-    if (x < t) {
-        t_resized(t->left, x);
-        t->lmax = tmax(t->left);
-    } else {
-        t_resized(t->right, x);
-        t->rmax = tmax(t->right);
-    }
-}
-
-/* Address-ordered first fit in one descent: the lowest-addressed free block
- * of at least `need` bytes, or NULL. */
-static sb_node_t *t_first_fit(sb_node_t *t, size_t need) {
-    if (tmax(t) < need) return NULL;
-    for (;;) {
-        if (t->lmax >= need)
-            t = t->left;
-        else if (bsize(t) >= need)
-            return t;
-        else
-            t = t->right; /* rmax >= need */
-    }
-}
 
 /* The segregation: which tree a free block is in follows from its size. */
 static inline void fb_insert(sb_node_t *x) {
