@@ -427,7 +427,7 @@ mod tests {
             for i in 0..200_000u64 {
                 let r = rng.next();
                 // times go forward, now and then backward (raised)
-                time = if r % 97 == 0 { time.saturating_sub(5) } else { time + (r >> 60) };
+                time = if r.is_multiple_of(97) { time.saturating_sub(5) } else { time + (r >> 60) };
                 let size = match (r >> 8) % 10 {
                     0 => 3,
                     1 => 128,

@@ -683,7 +683,7 @@ impl Ring {
 
     /// The first `bytes` of segment `i`, as words.
     pub fn segment(&self, i: u64, bytes: u64) -> Result<&[u64]> {
-        if i >= self.segs || bytes > self.seg_bytes || bytes % 8 != 0 {
+        if i >= self.segs || bytes > self.seg_bytes || !bytes.is_multiple_of(8) {
             bail!("the tool sent a bad segment token ({i}, {bytes} bytes)");
         }
         // SAFETY: the range lies inside the mapping (checked above), which is
