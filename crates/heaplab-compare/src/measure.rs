@@ -211,7 +211,8 @@ pub fn compare(
     let cg_limit = tools.callgrind_timeout();
     let mut cg_jobs: Vec<usize> = Vec::new();
     for i in phase1.iter().filter(|j| j.1 == 1).map(|j| j.0) {
-        let native = cells[i].touch.as_ref().and_then(|o| o.out.as_ref()).map(|o| o.timed_ns as f64 / 1e9);
+        let native =
+            cells[i].touch.as_ref().and_then(|o| o.out.as_ref()).map(|o| o.timed_ns as f64 / 1e9);
         match (native, cg_limit) {
             _ if cells[i].failure.is_some() => progress.step("skipped"),
             (Some(s), Some(limit)) if s * CALLGRIND_SLOWDOWN > limit.as_secs_f64() => {
@@ -230,7 +231,8 @@ pub fn compare(
         let i = cg_jobs[j];
         let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
         let out = replay::scratch(tools, trace, alloc, "callgrind.out");
-        let r = replay::run_callgrind(tools, alloc, trace, &out).map(|(o, p)| (o, (replay_costs(&p), p.total)));
+        let r = replay::run_callgrind(tools, alloc, trace, &out)
+            .map(|(o, p)| (o, (replay_costs(&p), p.total)));
         if !opts.keep_scratch {
             let _ = std::fs::remove_file(&out);
         }

@@ -9,7 +9,9 @@ use heaplab_refs::record::{self, Options};
 use heaplab_refs::vg::{Ended, VgTools};
 use heaplab_sim::config::CacheConfig;
 use heaplab_sim::oracle::{NaivePages, NaiveSweep};
-use heaplab_sim::{drive, Access, AccessSource, CacheSweep, IterSource, Mode, Next, PageSim, Part, Simulator};
+use heaplab_sim::{
+    drive, Access, AccessSource, CacheSweep, IterSource, Mode, Next, PageSim, Part, Simulator,
+};
 use heaplab_trace::refs::object_refs;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -72,7 +74,11 @@ fn the_merged_stream_is_the_recording_plus_the_allocator() {
     let p = object_refs(t).unwrap();
     for name in ["glibc", "bsd", "firstfit"] {
         let (s, all) = merged(name);
-        assert_eq!(s.app_heap_refs, p.stats.heap_refs(), "{name}: every recorded heap reference, re-issued");
+        assert_eq!(
+            s.app_heap_refs,
+            p.stats.heap_refs(),
+            "{name}: every recorded heap reference, re-issued"
+        );
         assert_eq!(s.app_other_refs, p.stats.other_reads + p.stats.other_writes, "{name}");
         assert_eq!(s.refs_to_null, 0);
         assert_eq!(s.events, p.objects.len() as u64 + 7, "{name}: 8 allocations and 7 frees");
@@ -87,16 +93,18 @@ fn the_merged_stream_is_the_recording_plus_the_allocator() {
 #[test]
 fn simulators_fed_from_the_merged_stream_match_the_oracle() {
     let (_, all) = merged("bsd");
-    let configs: Vec<CacheConfig> = [(512, 32, 1), (4096, 32, 2), (16384, 64, 8), (32768, 32, 1), (65536, 64, 4)]
-        .iter()
-        .map(|&(s, l, a)| CacheConfig::new(s, l, a).unwrap())
-        .collect();
+    let configs: Vec<CacheConfig> =
+        [(512, 32, 1), (4096, 32, 2), (16384, 64, 8), (32768, 32, 1), (65536, 64, 4)]
+            .iter()
+            .map(|&(s, l, a)| CacheConfig::new(s, l, a).unwrap())
+            .collect();
     let modes = [Mode::Unified, Mode::Split];
     let mut fast = CacheSweep::new(&configs, &modes);
     let mut naive = NaiveSweep::new(&configs, &modes);
     let mut pages = PageSim::new(4096).unwrap();
     let mut naive_pages = NaivePages::new(4096);
-    let sims: &mut [&mut dyn Simulator] = &mut [&mut fast, &mut naive, &mut pages, &mut naive_pages];
+    let sims: &mut [&mut dyn Simulator] =
+        &mut [&mut fast, &mut naive, &mut pages, &mut naive_pages];
     drive(&mut IterSource::new(all.iter().copied()), sims).unwrap();
     assert_eq!(fast.results(), naive.results());
     assert_eq!(pages.curve(), naive_pages.curve());

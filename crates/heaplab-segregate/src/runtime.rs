@@ -149,7 +149,7 @@ fn callgrind_run(
         let p = e?.path();
         if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cg.")) {
             let len = p.metadata()?.len();
-            if best.as_ref().map_or(true, |b| len > b.0) {
+            if best.as_ref().is_none_or(|b| len > b.0) {
                 best = Some((len, p));
             }
         }

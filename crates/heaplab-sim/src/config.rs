@@ -68,7 +68,7 @@ impl CacheConfig {
             ));
         }
         let way_bytes = line as u64 * assoc as u64;
-        if size == 0 || size % way_bytes != 0 || !(size / way_bytes).is_power_of_two() {
+        if size == 0 || !size.is_multiple_of(way_bytes) || !(size / way_bytes).is_power_of_two() {
             // Suggest the nearest sizes that give a power-of-two number of sets.
             let sets = (size / way_bytes).max(1);
             let lo = 1u64 << (63 - sets.leading_zeros());
@@ -134,7 +134,7 @@ impl fmt::Display for CacheConfig {
 pub fn fmt_bytes(n: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (u, s) in UNITS {
-        if n >= u && n % u == 0 {
+        if n >= u && n.is_multiple_of(u) {
             return format!("{}{}", n / u, s);
         }
     }

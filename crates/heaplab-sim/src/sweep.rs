@@ -257,7 +257,7 @@ impl TagMatch for Avx2 {
     #[inline(always)]
     fn mask<const W: usize>(t: &[u64; W], line: u64) -> u32 {
         use std::arch::x86_64::*;
-        if W % 4 != 0 {
+        if !W.is_multiple_of(4) {
             return Scalar::mask(t, line);
         }
         let mut hit = 0u32;

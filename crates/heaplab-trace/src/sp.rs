@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(read_sp(&p).unwrap(), vec![(0, 100), (1, 116), (3, 148), (4, 164)]);
         let mut r = TraceReader::new(&bytes[..], "t").unwrap();
         let mut n = 0;
-        while let Some(_) = r.next_event().unwrap() {
+        while r.next_event().unwrap().is_some() {
             n += 1;
         }
         assert_eq!(n, 5);

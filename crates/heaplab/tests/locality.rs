@@ -60,7 +60,7 @@ fn heaplab_locality_writes_tables_and_json() {
     let json = dir().join("loc.json");
     let report = dir().join("report");
     let heaplab = env!("CARGO_BIN_EXE_heaplab");
-    let o = std::process::Command::new(&heaplab)
+    let o = std::process::Command::new(heaplab)
         .args([
             "locality",
             "--quiet",

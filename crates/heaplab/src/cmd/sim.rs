@@ -472,17 +472,6 @@ fn table_frames(distinct: u64, rows: usize) -> Vec<u64> {
     v
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn frames_cover_both_ends() {
-        assert_eq!(super::table_frames(1, 12), vec![1]);
-        let v = super::table_frames(1000, 4);
-        assert_eq!(v, vec![1, 10, 100, 1000]);
-        assert!(super::table_frames(0, 5).is_empty());
-    }
-}
-
 /// The two inputs, behind one face: run the simulators, then report counts
 /// in din's terms (for a trace, "lines" are the records read).
 trait Input {
@@ -524,5 +513,16 @@ impl<R: std::io::Read> Input for TraceInput<R> {
     }
     fn format(&self) -> &'static str {
         "hltrace"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn frames_cover_both_ends() {
+        assert_eq!(super::table_frames(1, 12), vec![1]);
+        let v = super::table_frames(1000, 4);
+        assert_eq!(v, vec![1, 10, 100, 1000]);
+        assert!(super::table_frames(0, 5).is_empty());
     }
 }
