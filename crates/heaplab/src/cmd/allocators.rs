@@ -98,6 +98,10 @@ pub fn resolve(spec: &str) -> Result<Choice> {
     if spec.contains(',') || matches!(spec, "all" | "zoo" | "heaplab" | "peers") {
         bail!("--allocator takes one allocator, not the list {spec:?} (`heaplab compare --live --allocators {spec} -- PROG` runs a program on many)");
     }
+    let is_path = spec.contains('/') || spec.ends_with(".so") || spec.contains(".so.");
+    if is_path && !std::path::Path::new(spec).is_file() {
+        bail!("no such shared object: {spec}");
+    }
     let tools = heaplab_compare::tools::Tools::from_home(&paths::home());
     let mut found = heaplab_compare::alloc::resolve(&[spec.to_string()], &tools)?;
     let Some(a) = found.pop() else { bail!("no allocator {spec:?}; see `heaplab allocators`") };
@@ -106,7 +110,7 @@ pub fn resolve(spec: &str) -> Result<Choice> {
     }
     let heaplab = a.source == heaplab_compare::alloc::Source::Heaplab;
     // The name as given: compare labels a path by its file stem.
-    let name = if a.preload.is_some() && spec.contains('/') { spec.to_string() } else { a.name };
+    let name = if is_path { spec.to_string() } else { a.name };
     Ok(Choice { name, preload: a.preload, env: a.env, heaplab })
 }
 
