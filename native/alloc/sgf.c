@@ -76,15 +76,12 @@
 #include "hl_alloc.h"
 
 #include <stdbool.h>
-#include <string.h>
 
-#define W        8  /* one tag word */
 #define MINBLOCK 32 /* header, next, prev, footer */
-#define CINUSE   ((size_t)1)
-#define PINUSE   ((size_t)2)
-#define FLAGS    ((size_t)15)
 #define NLISTS   8  /* 003 §4 */
 #define RANGE    64 /* bytes of block size per list */
+
+#include "btag.h"
 
 typedef struct sg_free {
     size_t hdr; /* size | PINUSE | CINUSE */
@@ -92,41 +89,10 @@ typedef struct sg_free {
 } sg_free_t;
 
 static sg_free_t heads[NLISTS]; /* sentinels: heads[i].next is the most recently freed */
-static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
-static size_t page;
-
-static inline size_t tag_size(size_t t) {
-    return t & ~FLAGS;
-}
-static inline size_t *hdr(void *b) {
-    return (size_t *)b;
-}
-static inline size_t bsize(const void *b) {
-    return tag_size(*(const size_t *)b);
-}
-static inline size_t *ftr(void *b, size_t sz) {
-    return (size_t *)((char *)b + sz - W);
-}
-static inline size_t request_block(size_t n) {
-    size_t b = HL_ALIGN_UP(n + W, 16);
-    return b < MINBLOCK ? MINBLOCK : b;
-}
 
 /* The list that holds free blocks of size sz. */
 static inline unsigned range_of(size_t sz) {
     return sz >= (NLISTS - 1) * RANGE ? NLISTS - 1 : (unsigned)(sz / RANGE);
-}
-
-/* Tag writers.  A free block's header always has PINUSE (its left neighbour
- * is in use: no two free blocks touch) and clears the PINUSE of the next. */
-static inline void mark_free(char *b, size_t sz) {
-    *hdr(b) = sz | PINUSE;
-    *ftr(b, sz) = sz;
-    *hdr(b + sz) &= ~PINUSE;
-}
-static inline void mark_used(char *b, size_t sz, size_t pinuse) {
-    *hdr(b) = sz | CINUSE | pinuse;
-    *hdr(b + sz) |= PINUSE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -174,189 +140,38 @@ static sg_free_t *find(size_t need) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Blocks: coalescing, growth, splitting                                     */
+/* The free set (btag.h calls these)                                         */
 /* ------------------------------------------------------------------------ */
 
-/* b (sz bytes, header with a correct PINUSE, no longer in use) goes back:
- * merged with a free neighbour on either side, then to the front of its
- * list.  Returns the free block that holds it. */
-static char *release(char *b, size_t sz) {
-    size_t h = *hdr(b);
-    char *next = b + sz;
-    size_t nh = *hdr(next);
-    if (!(nh & CINUSE)) {
-        list_remove((sg_free_t *)next);
-        sz += tag_size(nh);
-    }
-    if (!(h & PINUSE)) {
-        char *pb = b - *(size_t *)(b - W);
-        list_remove((sg_free_t *)pb);
-        sz += bsize(pb);
-        b = pb;
-    }
-    mark_free(b, sz);
+/* A freed or coalesced block goes to the front of its list. */
+static void fs_insert(char *b) {
     list_push((sg_free_t *)b);
-    return b;
 }
-
-/* Extend the heap by at least `want` bytes, keeping the break page aligned;
- * returns the new bytes as a block (from the old epilogue on) of *got bytes
- * whose header is written in use with the right PINUSE.  NULL if the
- * platform says no. */
-static char *extend(size_t want, size_t *got) {
-    if (!heap_hi) {
-        char *base = hl_sbrk(2 * W);
-        if (!base) return NULL;
-        heap_lo = heap_hi = base + W;
-        *hdr(heap_hi) = CINUSE | PINUSE;
+static void fs_delete(char *b) {
+    list_remove((sg_free_t *)b);
+}
+static void fs_grew(char *b, size_t old) {
+    list_remove((sg_free_t *)b);
+    list_push((sg_free_t *)b);
+}
+/* A split keeps the remainder's place in its list unless its range changes. */
+static void fs_shrank(char *b, size_t old) {
+    if (range_of(bsize(b)) != range_of(old)) {
+        list_remove((sg_free_t *)b);
+        list_push((sg_free_t *)b);
     }
-    uintptr_t brk = (uintptr_t)heap_hi + W;
-    if (want < MINBLOCK) want = MINBLOCK;
-    size_t incr = HL_ALIGN_UP(brk + want, page) - brk;
-    if (!hl_sbrk((intptr_t)incr)) return NULL;
-    char *b = heap_hi;
-    heap_hi += incr;
-    *hdr(heap_hi) = CINUSE | PINUSE;              /* new epilogue */
-    *hdr(b) = incr | CINUSE | (*hdr(b) & PINUSE); /* the old epilogue's PINUSE */
-    *got = incr;
-    return b;
 }
-
-/* No free block fits: grow the heap so that one does (by only what a free
- * block at the top lacks) and return it. */
-static sg_free_t *__attribute__((noinline)) grow(size_t need) {
-    size_t have = 0;
-    if (heap_hi && !(*hdr(heap_hi) & PINUSE))
-        have = *(size_t *)(heap_hi - W); /* the footer of the free top block */
-    size_t got;
-    char *b = extend(need - have, &got);
-    return b ? (sg_free_t *)release(b, got) : NULL;
+/* Cost: a look at up to eight list heads and a walk of one list, two loads
+ * and a compare per block (the whole list unless an exact fit turns up). */
+static char *fs_find(size_t need) {
+    return (char *)find(need);
 }
-
-/* Allocate `need` bytes from the free block x: its upper part if the rest can
- * stay a free block (x keeps its address, and its place in its list unless
- * its range changes), else all of it. */
-static void *take(sg_free_t *x, size_t need) {
-    char *b = (char *)x;
-    size_t sz = bsize(x), rest = sz - need;
-    if (rest >= MINBLOCK) {
-        mark_free(b, rest);
-        if (range_of(rest) != range_of(sz)) {
-            list_remove(x);
-            list_push(x);
-        }
-        char *u = b + rest;
-        mark_used(u, need, 0);
-        return u + W;
-    }
-    list_remove(x);
-    mark_used(b, sz, PINUSE);
-    return b + W;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The malloc interface                                                      */
-/* ------------------------------------------------------------------------ */
 
 static int sg_init(void) {
-    page = hl_page_size();
+    bt_init();
     for (unsigned r = 0; r < NLISTS; r++)
         heads[r].next = heads[r].prev = &heads[r];
     return 0;
-}
-
-/* Cost: a look at up to eight list heads and a walk of one list, two loads
- * and a compare per block (the whole list unless an exact fit turns up). */
-static void *sg_malloc(size_t n) {
-    size_t need = request_block(n);
-    sg_free_t *x = find(need);
-    if (HL_UNLIKELY(!x) && !(x = grow(need))) return NULL;
-    return take(x, need);
-}
-
-static inline char *checked_block(void *p, const char *what) {
-    char *b = (char *)p - W;
-    if (HL_UNLIKELY(b < heap_lo || b >= heap_hi || ((uintptr_t)p & 15) || !(*hdr(b) & CINUSE) ||
-                    bsize(b) < MINBLOCK || bsize(b) > (size_t)(heap_hi - b) ||
-                    !(*hdr(b + bsize(b)) & PINUSE)))
-        hl_fatal("%s(%p): not a block in use (double free or corruption)", what, p);
-    return b;
-}
-
-static void sg_free(void *p) {
-    char *b = checked_block(p, "free");
-    *hdr(b) &= ~CINUSE; /* a stale header left inside a merged block must not read as in use */
-    release(b, bsize(b));
-}
-
-static size_t sg_usable_size(void *p) {
-    return bsize(checked_block(p, "malloc_usable_size")) - W;
-}
-
-/* Cut the in-use block b of sz bytes down to `keep` if the tail can stand as
- * a free block; the tail is coalesced with what follows. */
-static void shrink(char *b, size_t sz, size_t keep) {
-    HL_ASSERT(keep <= sz);
-    if (sz - keep < MINBLOCK) return;
-    *hdr(b) = keep | CINUSE | (*hdr(b) & PINUSE);
-    char *t = b + keep;
-    *hdr(t) = (sz - keep) | PINUSE;
-    release(t, sz - keep);
-}
-
-static void *sg_realloc(void *p, size_t n) {
-    char *b = checked_block(p, "realloc");
-    size_t sz = bsize(b), need = request_block(n), pin = *hdr(b) & PINUSE;
-    if (need <= sz) {
-        shrink(b, sz, need);
-        return p;
-    }
-    char *next = b + sz;
-    size_t nh = *hdr(next), nsz = (nh & CINUSE) ? 0 : tag_size(nh);
-    if (nsz && sz + nsz >= need) { /* grow into the free right neighbour */
-        list_remove((sg_free_t *)next);
-        sz += nsz;
-        mark_used(b, sz, pin);
-        shrink(b, sz, need);
-        return p;
-    }
-    if (next + nsz == heap_hi) { /* at the top of the heap: extend it */
-        size_t got;
-        if (extend(need - sz - nsz, &got)) {
-            if (nsz) list_remove((sg_free_t *)next);
-            sz += nsz + got;
-            mark_used(b, sz, pin);
-            /* no shrink: the page-rounding surplus stays in the block, so that
-             * nothing can be put above it and its next growth is in place too */
-            return p;
-        }
-    }
-    void *q = sg_malloc(n);
-    if (!q) return NULL;
-    memcpy(q, p, sz - W);
-    sg_free(p);
-    return q;
-}
-
-/* Over-allocate, then give back the part below the aligned payload (a free
- * block of at least MINBLOCK) and the tail. */
-static void *sg_memalign(size_t align, size_t n) {
-    size_t need = request_block(n); /* the lead taken off below leaves at least this */
-    char *p = sg_malloc(need + align + MINBLOCK);
-    if (!p) return NULL;
-    char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
-    if (q != p && (size_t)(q - p) < MINBLOCK) q += align;
-    char *b = p - W, *qb = q - W;
-    size_t sz = bsize(b);
-    if (q != p) {
-        size_t lead = (size_t)(q - p);
-        *hdr(qb) = (sz - lead) | CINUSE; /* PINUSE clear: the lead becomes free */
-        *hdr(b) = lead | (*hdr(b) & PINUSE);
-        release(b, lead);
-        sz -= lead;
-    }
-    shrink(qb, sz, need);
-    return q;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -368,29 +183,7 @@ static inline bool in_heap(const void *x) {
 }
 
 static void sg_check(void) {
-    size_t nfree = 0;
-    if (heap_hi) {
-        bool prev_used = true;
-        char *b = heap_lo;
-        while (b < heap_hi) {
-            size_t t = *hdr(b), sz = tag_size(t);
-            HL_CHECK(((uintptr_t)b & 15) == 8);
-            HL_CHECK(sz >= MINBLOCK && (t & (FLAGS & ~(CINUSE | PINUSE))) == 0);
-            HL_CHECK(sz <= (size_t)(heap_hi - b));
-            HL_CHECK(!!(t & PINUSE) == prev_used); /* PINUSE mirrors the block before */
-            bool used = t & CINUSE;
-            if (!used) {
-                HL_CHECK(prev_used);         /* no two free blocks touch */
-                HL_CHECK(*ftr(b, sz) == sz); /* footer == header size */
-                nfree++;
-            }
-            prev_used = used;
-            b += sz;
-        }
-        HL_CHECK(b == heap_hi);
-        HL_CHECK(tag_size(*hdr(heap_hi)) == 0 && (*hdr(heap_hi) & CINUSE));
-        HL_CHECK(!!(*hdr(heap_hi) & PINUSE) == prev_used);
-    }
+    size_t nfree = bt_check_heap(NULL);
     size_t listed = 0;
     for (unsigned r = 0; r < NLISTS; r++) {
         sg_free_t *h = &heads[r];
@@ -412,10 +205,10 @@ const hl_alloc_t hl_alloc_sgf = {
              "best fit within a list, coalescing",
              "003 §4"},
     .init = sg_init,
-    .malloc = sg_malloc,
-    .free = sg_free,
-    .usable_size = sg_usable_size,
-    .realloc = sg_realloc,
-    .memalign = sg_memalign,
+    .malloc = bt_malloc,
+    .free = bt_free,
+    .usable_size = bt_usable_size,
+    .realloc = bt_realloc,
+    .memalign = bt_memalign,
     .check = sg_check,
 };
