@@ -499,6 +499,13 @@ pub fn text_report(e: &[Entry]) -> String {
     o
 }
 
+/// One line of a stored figure, `[name, [[x, ratio], ...]]` (a missing ratio
+/// reads 0), thinned to at most 400 points (`log`: evenly on a log x axis).
+fn ratio_series(fig: &Value, log: bool) -> LineSeries {
+    let points = arr(&fig[1]).iter().map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0))).collect();
+    LineSeries::new(&s(&fig[0]), thin(points, 400, log))
+}
+
 /// At most about `max` of the points, spread evenly along x (on a log scale
 /// when `log`), the first and the last kept: a figure needs no more.
 fn thin(points: Vec<(f64, f64)>, max: usize, log: bool) -> Vec<(f64, f64)> {
@@ -543,17 +550,7 @@ pub fn html(e: &[Entry], title: &str, command: &str) -> String {
             ..Lines::default()
         };
         for fig in arr(&x.study["figure3"]) {
-            l.series.push(LineSeries::new(
-                &s(&fig[0]),
-                thin(
-                    arr(&fig[1])
-                        .iter()
-                        .map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0)))
-                        .collect(),
-                    400,
-                    true,
-                ),
-            ));
+            l.series.push(ratio_series(fig, true));
         }
         r.figure(&l.to_svg(), &format!("Figure 3 ({}): the references to the j most referenced pages, relative to DEFAULT's j most referenced.", x.label));
     }
@@ -566,17 +563,7 @@ pub fn html(e: &[Entry], title: &str, command: &str) -> String {
             ..Lines::default()
         };
         for fig in arr(&x.study["figure4"]) {
-            l.series.push(LineSeries::new(
-                &s(&fig[0]),
-                thin(
-                    arr(&fig[1])
-                        .iter()
-                        .map(|p| (u(&p[0]) as f64, f(&p[1]).unwrap_or(0.0)))
-                        .collect(),
-                    400,
-                    false,
-                ),
-            ));
+            l.series.push(ratio_series(fig, false));
         }
         r.figure(&l.to_svg(), &format!("Figure 4 ({}): page faults beyond the fill faults, per reference, relative to DEFAULT's; after DEFAULT's drop-down, relative to its last non-zero value.", x.label));
         let mut a = Lines {
