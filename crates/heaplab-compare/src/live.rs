@@ -133,10 +133,10 @@ fn run_once(
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet waited for (std's Child is never
-    // waited on: it is dropped below without wait); status and ru are valid
-    // out-pointers for the duration of the call.
     let r = loop {
+        // SAFETY: pid is our own child, not yet waited for (std's Child is never
+        // waited on: it is dropped below without wait); status and ru are valid
+        // out-pointers for the duration of the call.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             break r;

@@ -26,7 +26,7 @@ fn stats_table_matches_the_golden_file() {
 
 #[test]
 fn stats_json_has_the_documented_fields() {
-    let out = heaplab(&["stats", "--json", "testdata/vectors/basic.hltrace"]);
+    let out = heaplab(&["stats", "testdata/vectors/basic.hltrace", "--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for k in ["allocations", "frees", "reallocs", "peak_live_bytes", "peak_live_objects"] {
@@ -108,8 +108,8 @@ fn convert_round_trips_rep_and_dump() {
         std::fs::read_to_string(&back).unwrap(),
         "500\n2\n5\n1\na 0 100\na 1 200\nr 0 300\nf 1\nf 0\n"
     );
-    let a = heaplab(&["stats", "--json", t.to_str().unwrap()]);
-    let c = heaplab(&["stats", "--json", t2.to_str().unwrap()]);
+    let a = heaplab(&["stats", t.to_str().unwrap(), "--json"]);
+    let c = heaplab(&["stats", t2.to_str().unwrap(), "--json"]);
     assert_eq!(
         text(&a.stdout).replace(t.to_str().unwrap(), ""),
         text(&c.stdout).replace(t2.to_str().unwrap(), "")
