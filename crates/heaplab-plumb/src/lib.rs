@@ -1,6 +1,8 @@
 //! heaplab's plumbing: what every study needs from the machine, written once
 //! (ripgrep's `grep-cli` is the model).
 //!
+//! - [`cmdline`]: a program given as one string, split into words as a shell
+//!   would, run without one;
 //! - [`input`]: inputs that are pipes or FIFOs copied to private files first;
 //! - [`layout`]: where the native builds and installed files are (a checkout
 //!   or an installed tree, found relative to the running binary);
@@ -37,6 +39,7 @@
 pub mod alloc;
 pub mod callgrind;
 pub mod cbuild;
+pub mod cmdline;
 pub mod input;
 pub mod layout;
 pub mod output;
