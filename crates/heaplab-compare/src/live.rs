@@ -337,7 +337,8 @@ pub fn live(
             let _ = std::fs::remove_file(file(a, &format!("stdout.{r}")).with_extension("stderr"));
         }
     }
-    let _ = std::fs::remove_dir(&tools.work_dir);
+    // The work directory itself is the tools' private one: it goes when they
+    // do (removing it here could let a parallel call recreate it unprivate).
     Ok(records)
 }
 
