@@ -1,5 +1,5 @@
 //! The locality study of papers 000 and 003 on one recorded trace: every
-//! allocator measured ([`crate::measure`]), then the figures derived.
+//! allocator measured (`heaplab_refs::measure`), then the figures derived.
 //!
 //! ```text
 //!   trace (EVENTS + REFS) ─┬─ allocator 1 ─ measure ─┐
@@ -12,10 +12,10 @@
 //! Every number comes from a simulation of the merged stream; nothing is
 //! taken from the papers but their configurations and the penalty P = 25.
 
-use crate::measure::{self, Cell, MeasureStats, SimSpec};
-use crate::vg::VgTools;
 use anyhow::Result;
+use heaplab_plumb::vg::VgTools;
 use heaplab_plumb::Allocator;
+use heaplab_refs::measure::{self, Cell, MeasureStats, SimSpec};
 use heaplab_sim::config::{fmt_bytes, CacheConfig};
 use heaplab_sim::{CacheResult, Mode, Part};
 use serde::Serialize;
@@ -308,7 +308,7 @@ pub fn run(
     opts: &Options,
     mut progress: impl FnMut(usize, &str, Option<&Result<Cell>>),
 ) -> Result<Locality> {
-    let scratch = crate::vg::Scratch::new("locality")?;
+    let scratch = heaplab_plumb::vg::Scratch::new("locality")?;
     let events = scratch.dir.join("events.hltrace");
     measure::events_only(trace, &events)?;
     let meta = heaplab_trace::TraceReader::open(trace)?.meta().clone();
