@@ -328,14 +328,14 @@ impl FastEncoder {
     pub fn stats(&self) -> RefsStats {
         let (n, b) = (&self.hot.counts_n, &self.hot.counts_b);
         RefsStats {
-            heap_reads: n[0],
-            heap_writes: n[1],
-            heap_read_bytes: b[0],
-            heap_write_bytes: b[1],
-            other_reads: n[2],
-            other_writes: n[3],
-            other_read_bytes: b[2],
-            other_write_bytes: b[3],
+            heap_loads: n[0],
+            heap_stores: n[1],
+            heap_load_bytes: b[0],
+            heap_store_bytes: b[1],
+            other_loads: n[2],
+            other_stores: n[3],
+            other_load_bytes: b[2],
+            other_store_bytes: b[3],
             events_placed: self.events_placed,
             instructions: self.instructions,
         }
@@ -490,7 +490,7 @@ mod tests {
             assert_eq!(a.stats(), b.stats());
             assert_eq!(a.raised_times, b.raised_times());
             assert!(
-                b.raised_times() > 0 && b.stats().heap_refs() > 0 && b.stats().other_writes > 0
+                b.raised_times() > 0 && b.stats().heap_refs() > 0 && b.stats().other_stores > 0
             );
         }
     }

@@ -210,18 +210,25 @@ fn object_profile_gives_lifetimes_and_counts() {
     write_block(&mut w, &mut enc).unwrap();
     let bytes = w.finish(&End::default()).unwrap();
 
-    let p = object_refs_from(RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap())).unwrap();
-    assert!(p.has_refs);
+    let mut r = RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap());
+    let p = object_profile_from(&mut r, &[]).unwrap();
+    assert!(p.has_refs && !p.has_sp);
     assert_eq!(p.end, 50);
     let o = &p.objects;
-    assert_eq!(o.len(), 3);
+    assert_eq!(o.len(), 2, "the realloc continues b");
     assert_eq!((o[0].born, o[0].died, o[0].lifetime(p.end)), (10, Some(30), 20));
-    assert_eq!((o[0].reads, o[0].writes, o[0].read_bytes, o[0].write_bytes), (1, 2, 8, 16));
-    assert_eq!((o[1].born, o[1].died, o[1].reads, o[1].size), (20, Some(40), 1, 100));
-    assert_eq!((o[2].born, o[2].died, o[2].lifetime(p.end), o[2].writes), (40, None, 10, 1));
+    assert_eq!((o[0].loads, o[0].stores, o[0].load_bytes, o[0].store_bytes), (1, 2, 8, 16));
     assert!((o[0].density() - 3.0 / 24.0).abs() < 1e-12);
+    // b: born a calloc of 100, reallocated to 200 (its store counts), live at the end
+    assert_eq!((o[1].born, o[1].died, o[1].lifetime(p.end)), (20, None, 30));
+    assert_eq!((o[1].size, o[1].max_size, o[1].reallocs), (100, 200, 1));
+    assert_eq!((o[1].loads, o[1].stores, o[1].kind), (1, 1, Kind::Calloc.code()));
+    assert!((o[1].density() - 2.0 / 200.0).abs() < 1e-12);
+    assert_eq!(p.of_id(c), Some(&o[1]));
+    assert_eq!(p.of_id(b), Some(&o[1]));
+    assert_eq!(p.of_id(9), None);
     assert_eq!(p.stats.heap_refs(), 5);
-    assert_eq!(p.stats.other_reads, 1);
+    assert_eq!(p.stats.other_loads, 1);
 }
 
 #[test]
@@ -233,7 +240,8 @@ fn a_trace_without_refs_reads_as_events_only() {
     let bytes = w.finish(&End::default()).unwrap();
     let got = read_all(&bytes).unwrap();
     assert_eq!(got.len(), 2);
-    let p = object_refs_from(RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap())).unwrap();
+    let mut r = RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap());
+    let p = object_profile_from(&mut r, &[]).unwrap();
     assert!(!p.has_refs);
     assert_eq!(p.objects.len(), 1);
 }

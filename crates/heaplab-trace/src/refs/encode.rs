@@ -242,14 +242,14 @@ impl RefsEncoder {
     pub fn stats(&self) -> RefsStats {
         let (n, b) = (&self.counts_n, &self.counts_b);
         RefsStats {
-            heap_reads: n[0],
-            heap_writes: n[1],
-            heap_read_bytes: b[0],
-            heap_write_bytes: b[1],
-            other_reads: n[2],
-            other_writes: n[3],
-            other_read_bytes: b[2],
-            other_write_bytes: b[3],
+            heap_loads: n[0],
+            heap_stores: n[1],
+            heap_load_bytes: b[0],
+            heap_store_bytes: b[1],
+            other_loads: n[2],
+            other_stores: n[3],
+            other_load_bytes: b[2],
+            other_store_bytes: b[3],
             ..self.stats
         }
     }

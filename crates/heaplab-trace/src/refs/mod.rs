@@ -55,7 +55,7 @@ mod objects;
 mod read;
 
 pub use encode::{write_block, RefsEncoder};
-pub use objects::{object_refs, object_refs_from, ObjectProfile, ObjectRefs};
+pub use objects::{object_profile, object_profile_from, Object, ObjectProfile};
 pub use read::RefsReader;
 
 /// Largest number of records in one REFS block.
@@ -130,14 +130,14 @@ pub enum RefItem {
 /// Counts over a REFS stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RefsStats {
-    pub heap_reads: u64,
-    pub heap_writes: u64,
-    pub heap_read_bytes: u64,
-    pub heap_write_bytes: u64,
-    pub other_reads: u64,
-    pub other_writes: u64,
-    pub other_read_bytes: u64,
-    pub other_write_bytes: u64,
+    pub heap_loads: u64,
+    pub heap_stores: u64,
+    pub heap_load_bytes: u64,
+    pub heap_store_bytes: u64,
+    pub other_loads: u64,
+    pub other_stores: u64,
+    pub other_load_bytes: u64,
+    pub other_store_bytes: u64,
     /// Events placed by EVENTS records.
     pub events_placed: u64,
     /// Total instructions (from the END record), if there was one.
@@ -147,30 +147,30 @@ pub struct RefsStats {
 impl RefsStats {
     /// Every reference.
     pub fn refs(&self) -> u64 {
-        self.heap_refs() + self.other_reads + self.other_writes
+        self.heap_refs() + self.other_loads + self.other_stores
     }
     /// References into heap objects.
     pub fn heap_refs(&self) -> u64 {
-        self.heap_reads + self.heap_writes
+        self.heap_loads + self.heap_stores
     }
     pub(crate) fn count(&mut self, r: &Ref) {
         let b = u64::from(r.size);
         match (r.target, r.write) {
             (Target::Object { .. }, false) => {
-                self.heap_reads += 1;
-                self.heap_read_bytes += b;
+                self.heap_loads += 1;
+                self.heap_load_bytes += b;
             }
             (Target::Object { .. }, true) => {
-                self.heap_writes += 1;
-                self.heap_write_bytes += b;
+                self.heap_stores += 1;
+                self.heap_store_bytes += b;
             }
             (Target::Other { .. }, false) => {
-                self.other_reads += 1;
-                self.other_read_bytes += b;
+                self.other_loads += 1;
+                self.other_load_bytes += b;
             }
             (Target::Other { .. }, true) => {
-                self.other_writes += 1;
-                self.other_write_bytes += b;
+                self.other_stores += 1;
+                self.other_store_bytes += b;
             }
         }
     }
