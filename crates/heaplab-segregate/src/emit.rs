@@ -200,6 +200,7 @@ impl Builder {
             "common/hl_unwind.h",
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
+            "alloc/btag.h",
         ]
         .iter()
         .map(|h| n.join(h))
