@@ -17,7 +17,8 @@ alloc_links  = $(shell awk -F'|' -v n='$(1)' '/^[ \t]*[a-z0-9_]/ { a=$$1; gsub(/
 ALLOC_CFLAGS  := $(CFLAGS) -I$(ALLOC_DIR) -fvisibility=hidden -Werror -Wshadow -Wstrict-prototypes \
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  -ftls-model=initial-exec
-ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h $(ALLOC_DIR)/aotreap.h $(ALLOC_DIR)/btag.h $(NATIVE)/common/heaplab_site.h
+ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h $(ALLOC_DIR)/aotreap.h $(ALLOC_DIR)/btag.h \
+                 $(NATIVE)/common/heaplab_site.h $(NATIVE)/common/hl_fmt.h
 ALLOC_COMMON  := $(ALLOC_OBJ)/platform.o $(ALLOC_OBJ)/pad.o
 ALLOC_LIBS    := $(foreach n,$(ALLOC_NAMES),$(LIBDIR)/libheaplab-$(n).so)
 ALLOC_TESTBIN := $(BINDIR)/alloc-conform $(BINDIR)/alloc-random $(BINDIR)/alloc-threads \

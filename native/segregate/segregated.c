@@ -64,6 +64,7 @@
  */
 #include "hl_alloc.h"
 #include "heaplab_site.h"
+#include "hl_fmt.h"
 #include "seg.h"
 
 #include <stdbool.h>
@@ -528,78 +529,48 @@ static void segregated_check(void) {
 /* The report (seg_os.c writes it at exit when HEAPLAB_SEG_REPORT is set)    */
 /* ------------------------------------------------------------------------ */
 
-static size_t put(char *b, size_t cap, size_t at_, const char *s) {
-    size_t n = strlen(s);
-    if (at_ + n < cap) memcpy(b + at_, s, n);
-    return at_ + n;
-}
-
-static size_t put_u(char *b, size_t cap, size_t at_, uint64_t v) {
-    char t[24];
-    int i = 23;
-    t[i] = 0;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(b, cap, at_, t + i);
-}
-
-static size_t put_x(char *b, size_t cap, size_t at_, uint64_t v) {
-    char t[24];
-    int i = 23;
-    t[i] = 0;
-    do {
-        t[--i] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    t[--i] = 'x';
-    t[--i] = '0';
-    return put(b, cap, at_, t + i);
-}
-
 size_t hl_seg_report(char *b, size_t cap) {
     static const char *cls[HL_SEG_CLASSES] = {"other", "SL", "HR", "nonHR"};
-    size_t n = 0;
-    n = put(b, cap, n, "{\"predictor\":\"");
-    n = put(b, cap, n, hl_seg_table.name ? hl_seg_table.name : "?");
-    n = put(b, cap, n, "\",\"entries\":");
-    n = put_u(b, cap, n, hl_seg_table.n);
-    n = put(b, cap, n, ",\"segments\":[");
+    hl_str_t o = hl_str(b, cap);
+    hl_str_puts(&o, "{\"predictor\":\"");
+    hl_str_puts(&o, hl_seg_table.name ? hl_seg_table.name : "?");
+    hl_str_puts(&o, "\",\"entries\":");
+    hl_str_u(&o, hl_seg_table.n);
+    hl_str_puts(&o, ",\"segments\":[");
     for (unsigned i = 0; i < nsegs; i++) {
         seg_t *s = &segs[i];
-        n = put(b, cap, n, i ? ",{\"class\":\"" : "{\"class\":\"");
-        n = put(b, cap, n, nsegs == 1 ? "all" : cls[i]);
-        n = put(b, cap, n, "\",\"first\":\"");
-        n = put_x(b, cap, n, (uintptr_t)seg_first(s));
-        n = put(b, cap, n, "\",\"end\":\"");
-        n = put_x(b, cap, n, (uintptr_t)seg_end(s));
-        n = put(b, cap, n, "\",\"objects\":");
-        n = put_u(b, cap, n, s->objects);
-        n = put(b, cap, n, ",\"hinted\":");
-        n = put_u(b, cap, n, s->hinted);
-        n = put(b, cap, n, ",\"runtime\":");
-        n = put_u(b, cap, n, s->runtime);
-        n = put(b, cap, n, ",\"bytes_live\":");
-        n = put_u(b, cap, n, s->bytes_live);
-        n = put(b, cap, n, ",\"bytes_peak\":");
-        n = put_u(b, cap, n, s->bytes_peak);
-        n = put(b, cap, n, ",\"grows\":");
-        n = put_u(b, cap, n, s->heap.grows);
-        n = put(b, cap, n, "}");
+        hl_str_puts(&o, i ? ",{\"class\":\"" : "{\"class\":\"");
+        hl_str_puts(&o, nsegs == 1 ? "all" : cls[i]);
+        hl_str_puts(&o, "\",\"first\":\"");
+        hl_str_x(&o, (uintptr_t)seg_first(s));
+        hl_str_puts(&o, "\",\"end\":\"");
+        hl_str_x(&o, (uintptr_t)seg_end(s));
+        hl_str_puts(&o, "\",\"objects\":");
+        hl_str_u(&o, s->objects);
+        hl_str_puts(&o, ",\"hinted\":");
+        hl_str_u(&o, s->hinted);
+        hl_str_puts(&o, ",\"runtime\":");
+        hl_str_u(&o, s->runtime);
+        hl_str_puts(&o, ",\"bytes_live\":");
+        hl_str_u(&o, s->bytes_live);
+        hl_str_puts(&o, ",\"bytes_peak\":");
+        hl_str_u(&o, s->bytes_peak);
+        hl_str_puts(&o, ",\"grows\":");
+        hl_str_u(&o, s->heap.grows);
+        hl_str_c(&o, '}');
     }
-    n = put(b, cap, n, "],\"hints\":");
-    n = put_u(b, cap, n, hints);
-    n = put(b, cap, n, ",\"hints_predicted\":");
-    n = put_u(b, cap, n, hint_found);
-    n = put(b, cap, n, ",\"runtime_lookups\":");
-    n = put_u(b, cap, n, runtime_calls);
-    n = put(b, cap, n, ",\"runtime_predicted\":");
-    n = put_u(b, cap, n, runtime_found);
-    n = put(b, cap, n, ",\"runtime_frames\":");
-    n = put_u(b, cap, n, runtime_frames);
-    n = put(b, cap, n, "}\n");
-    return n;
+    hl_str_puts(&o, "],\"hints\":");
+    hl_str_u(&o, hints);
+    hl_str_puts(&o, ",\"hints_predicted\":");
+    hl_str_u(&o, hint_found);
+    hl_str_puts(&o, ",\"runtime_lookups\":");
+    hl_str_u(&o, runtime_calls);
+    hl_str_puts(&o, ",\"runtime_predicted\":");
+    hl_str_u(&o, runtime_found);
+    hl_str_puts(&o, ",\"runtime_frames\":");
+    hl_str_u(&o, runtime_frames);
+    hl_str_puts(&o, "}\n");
+    return o.len;
 }
 
 /* ------------------------------------------------------------------------ */

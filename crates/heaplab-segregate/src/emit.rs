@@ -201,6 +201,7 @@ impl Builder {
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
             "alloc/btag.h",
+            "common/hl_fmt.h",
         ]
         .iter()
         .map(|h| n.join(h))
