@@ -111,23 +111,9 @@ static int ab_init(void) {
     bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     return 0;
 }
-static void *ab_malloc(size_t n) {
-    return bt_malloc(&heap, n);
-}
-static void ab_free(void *p) {
-    bt_free(&heap, p);
-}
-static size_t ab_usable_size(void *p) {
-    return bt_usable_size(&heap, p);
-}
-static void *ab_realloc(void *p, size_t n) {
-    return bt_realloc(&heap, p, n);
-}
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
+BT_ONE_HEAP(heap)
 static void *ab_memalign(size_t align, size_t n) {
-    size_t need = bt_request(n);
-    char *p = bt_malloc(&heap, need + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, need) : NULL;
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -157,10 +143,10 @@ const hl_alloc_t hl_alloc_aobt = {
              "each subtree: first fit in one descent, coalescing",
              "003 §2.2.1"},
     .init = ab_init,
-    .malloc = ab_malloc,
-    .free = ab_free,
-    .usable_size = ab_usable_size,
-    .realloc = ab_realloc,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
     .memalign = ab_memalign,
     .check = ab_check,
 };

@@ -58,6 +58,19 @@
  *   char *fs_release(h, b, sz)     (BT_TAGS 0 only) the sz bytes at b are free: merge them
  *                                  with free neighbours, put the result in the set, return it
  *
+ * What the layer gives the file (its hl_alloc_t is mostly one-line calls):
+ *
+ *   bt_init(h, heap, split_min, grow_min, granule)   an instance; bt_start(h) starts it now
+ *   BT_ONE_HEAP(heap)   malloc, free, usable_size and realloc of a file that is one instance
+ *   bt_malloc(h, n)     fs_find, else bt_grow; then bt_take (the split)
+ *   bt_free(h, p)       check the block (bt_block), then bt_give: coalesce (bt_release)
+ *   bt_usable_size(h, p), bt_request(n), bt_usable(b)
+ *   bt_realloc(h, p, n) bt_resize (in place) or bt_move (BT_MALLOC, copy, free)
+ *   bt_memalign(h, align, n, from)  over-allocate (from + align + BT_MINBLOCK), then bt_align
+ *   bt_align(h, p, align, need)   memalign's trimming after the file's over-allocation
+ *   bt_extend(h, want)            raw growth (cartesian grows through it)
+ *   bt_check_heap(h, each_free)   the heap walk of the file's checker
+ *
  *   Block layouts (8-byte words; b is 8 mod 16 so that the payload is 16-aligned)
  *
  *   one tag   b                    b+8                                         b+size
@@ -175,6 +188,10 @@ typedef struct bt_heap {
 /* The layer's functions that a file may leave unused. */
 #define BT_FN static __attribute__((unused))
 
+/* No growth is larger (a larger one is a wrapped size; the platform would
+ * refuse it anyway). */
+#define BT_MAX_GROWTH (HL_MAX_REQUEST + 2 * HL_MAX_ALIGN)
+
 /* The free set (see above), defined by the including file.  Declared
  * inline: they are small, and on the fast paths. */
 static inline void fs_delete(bt_heap_t *h, char *b);
@@ -276,13 +293,16 @@ static inline char *bt_sbrk(bt_heap_t *h, size_t incr) {
 /* The heap: start, growth                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* An instance over the platform heap `heap` (NULL: the default one). */
+/* An instance over the platform heap `heap` (NULL: the default one).  A
+ * split keeps a rest of at least split_min bytes (raised to BT_MINBLOCK);
+ * the heap grows by at least grow_min (a one-tag heap passes BT_MINBLOCK or
+ * more), to a multiple of granule (a power of two) from its base. */
 static inline void bt_init(bt_heap_t *h, hl_heap_t *heap, size_t split_min, size_t grow_min,
                            size_t granule) {
     h->lo = h->hi = NULL;
     h->heap = heap;
     h->split_min = split_min < BT_MINBLOCK ? BT_MINBLOCK : HL_ALIGN_UP(split_min, 16);
-    h->grow_min = HL_ALIGN_UP(grow_min, 16);
+    h->grow_min = grow_min > BT_MAX_GROWTH ? BT_MAX_GROWTH : HL_ALIGN_UP(grow_min, 16);
     h->granule = granule < 16 ? 16 : granule;
     h->grows = 0;
 }
@@ -317,50 +337,51 @@ static inline char *bt_place(bt_heap_t *h) {
 static char *BT_PLACE(bt_heap_t *h);
 #endif
 
-/* The bytes to add to a heap whose blocks and epilogue take `used` bytes
- * from its base, so that it grows by at least `want`. */
-static inline size_t bt_increment(const bt_heap_t *h, size_t used, size_t want) {
-    if (want < h->grow_min) want = h->grow_min;
-    if (h->granule == 16) return want; /* sizes are multiples of 16 already */
-    return HL_ALIGN_UP(used + want, h->granule) - used;
-}
-
-/* The new bytes [b, hi) become one block (the old epilogue is its header). */
-static inline char *bt_extended(bt_heap_t *h, size_t incr, size_t *got) {
-    char *b = h->hi;
-    h->hi += incr;
+/* The new bytes [old hi, hi) become one block (the old epilogue is its
+ * header); returns their number. */
+static inline size_t bt_extended(bt_heap_t *h, size_t incr) {
 #if BT_TAGS == 1
-    *hdr(h->hi) = CINUSE | PINUSE;                /* the new epilogue */
-    *hdr(b) = incr | CINUSE | (*hdr(b) & PINUSE); /* the old one's PINUSE */
+    char *b = h->hi;
+    *hdr(b) = incr | CINUSE | (*hdr(b) & PINUSE); /* the old epilogue's PINUSE */
+    h->hi += incr;
+    *hdr(h->hi) = CINUSE | PINUSE; /* the new epilogue */
 #else
+    h->hi += incr;
     *hdr(h->hi) = INUSE;
 #endif
     h->grows++;
-    *got = incr;
-    return b;
+    return incr;
 }
+
 
 /* The first growth starts the heap: where BT_PLACE says, the pad word, the
  * epilogue and the first bytes, in one platform call. */
-static char *__attribute__((noinline, unused)) bt_extend_first(bt_heap_t *h, size_t want,
-                                                               size_t *got) {
+static size_t __attribute__((noinline, unused)) bt_extend_first(bt_heap_t *h, size_t want) {
     char *base = BT_PLACE(h);
-    if (!base) return NULL;
-    size_t incr = bt_increment(h, 2 * W, want);
-    if (incr > HL_MAX_REQUEST + HL_MAX_ALIGN + h->granule || !bt_sbrk(h, 2 * W + incr)) return NULL;
+    if (!base) return 0;
+    size_t incr = want < h->grow_min ? h->grow_min : want;
+    if (h->granule != 16) incr = HL_ALIGN_UP(2 * W + incr, h->granule) - 2 * W;
+    if (incr > BT_MAX_GROWTH || !bt_sbrk(h, 2 * W + incr)) return 0;
     bt_begin(h, base);
-    return bt_extended(h, incr, got);
+    return bt_extended(h, incr);
 }
 
 /* Extend the heap by at least `want` bytes (at least grow_min, and to a
- * multiple of granule from its base); returns the new bytes as one block
- * from the old epilogue on, of *got bytes, whose header (one tag) is written
- * in use with the right PINUSE.  NULL if the platform says no. */
-static inline char *bt_extend(bt_heap_t *h, size_t want, size_t *got) {
-    if (HL_UNLIKELY(!h->hi)) return bt_extend_first(h, want, got);
-    size_t incr = bt_increment(h, (size_t)(h->hi + W - (h->lo - W)), want);
-    if (incr > HL_MAX_REQUEST + HL_MAX_ALIGN + h->granule || !bt_sbrk(h, incr)) return NULL;
-    return bt_extended(h, incr, got);
+ * multiple of granule from its base); the new bytes are one block from the
+ * old epilogue on (h->hi - the result), whose header (one tag) is written in
+ * use with the right PINUSE.  Returns their number, 0 if the platform says
+ * no. */
+static inline size_t bt_extend_started(bt_heap_t *h, size_t want) {
+    size_t incr = want < h->grow_min ? h->grow_min : want;
+    if (h->granule != 16) { /* (sizes are multiples of 16 already) */
+        size_t used = (size_t)(h->hi - h->lo) + 2 * W; /* pad, blocks, epilogue */
+        incr = HL_ALIGN_UP(used + incr, h->granule) - used;
+        if (incr > BT_MAX_GROWTH) return 0;
+    }
+    return bt_sbrk(h, incr) ? bt_extended(h, incr) : 0;
+}
+static inline size_t bt_extend(bt_heap_t *h, size_t want) {
+    return HL_UNLIKELY(!h->hi) ? bt_extend_first(h, want) : bt_extend_started(h, want);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -510,15 +531,18 @@ static inline char *bt_block(const bt_heap_t *h, void *p, const char *what) {
  * block at its top lacks) and return it, in the set. */
 #if BT_TAGS
 BT_FN char *__attribute__((noinline)) bt_grow(bt_heap_t *h, size_t need) {
-    size_t have = 0;
-#if BT_TAGS == 1
-    if (h->hi && !(*hdr(h->hi) & PINUSE)) have = *(size_t *)(h->hi - W); /* the top block's footer */
-#else
-    if (h->hi && bt_free_tag(*(size_t *)(h->hi - W))) have = tag_size(*(size_t *)(h->hi - W));
-#endif
     size_t got;
-    char *b = bt_extend(h, need - have, &got);
-    return b ? bt_release(h, b, got) : NULL;
+    if (HL_UNLIKELY(!h->hi)) {
+        got = bt_extend_first(h, need);
+    } else {
+#if BT_TAGS == 1
+        size_t have = *hdr(h->hi) & PINUSE ? 0 : *(size_t *)(h->hi - W); /* the top block's footer */
+#else
+        size_t t = *(size_t *)(h->hi - W), have = t & INUSE ? 0 : tag_size(t);
+#endif
+        got = bt_extend_started(h, need - have);
+    }
+    return got ? bt_release(h, h->hi - got, got) : NULL;
 }
 
 static inline __attribute__((always_inline)) void *bt_malloc(bt_heap_t *h, size_t n) {
@@ -573,8 +597,8 @@ static inline void *bt_resize_block(bt_heap_t *h, char *b, size_t n) {
     }
 #if BT_REALLOC_TOP
     if (next + nsz == h->hi) { /* at the top of the heap: extend it */
-        size_t got;
-        if (bt_extend(h, need - sz - nsz, &got)) {
+        size_t got = bt_extend(h, need - sz - nsz);
+        if (got) {
             if (nsz) fs_delete(h, next);
             sz += nsz + got;
             mark_used(b, sz, pin);
@@ -613,6 +637,24 @@ static inline void *bt_realloc(bt_heap_t *h, void *p, size_t n) {
     return bt_resize(h, p, n) ? p : bt_move(h, p, n);
 }
 
+/* The malloc interface of an allocator that is one instance, `heap` (a
+ * static bt_heap_t of the file), for its hl_alloc_t: bt_one_malloc,
+ * bt_one_free, bt_one_usable_size, bt_one_realloc.  (memalign is the file's:
+ * how much it over-allocates is its own.) */
+#define BT_ONE_HEAP(heap)                                                                          \
+    static void *bt_one_malloc(size_t n) {                                                         \
+        return bt_malloc(&(heap), n);                                                              \
+    }                                                                                              \
+    static void bt_one_free(void *p) {                                                             \
+        bt_free(&(heap), p);                                                                       \
+    }                                                                                              \
+    static size_t bt_one_usable_size(void *p) {                                                    \
+        return bt_usable_size(&(heap), p);                                                         \
+    }                                                                                              \
+    static void *bt_one_realloc(void *p, size_t n) {                                               \
+        return bt_realloc(&(heap), p, n);                                                          \
+    }
+
 /* memalign's second half: p is a fresh block, over-allocated by at least
  * align + BT_MINBLOCK; give back the part below the first payload aligned to
  * `align` (a free block of at least BT_MINBLOCK) and the tail beyond `need`.
@@ -638,6 +680,14 @@ BT_FN void *bt_align(bt_heap_t *h, char *p, size_t align, size_t need) {
     }
     bt_shrink(h, qb, sz, need, h->split_min);
     return q;
+}
+
+/* memalign: malloc `from` + align + BT_MINBLOCK bytes, then bt_align.  How
+ * much to over-allocate from is the allocator's own choice: n (firstfit and
+ * gnugpp, as their originals did) or bt_request(n) (the others). */
+BT_FN void *bt_memalign(bt_heap_t *h, size_t align, size_t n, size_t from) {
+    char *p = BT_MALLOC(h, from + align + BT_MINBLOCK);
+    return p ? bt_align(h, p, align, bt_request(n)) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -230,9 +230,8 @@ static char *__attribute__((noinline)) morecore(size_t need) {
     while (t && t->right)
         t = t->right;
     if (t && (char *)t + bsize(t) == heap.hi) have = bsize(t);
-    size_t got;
-    char *b = bt_extend(&heap, need - have, &got);
-    return b ? fs_release(&heap, b, got) : NULL;
+    size_t got = bt_extend(&heap, need - have);
+    return got ? fs_release(&heap, heap.hi - got, got) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -305,11 +304,8 @@ static void *ct_realloc(void *p, size_t n) {
     return bt_move(&heap, p, n);
 }
 
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
 static void *ct_memalign(size_t align, size_t n) {
-    size_t need = bt_request(n);
-    char *p = ct_malloc(need + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, need) : NULL;
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */

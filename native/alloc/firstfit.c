@@ -125,22 +125,9 @@ static int ff_init(void) {
             hl_tunable("HEAPLAB_FIRSTFIT_GROW", 4096), 16);
     return bt_start(&heap);
 }
-static void *ff_malloc(size_t n) {
-    return bt_malloc(&heap, n);
-}
-static void ff_free(void *p) {
-    bt_free(&heap, p);
-}
-static size_t ff_usable_size(void *p) {
-    return bt_usable_size(&heap, p);
-}
-static void *ff_realloc(void *p, size_t n) {
-    return bt_realloc(&heap, p, n);
-}
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
+BT_ONE_HEAP(heap)
 static void *ff_memalign(size_t align, size_t n) {
-    char *p = bt_malloc(&heap, n + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, bt_request(n)) : NULL;
+    return bt_memalign(&heap, align, n, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -167,10 +154,10 @@ const hl_alloc_t hl_alloc_firstfit = {
              "coalescing on free",
              "000 §2.1; 002 §4"},
     .init = ff_init,
-    .malloc = ff_malloc,
-    .free = ff_free,
-    .usable_size = ff_usable_size,
-    .realloc = ff_realloc,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
     .memalign = ff_memalign,
     .check = ff_check,
 };

@@ -138,22 +138,9 @@ static int gp_init(void) {
     inited = true;
     return 0;
 }
-static void *gp_malloc(size_t n) {
-    return bt_malloc(&heap, n);
-}
-static void gp_free(void *p) {
-    bt_free(&heap, p);
-}
-static size_t gp_usable_size(void *p) {
-    return bt_usable_size(&heap, p);
-}
-static void *gp_realloc(void *p, size_t n) {
-    return bt_realloc(&heap, p, n);
-}
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
+BT_ONE_HEAP(heap)
 static void *gp_memalign(size_t align, size_t n) {
-    char *p = bt_malloc(&heap, n + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, bt_request(n)) : NULL;
+    return bt_memalign(&heap, align, n, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -182,10 +169,10 @@ const hl_alloc_t hl_alloc_gnugpp = {
              "tags, coalescing",
              "000 §2.1; 002 §4"},
     .init = gp_init,
-    .malloc = gp_malloc,
-    .free = gp_free,
-    .usable_size = gp_usable_size,
-    .realloc = gp_realloc,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
     .memalign = gp_memalign,
     .check = gp_check,
 };

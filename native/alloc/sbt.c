@@ -142,23 +142,9 @@ static int sb_init(void) {
     bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     return 0;
 }
-static void *sb_malloc(size_t n) {
-    return bt_malloc(&heap, n);
-}
-static void sb_free(void *p) {
-    bt_free(&heap, p);
-}
-static size_t sb_usable_size(void *p) {
-    return bt_usable_size(&heap, p);
-}
-static void *sb_realloc(void *p, size_t n) {
-    return bt_realloc(&heap, p, n);
-}
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
+BT_ONE_HEAP(heap)
 static void *sb_memalign(size_t align, size_t n) {
-    size_t need = bt_request(n);
-    char *p = bt_malloc(&heap, need + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, need) : NULL;
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -194,10 +180,10 @@ const hl_alloc_t hl_alloc_sbt = {
              "64-byte size range, first fit, coalescing",
              "003 §4; 003 §2.2.1"},
     .init = sb_init,
-    .malloc = sb_malloc,
-    .free = sb_free,
-    .usable_size = sb_usable_size,
-    .realloc = sb_realloc,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
     .memalign = sb_memalign,
     .check = sb_check,
 };

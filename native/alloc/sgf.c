@@ -176,23 +176,9 @@ static int sg_init(void) {
         heads[r].next = heads[r].prev = &heads[r];
     return 0;
 }
-static void *sg_malloc(size_t n) {
-    return bt_malloc(&heap, n);
-}
-static void sg_free(void *p) {
-    bt_free(&heap, p);
-}
-static size_t sg_usable_size(void *p) {
-    return bt_usable_size(&heap, p);
-}
-static void *sg_realloc(void *p, size_t n) {
-    return bt_realloc(&heap, p, n);
-}
-/* Over-allocate, then give back the part below the aligned payload and the tail. */
+BT_ONE_HEAP(heap)
 static void *sg_memalign(size_t align, size_t n) {
-    size_t need = bt_request(n);
-    char *p = bt_malloc(&heap, need + align + BT_MINBLOCK);
-    return p ? bt_align(&heap, p, align, need) : NULL;
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -226,10 +212,10 @@ const hl_alloc_t hl_alloc_sgf = {
              "best fit within a list, coalescing",
              "003 §4"},
     .init = sg_init,
-    .malloc = sg_malloc,
-    .free = sg_free,
-    .usable_size = sg_usable_size,
-    .realloc = sg_realloc,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
     .memalign = sg_memalign,
     .check = sg_check,
 };
