@@ -579,7 +579,7 @@ size_t hl_seg_report(char *b, size_t cap) {
 
 #define SEG_EXPORT __attribute__((visibility("default")))
 
-/* The segments: first chunk and break of each; returns how many there are. */
+/* The segments: first byte and break of each; returns how many there are. */
 SEG_EXPORT unsigned heaplab_seg_segments(uintptr_t *first, uintptr_t *end, uint64_t *grows,
                                          unsigned max) {
     for (unsigned i = 0; i < nsegs && i < max; i++) {
