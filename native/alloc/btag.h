@@ -412,7 +412,8 @@ static inline char *bt_grow_prev(bt_heap_t *h, char *b, size_t sz) {
     return pb;
 }
 
-BT_FN char *bt_release(bt_heap_t *h, char *b, size_t sz) {
+static inline __attribute__((always_inline)) char *bt_release_inline(bt_heap_t *h, char *b,
+                                                                      size_t sz) {
     char *next = b + sz;
     size_t nh = *hdr(next);
     if (!(nh & BT_USED)) { /* the free block after is absorbed */
@@ -430,8 +431,12 @@ BT_FN char *bt_release(bt_heap_t *h, char *b, size_t sz) {
     fs_insert(h, b, sz);
     return b;
 }
+BT_FN char *bt_release(bt_heap_t *h, char *b, size_t sz) {
+    return bt_release_inline(h, b, sz);
+}
 #else
-#define bt_release fs_release
+#define bt_release        fs_release
+#define bt_release_inline fs_release
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -558,9 +563,9 @@ static inline __attribute__((always_inline)) void *bt_malloc(bt_heap_t *h, size_
 static inline void bt_give(bt_heap_t *h, char *b) {
 #if BT_TAGS == 1
     *hdr(b) &= ~CINUSE; /* a stale header left inside a merged block must not read as in use */
-    bt_release(h, b, bsize(b));
+    bt_release_inline(h, b, bsize(b));
 #elif BT_TAGS == 2
-    bt_release(h, b, bsize(b)); /* it writes the tags */
+    bt_release_inline(h, b, bsize(b)); /* it writes the tags */
 #else
     size_t sz = bsize(b);
     *hdr(b) = sz; /* a stale header left inside a merged block must not read as in use */
