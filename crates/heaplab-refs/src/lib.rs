@@ -23,7 +23,6 @@
 //! The locality study built on [`measure`] (papers 000 and 003: which
 //! configurations, which figures) is the crate `heaplab-locality`.
 
-pub mod encode;
 pub mod heapmap;
 pub mod measure;
 pub mod raw;

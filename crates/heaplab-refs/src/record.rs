@@ -15,7 +15,6 @@
 //! knows which blocks are live when a reference arrives: attribution is exact,
 //! also for blocks freed and then reused at the same address.
 
-use crate::encode::{self, FastEncoder};
 use crate::heapmap::HeapMap;
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
@@ -23,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use heaplab_plumb::output::OutputFile;
 use heaplab_plumb::scratch::ScratchDir;
 use heaplab_trace::format::{kind, BLOCK_SKIPPABLE};
-use heaplab_trace::refs::{self, RefsStats};
+use heaplab_trace::refs::{self, v2, RefsEncoder, RefsStats};
 use heaplab_trace::{
     Codec, End, EndReason, Frame, Kind, Meta, Module, NewEvent, TraceWriter, WriterOptions,
 };
@@ -146,7 +145,7 @@ pub struct Converter<W: Write + Send + 'static> {
     /// would cost more than the event).
     batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
-    enc: FastEncoder,
+    enc: RefsEncoder,
     /// The stack depths of allocations (the tool's word after the frames).
     sp: heaplab_trace::sp::SpEncoder,
     heap: HeapMap,
@@ -186,7 +185,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             tx: None,
             batch: Vec::new(),
             thread: None,
-            enc: FastEncoder::new(),
+            enc: RefsEncoder::new(),
             sp: heaplab_trace::sp::SpEncoder::default(),
             heap: HeapMap::new(),
             next_id: 0,
@@ -293,7 +292,7 @@ impl<W: Write + Send + 'static> Converter<W> {
     /// Decodes the whole records at the start of `words`; returns how many
     /// words they took. REF and TIME words (nine in ten words are REFs) go
     /// through a tight loop over as many words as the encoder has room for,
-    /// with the encoder's state in registers (`encode.rs`); the rest through
+    /// with the encoder's state in registers (`heaplab_trace::refs::Hot`); the rest through
     /// [`raw::next`].
     pub fn feed_words(&mut self, words: &[u64]) -> Result<usize> {
         let mut pos = 0;
@@ -313,11 +312,15 @@ impl<W: Write + Send + 'static> Converter<W> {
                 let w = words[pos];
                 match w >> 61 {
                     raw::T_REF => {
-                        let (a, t) = (raw::addr(w), base + raw::k(w));
-                        let (bits, size) = (encode::ref_bits(w), raw::size(w));
+                        // the word is decoded in each branch, not before the
+                        // lookup: fewer values live across it (register spills
+                        // were most of this loop's instructions)
+                        let a = raw::addr(w);
                         match self.heap.lookup(a) {
-                            Some((id, off)) => h.heap(id, off, bits, size, t),
-                            None => h.other(a, bits, size, t),
+                            Some((id, off)) => {
+                                h.heap(id, off, raw::access_bits(w), raw::size(w), base + raw::k(w))
+                            }
+                            None => h.other(a, raw::access_bits(w), raw::size(w), base + raw::k(w)),
                         }
                     }
                     raw::T_TIME => base = w & raw::TIME_MASK,
@@ -342,7 +345,7 @@ impl<W: Write + Send + 'static> Converter<W> {
                 Rec::SRef(w, size) => {
                     let (a, t) = (raw::addr(w), base + raw::k(w));
                     let size = size.clamp(1, u64::from(u32::MAX)) as u32;
-                    let bits = encode::bits_of(size, w & raw::WRITE != 0);
+                    let bits = v2::access_bits(size, w & raw::WRITE != 0);
                     match self.heap.lookup(a) {
                         Some((id, off)) => h.heap(id, off, bits, size, t),
                         None => h.other(a, bits, size, t),

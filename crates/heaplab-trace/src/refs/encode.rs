@@ -1,62 +1,92 @@
-//! The REFS encoder: builds block payloads from events and references in
-//! execution order (`docs/trace-format.md`, section REFS, Payload).
+//! The REFS encoder (version 2, `docs/trace-format.md`, REFS): block
+//! payloads from events and references in execution order. The one REFS
+//! write path: `heaplab record --refs` drives [`Hot`] from its tight loop,
+//! everything else calls [`RefsEncoder`]'s methods.
+//!
+//! ```text
+//!   RefsEncoder { cols: 7 Vec<u8> (capacity only), block bookkeeping, aux: counts, hot: Hot }
+//!                                                                        │ copied out
+//!   a tight loop:  let mut h = enc.hot();  ── every reference ──▶ h.heap / h.other
+//!                  (h lives in registers)                         (pointer bumps, no Vec)
+//!                  enc.put_hot(h)  ◀── before anything else on the encoder
+//! ```
+//!
+//! Why a copy of the state: the columns are written through `*mut u8`, which
+//! the compiler must assume may point anywhere, so an encoder reached through
+//! `&mut self` reloads every field after each byte it writes. A local copy
+//! whose address never escapes stays in registers.
+//!
+//! A small time delta goes into the tag; the `times` byte is written
+//! whatever the delta and kept only when the tag cannot say it (a length
+//! bump of 0 or 1, not a branch that would mispredict on one reference in
+//! five). Counts come from the tags, tallied when a block is taken.
+//!
+//! Invariants: while a `Hot` is out, the encoder's own copy is stale and
+//! only the `Hot` may be used; `Hot::room` records fit in every column
+//! without growing (10 bytes each, a varint's most); the tests read back
+//! what random streams encode, and a committed vector pins the bytes.
 
-use super::{size_code, tag, zigzag, RefsStats, RECENT};
+use super::{v2, zigzag, RefsStats, RECENT};
 use crate::format::{kind, BLOCK_SKIPPABLE};
 use crate::varint::{put, put_bytes};
 use crate::writer::TraceWriter;
 use std::io::{self, Write};
 
-/// Builds REFS block payloads. Feed it events (as they are recorded with the
-/// [`TraceWriter`]) and references in execution order; write a block with
-/// [`write_block`] whenever [`RefsEncoder::is_full`] says so, and at the end.
-#[derive(Debug, Default)]
-pub struct RefsEncoder {
-    n: u64,
-    records: u64,
-    placed: u64,
-    next_id: u64,
-    time: u64,
-    // block start state
-    first_record: u64,
-    first_event: u64,
-    first_id: u64,
-    base_time: u64,
-    // per-block state
-    recent: [u64; RECENT],
-    recent_len: usize,
-    last_addr: [u64; 2],
-    tags: Vec<u8>,
-    times: Vec<u8>,
-    objs: Vec<u8>,
-    offs: Vec<u8>,
-    addrs: Vec<u8>,
-    sizes: Vec<u8>,
-    counts: Vec<u8>,
-    /// Records whose time ran backwards and was raised.
-    pub raised_times: u64,
-    /// Events placed and instructions (the reference counts are below).
-    stats: RefsStats,
-    /// References and bytes: heap load, heap store, other load, other store.
-    counts_n: [u64; 4],
-    counts_b: [u64; 4],
-    /// Records every column has spare capacity for (see `make_room`).
+const TAGS: usize = 0;
+const TIMES: usize = 1;
+const OBJS: usize = 2;
+const OFFS: usize = 3;
+const ADDRS: usize = 4;
+const SIZES: usize = 5;
+const COUNTS: usize = 6;
+const NCOLS: usize = 7;
+
+/// Records a refill makes room for.
+const ROOM: usize = 4096;
+/// Bytes every column keeps free per record of room.
+const PER_RECORD: usize = 10;
+
+/// The state every record touches. `Copy`, to live in registers.
+#[derive(Clone, Copy)]
+pub struct Hot {
+    /// Where each column's next byte goes (its start is the encoder's).
+    cur: [*mut u8; NCOLS],
+    /// Records every column has room for.
     room: usize,
+    time: u64,
+    next_id: u64,
+    /// The recent-object list; u64::MAX past its length.
+    recent: [u64; RECENT],
+    reg: [u64; 2],
+    /// What a record rarely or cheaply touches, in the encoder (the state
+    /// above is all a loop can keep in registers).
+    aux: *mut Aux,
 }
 
-/// Appends `v` as a varint into `buf`'s spare capacity.
+/// The encoder's counts, reached from [`Hot`] through a pointer.
+struct Aux {
+    /// Bytes of explicit-size references: heap loads, heap stores, other
+    /// loads, other stores.
+    explicit_bytes: [u64; 4],
+    /// Records whose time ran backwards and was raised.
+    raised: u64,
+}
+
+/// Appends `v` as a varint at `*cur` and moves it on (one compare and one
+/// store for the common one-byte case).
 ///
 /// # Safety
-/// `buf` must have at least 10 bytes of spare capacity (the encoder's `room`
-/// accounting guarantees it for every column of every record).
+/// 10 bytes from `*cur` must be writable (the `room` accounting).
 #[inline(always)]
-unsafe fn put_unchecked(buf: &mut Vec<u8>, mut v: u64) {
-    let len = buf.len();
-    debug_assert!(buf.capacity() - len >= 10);
-    // SAFETY: the caller guarantees 10 bytes of spare capacity, and a varint
-    // is at most 10 bytes; set_len covers exactly the bytes written.
+unsafe fn put_at(cur: &mut *mut u8, mut v: u64) {
+    // SAFETY: the caller guarantees 10 writable bytes; a varint takes at most 10.
     unsafe {
-        let p = buf.as_mut_ptr().add(len);
+        let p = *cur;
+        if v < 0x80 {
+            *p = v as u8;
+            *cur = p.add(1);
+            return;
+        }
         let mut i = 0;
         while v >= 0x80 {
             *p.add(i) = (v as u8) | 0x80;
@@ -64,81 +94,252 @@ unsafe fn put_unchecked(buf: &mut Vec<u8>, mut v: u64) {
             i += 1;
         }
         *p.add(i) = v as u8;
-        buf.set_len(len + i + 1);
+        *cur = p.add(i + 1);
     }
 }
 
-/// Appends one byte into `buf`'s spare capacity.
-///
-/// # Safety
-/// `buf` must have spare capacity (see [`put_unchecked`]).
-#[inline(always)]
-unsafe fn push_unchecked(buf: &mut Vec<u8>, b: u8) {
-    let len = buf.len();
-    debug_assert!(buf.capacity() > len);
-    // SAFETY: the caller guarantees spare capacity for the byte.
-    unsafe {
-        *buf.as_mut_ptr().add(len) = b;
-        buf.set_len(len + 1);
-    }
-}
-
-/// Records a refill makes room for.
-const ROOM: usize = 4096;
-
-impl RefsEncoder {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Makes sure every column can take one more record (at most 10 bytes
-    /// each) without growing: one counter test per record.
+impl Hot {
+    /// Records that fit without [`RefsEncoder::refill`].
     #[inline(always)]
-    fn make_room(&mut self) {
-        if self.room == 0 {
-            self.refill();
-        }
-        self.room -= 1;
+    pub fn room(&self) -> usize {
+        self.room
     }
 
-    #[cold]
-    #[inline(never)]
-    fn refill(&mut self) {
-        for c in [
-            &mut self.tags,
-            &mut self.times,
-            &mut self.objs,
-            &mut self.offs,
-            &mut self.addrs,
-            &mut self.sizes,
-            &mut self.counts,
-        ] {
-            c.reserve(10 * ROOM);
-        }
-        self.room = ROOM;
-    }
-
-    /// The time column's entry. Call after `make_room`.
+    /// `records` were encoded (the caller counts them, against [`Self::room`]).
     #[inline(always)]
-    fn stamp(&mut self, time: u64) {
-        let d = if time < self.time {
-            self.raised_times += 1;
-            0
-        } else {
+    pub fn used(&mut self, records: usize) {
+        self.room -= records;
+    }
+
+    #[inline(always)]
+    fn put(&mut self, c: usize, v: u64) {
+        // SAFETY: the caller keeps within room: the column has 10 bytes past
+        // its length for this record.
+        unsafe { put_at(&mut self.cur[c], v) };
+    }
+
+    #[inline(always)]
+    fn push(&mut self, c: usize, b: u8) {
+        // SAFETY: as in put.
+        unsafe {
+            *self.cur[c] = b;
+            self.cur[c] = self.cur[c].add(1);
+        }
+    }
+
+    /// The time delta of a record at `time` (a time that runs backwards is
+    /// raised to the previous record's and counted).
+    #[inline(always)]
+    fn delta(&mut self, time: u64) -> u64 {
+        if time >= self.time {
             let d = time - self.time;
             self.time = time;
             d
-        };
-        // SAFETY: make_room was called for this record.
-        unsafe { put_unchecked(&mut self.times, d) };
-        self.n += 1;
+        } else {
+            // SAFETY: as in count.
+            unsafe { (*self.aux).raised += 1 };
+            0
+        }
     }
 
-    /// Counts one reference: class = heap 0 / other 2, + 1 for a store.
+    /// The `times` entry of a record at `time` whose tag says deltas that
+    /// `fits` accepts: written in any case, kept only when it does not fit.
+    /// Returns the delta and whether the tag says it.
     #[inline(always)]
-    fn count(&mut self, class: usize, size: u32) {
-        self.counts_n[class] += 1;
-        self.counts_b[class] += u64::from(size);
+    fn time_in_tag(&mut self, time: u64, fits: impl Fn(u64) -> bool) -> (u64, bool) {
+        let d = self.delta(time);
+        let inline = fits(d);
+        if d < 0x80 {
+            // SAFETY: as in put (1 of the record's 10 bytes).
+            unsafe {
+                *self.cur[TIMES] = d as u8;
+                self.cur[TIMES] = self.cur[TIMES].add(usize::from(!inline));
+            }
+        } else {
+            self.put(TIMES, d); // never fits a tag
+        }
+        (d, inline)
+    }
+
+    #[inline(always)]
+    fn explicit_size(&mut self, bits: u8, size: u32, other: usize) {
+        if bits >> 1 == v2::SIZE_EXPLICIT {
+            self.put(SIZES, u64::from(size));
+            // SAFETY: as in count.
+            unsafe {
+                (*self.aux).explicit_bytes[other << 1 | usize::from(bits & 1)] += u64::from(size)
+            };
+        }
+    }
+
+    /// A load or store of `size` bytes at `offset` in live object `id`;
+    /// `bits` from [`v2::access_bits`]. The caller keeps within
+    /// [`Self::room`] and counts the record with [`Self::used`].
+    #[inline(always)]
+    pub fn heap(&mut self, id: u64, offset: u64, bits: u8, size: u32, time: u64) {
+        // slots past the list's length hold u64::MAX, which no id is
+        let [r0, r1, r2] = self.recent;
+        let code: u8 = if r0 == id {
+            0
+        } else if r1 == id {
+            1
+        } else if r2 == id {
+            2
+        } else {
+            v2::OBJ_EXPLICIT
+        };
+        self.recent = [id, if code >= 1 { r0 } else { r1 }, if code >= 2 { r1 } else { r2 }];
+        if code == v2::OBJ_EXPLICIT {
+            self.put(OBJS, self.next_id.wrapping_sub(1).wrapping_sub(id));
+        }
+        let (_, one) = self.time_in_tag(time, |d| d == 1);
+        let t = v2::HEAP | bits << 2 | code << 5 | if one { v2::HEAP_TIME1 } else { 0 };
+        self.push(TAGS, t);
+        self.put(OFFS, offset);
+        self.explicit_size(bits, size, 0);
+    }
+
+    /// A load or store of `size` bytes at `addr`, outside every heap object;
+    /// as [`Self::heap`].
+    #[inline(always)]
+    pub fn other(&mut self, addr: u64, bits: u8, size: u32, time: u64) {
+        // the nearer of the two address registers (the stack and the rest, typically)
+        let z0 = zigzag(addr.wrapping_sub(self.reg[0]));
+        let z1 = zigzag(addr.wrapping_sub(self.reg[1]));
+        let r = z1 < z0;
+        let z = if r { z1 } else { z0 };
+        self.reg = if r { [self.reg[0], addr] } else { [addr, self.reg[1]] };
+        let (d, inline) = self.time_in_tag(time, |d| d.wrapping_sub(1) < 3);
+        let tc = if inline { d as u8 } else { 0 };
+        let t = v2::OTHER | bits << 2 | if r { v2::REGISTER } else { 0 } | tc << 6;
+        self.push(TAGS, t);
+        self.put(ADDRS, z);
+        self.explicit_size(bits, size, 1);
+    }
+}
+
+/// Builds REFS block payloads. Feed it events (as they are recorded with the
+/// [`TraceWriter`]) and references in execution order; write a block with
+/// [`write_block`] whenever [`RefsEncoder::is_full`] says so, and at the end.
+pub struct RefsEncoder {
+    cols: [Vec<u8>; NCOLS],
+    /// Where each column's buffer starts (`hot.cur` is where it ends).
+    base: [*mut u8; NCOLS],
+    hot: Hot,
+    /// The explicit sizes' bytes and raised times (boxed: `hot` points to it).
+    aux: Box<Aux>,
+    /// The stats folded so far.
+    folded: RefsStats,
+    /// Records of the blocks taken.
+    records: u64,
+    placed: u64,
+    first_record: u64,
+    first_event: u64,
+    first_id: u64,
+    base_time: u64,
+    events_placed: u64,
+    instructions: Option<u64>,
+}
+
+// SAFETY: the raw pointers in `base` and `hot` point into `cols` and `aux`,
+// which the encoder owns (`aux` boxed, so it does not move with the
+// encoder); moving the encoder to another thread moves them together.
+unsafe impl Send for RefsEncoder {}
+
+impl Default for RefsEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for RefsEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefsEncoder")
+            .field("records", &self.records())
+            .field("raw_bytes", &self.raw_bytes())
+            .finish()
+    }
+}
+
+impl RefsEncoder {
+    pub fn new() -> Self {
+        let mut aux = Box::new(Aux { explicit_bytes: [0; 4], raised: 0 });
+        let ap: *mut Aux = &mut *aux;
+        let mut e = RefsEncoder {
+            cols: Default::default(),
+            base: [std::ptr::null_mut(); NCOLS],
+            hot: Hot {
+                cur: [std::ptr::null_mut(); NCOLS],
+                room: 0,
+                time: 0,
+                next_id: 0,
+                recent: [u64::MAX; RECENT],
+                reg: [0; 2],
+                aux: ap,
+            },
+            aux,
+            folded: RefsStats::default(),
+            records: 0,
+            placed: 0,
+            first_record: 0,
+            first_event: 0,
+            first_id: 0,
+            base_time: 0,
+            events_placed: 0,
+            instructions: None,
+        };
+        e.refill();
+        e
+    }
+
+    /// The hot state, to encode with; give it back with [`Self::put_hot`]
+    /// before calling anything else on the encoder.
+    #[inline(always)]
+    pub fn hot(&self) -> Hot {
+        self.hot
+    }
+
+    #[inline(always)]
+    pub fn put_hot(&mut self, h: Hot) {
+        self.hot = h;
+    }
+
+    /// Makes room for [`ROOM`] more records in every column.
+    #[cold]
+    #[inline(never)]
+    pub fn refill(&mut self) {
+        for (c, col) in self.cols.iter_mut().enumerate() {
+            let len = self.hot.cur[c] as usize - self.base[c] as usize;
+            // SAFETY: the hot state wrote len bytes into the column's
+            // capacity (the room accounting kept it inside).
+            unsafe { col.set_len(len) };
+            col.reserve(PER_RECORD * ROOM);
+            self.base[c] = col.as_mut_ptr();
+            // SAFETY: within the capacity just reserved.
+            self.hot.cur[c] = unsafe { self.base[c].add(len) };
+        }
+        self.hot.room = ROOM;
+    }
+
+    /// Makes sure one record fits, and counts it (for the entry points below).
+    #[inline(always)]
+    fn make_room(&mut self) {
+        if self.hot.room == 0 {
+            self.refill();
+        }
+        self.hot.room -= 1;
+    }
+
+    /// A load or store of `size` bytes at `offset` in live object `id`.
+    pub fn heap(&mut self, id: u64, offset: u64, size: u32, write: bool, time: u64) {
+        self.make_room();
+        self.hot.heap(id, offset, v2::access_bits(size, write), size, time);
+    }
+
+    /// A load or store of `size` bytes at `addr`, outside every heap object.
+    pub fn other(&mut self, addr: u64, size: u32, write: bool, time: u64) {
+        self.make_room();
+        self.hot.other(addr, v2::access_bits(size, write), size, time);
     }
 
     /// `n` events (the next ones recorded with the writer), creating
@@ -148,185 +349,157 @@ impl RefsEncoder {
             return;
         }
         self.make_room();
+        let h = &mut self.hot;
         if n < 64 {
-            // SAFETY: make_room was called for this record.
-            unsafe { push_unchecked(&mut self.tags, tag::EVENTS | (((n - 1) as u8) << 2)) };
+            h.push(TAGS, v2::EVENTS | (((n - 1) as u8) << 2));
         } else {
-            // SAFETY: as above.
-            unsafe {
-                push_unchecked(&mut self.tags, tag::EVENTS | (tag::COUNT_EXPLICIT << 2));
-                put_unchecked(&mut self.counts, n - 64);
-            }
+            h.push(TAGS, v2::EVENTS | (v2::COUNT_EXPLICIT << 2));
+            h.put(COUNTS, n - 64);
         }
-        self.stamp(time);
+        let d = h.delta(time);
+        h.put(TIMES, d);
+        h.next_id += ids_created;
         self.placed += n;
-        self.next_id += ids_created;
-        self.stats.events_placed += n;
-    }
-
-    /// A load or store of `size` bytes at `offset` in live object `id`.
-    #[inline(always)]
-    pub fn heap(&mut self, id: u64, offset: u64, size: u32, write: bool, time: u64) {
-        self.make_room();
-        let sc = size_code(size);
-        let mut t = tag::HEAP | (sc << 3) | if write { tag::WRITE } else { 0 };
-        let r = &mut self.recent;
-        let code = if self.recent_len > 0 && r[0] == id {
-            0
-        } else if self.recent_len > 1 && r[1] == id {
-            r[1] = r[0];
-            r[0] = id;
-            1
-        } else if self.recent_len > 2 && r[2] == id {
-            r[2] = r[1];
-            r[1] = r[0];
-            r[0] = id;
-            2
-        } else {
-            // SAFETY: make_room was called for this record.
-            unsafe { put_unchecked(&mut self.objs, self.next_id.wrapping_sub(1).wrapping_sub(id)) };
-            r[2] = r[1];
-            r[1] = r[0];
-            r[0] = id;
-            self.recent_len = (self.recent_len + 1).min(RECENT);
-            tag::OBJ_EXPLICIT
-        };
-        t |= code << 6;
-        // SAFETY: make_room was called for this record.
-        unsafe {
-            push_unchecked(&mut self.tags, t);
-            put_unchecked(&mut self.offs, offset);
-            if sc == tag::SIZE_EXPLICIT {
-                put_unchecked(&mut self.sizes, u64::from(size));
-            }
-        }
-        self.stamp(time);
-        self.count(write as usize, size);
-    }
-
-    /// A load or store of `size` bytes at `addr`, outside every heap object.
-    #[inline(always)]
-    pub fn other(&mut self, addr: u64, size: u32, write: bool, time: u64) {
-        self.make_room();
-        let sc = size_code(size);
-        // the nearer of the two address registers (the stack and the rest, typically)
-        let z0 = zigzag(addr.wrapping_sub(self.last_addr[0]));
-        let z1 = zigzag(addr.wrapping_sub(self.last_addr[1]));
-        let r = (z1 < z0) as usize;
-        // SAFETY: make_room was called for this record.
-        unsafe {
-            push_unchecked(
-                &mut self.tags,
-                tag::OTHER | (sc << 3) | if write { tag::WRITE } else { 0 } | ((r as u8) << 6),
-            );
-            put_unchecked(&mut self.addrs, if r == 1 { z1 } else { z0 });
-            if sc == tag::SIZE_EXPLICIT {
-                put_unchecked(&mut self.sizes, u64::from(size));
-            }
-        }
-        self.last_addr[r] = addr;
-        self.stamp(time);
-        self.count(2 + write as usize, size);
+        self.events_placed += n;
     }
 
     /// The program ended after `instructions` instructions.
     pub fn end(&mut self, instructions: u64) {
         self.make_room();
-        // SAFETY: make_room was called for this record.
-        unsafe { push_unchecked(&mut self.tags, tag::SPECIAL | (tag::END << 2)) };
-        self.stamp(instructions);
-        self.stats.instructions = Some(self.time);
+        let h = &mut self.hot;
+        h.push(TAGS, v2::SPECIAL | (v2::END << 2));
+        let d = h.delta(instructions);
+        h.put(TIMES, d);
+        self.instructions = Some(h.time);
     }
 
     /// Counts over the whole stream so far.
     pub fn stats(&self) -> RefsStats {
-        let (n, b) = (&self.counts_n, &self.counts_b);
-        RefsStats {
-            heap_loads: n[0],
-            heap_stores: n[1],
-            heap_load_bytes: b[0],
-            heap_store_bytes: b[1],
-            other_loads: n[2],
-            other_stores: n[3],
-            other_load_bytes: b[2],
-            other_store_bytes: b[3],
-            ..self.stats
-        }
+        let mut s = self.folded;
+        // SAFETY: the block's tags so far, written by the hot state into the
+        // column's capacity, from its start to its cursor.
+        let written = unsafe {
+            std::slice::from_raw_parts(
+                self.base[TAGS],
+                self.hot.cur[TAGS] as usize - self.base[TAGS] as usize,
+            )
+        };
+        fold(&tally(written), &mut s);
+        let e = self.aux.explicit_bytes;
+        s.heap_load_bytes += e[0];
+        s.heap_store_bytes += e[1];
+        s.other_load_bytes += e[2];
+        s.other_store_bytes += e[3];
+        s.events_placed = self.events_placed;
+        s.instructions = self.instructions;
+        s
     }
 
-    /// Records in the block being built.
+    /// Records whose time ran backwards and was raised.
+    pub fn raised_times(&self) -> u64 {
+        self.aux.raised
+    }
+
+    /// Records in the block being built (one tag byte each).
     pub fn len(&self) -> u64 {
-        self.n
+        (self.hot.cur[TAGS] as usize - self.base[TAGS] as usize) as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// Bytes the block being built holds before compression.
-    pub fn raw_bytes(&self) -> usize {
-        self.tags.len()
-            + self.times.len()
-            + self.objs.len()
-            + self.offs.len()
-            + self.addrs.len()
-            + self.sizes.len()
-            + self.counts.len()
-    }
-
-    /// True when the block should be written now (1 M records or 16 MiB).
-    pub fn is_full(&self) -> bool {
-        self.n >= 1 << 20 || self.raw_bytes() >= 16 << 20
+        self.len() == 0
     }
 
     /// Records encoded so far, in every block.
     pub fn records(&self) -> u64 {
-        self.records + self.n
+        self.records + self.len()
+    }
+
+    /// Bytes the block being built holds before compression.
+    pub fn raw_bytes(&self) -> usize {
+        (0..NCOLS).map(|c| self.hot.cur[c] as usize - self.base[c] as usize).sum()
+    }
+
+    /// True when the block should be written now (1 M records or 16 MiB).
+    pub fn is_full(&self) -> bool {
+        self.len() >= 1 << 20 || self.raw_bytes() >= 16 << 20
     }
 
     /// The payload of the block built so far, then starts a new block.
     /// `None` when the block is empty.
     pub fn take_block(&mut self) -> Option<Vec<u8>> {
-        if self.n == 0 {
+        let n = self.len();
+        if n == 0 {
             return None;
         }
         let mut p = Vec::with_capacity(self.raw_bytes() + 64);
-        put(&mut p, self.n);
+        let h = &mut self.hot;
+        put(&mut p, n);
         put(&mut p, self.first_record);
         put(&mut p, self.first_event);
         put(&mut p, self.first_id);
         put(&mut p, self.base_time);
-        for c in [
-            &self.tags,
-            &self.times,
-            &self.objs,
-            &self.offs,
-            &self.addrs,
-            &self.sizes,
-            &self.counts,
-        ] {
-            put_bytes(&mut p, c);
+        for (c, col) in self.cols.iter_mut().enumerate() {
+            // SAFETY: as in refill.
+            unsafe { col.set_len(h.cur[c] as usize - self.base[c] as usize) };
+            put_bytes(&mut p, col);
+            if c == TAGS {
+                fold(&tally(col), &mut self.folded);
+            }
+            col.clear();
+            h.cur[c] = self.base[c];
         }
-        self.records += self.n;
-        self.n = 0;
+        self.records += n;
         self.first_record = self.records;
         self.first_event = self.placed;
-        self.first_id = self.next_id;
-        self.base_time = self.time;
-        self.recent_len = 0;
-        self.last_addr = [0; 2];
-        for c in [
-            &mut self.tags,
-            &mut self.times,
-            &mut self.objs,
-            &mut self.offs,
-            &mut self.addrs,
-            &mut self.sizes,
-            &mut self.counts,
-        ] {
-            c.clear();
-        }
+        self.first_id = h.next_id;
+        self.base_time = h.time;
+        h.recent = [u64::MAX; RECENT];
+        h.reg = [0; 2];
+        // the capacity is kept: every column is empty, so `room` still holds
         Some(p)
+    }
+}
+
+/// Records by tag: counted when a block is taken, not one by one as they
+/// are encoded (an increment per record in memory chains each record to the
+/// last one with the same tag). Four partial counts keep the loop free of
+/// that chain too.
+fn tally(tags: &[u8]) -> [u32; 256] {
+    let mut h = [[0u32; 256]; 4];
+    let mut q = tags.chunks_exact(4);
+    for c in &mut q {
+        h[0][usize::from(c[0])] += 1;
+        h[1][usize::from(c[1])] += 1;
+        h[2][usize::from(c[2])] += 1;
+        h[3][usize::from(c[3])] += 1;
+    }
+    for &t in q.remainder() {
+        h[0][usize::from(t)] += 1;
+    }
+    let mut out = [0u32; 256];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = h[0][i] + h[1][i] + h[2][i] + h[3][i];
+    }
+    out
+}
+
+/// Adds the counts of a histogram of tags to `s` (bytes of explicit sizes
+/// excepted: those records count here, their bytes where they were encoded).
+fn fold(hist: &[u32; 256], s: &mut RefsStats) {
+    for (t, &n) in hist.iter().enumerate() {
+        let (n, t) = (u64::from(n), t as u8);
+        if n == 0 || t & 3 > v2::OTHER {
+            continue; // none, or events and special
+        }
+        let bytes = v2::SIZE_OF_CODE.get(usize::from(t >> 3 & 3)).map_or(0, |&x| n * u64::from(x));
+        let (count, total) = match (t & 3 == v2::OTHER, t & v2::STORE != 0) {
+            (false, false) => (&mut s.heap_loads, &mut s.heap_load_bytes),
+            (false, true) => (&mut s.heap_stores, &mut s.heap_store_bytes),
+            (true, false) => (&mut s.other_loads, &mut s.other_load_bytes),
+            (true, true) => (&mut s.other_stores, &mut s.other_store_bytes),
+        };
+        *count += n;
+        *total += bytes;
     }
 }
 

@@ -7,12 +7,15 @@
 //!                   ├─ RefsReader ─▶ Event { time } | Ref { time, Object{id, offset} | Other{addr} } | End
 //!   REFS blocks ────┘      (live objects at each point, recent-object list, deltas undone)
 //!
-//!   RefsEncoder ─▶ payload ─▶ TraceWriter::write_stream_block(REFS, SKIPPABLE)
+//!   RefsEncoder (Hot: its state in registers) ─▶ payload ─▶ TraceWriter::write_stream_block(REFS, SKIPPABLE)
 //! ```
 //!
-//! A record is a tag byte plus entries in up to six varint columns: a heap
-//! reference to one of the three most recent objects at a small offset, one
-//! instruction after the previous record, is 3 bytes before compression.
+//! Two encodings, announced in META options (`refs=N`), both a tag byte per
+//! record plus varints in up to six columns. Version 2, which every writer
+//! writes now, keeps a small time delta in the tag (four loads or stores in
+//! five on gawk, where version 1 spent a `times` byte on each): about 3
+//! bytes a reference before compression instead of 3.7, so less for the
+//! encoder to write and for zstd to read. Readers read both.
 //!
 //! The encoder is `encode.rs`, the reader `read.rs`, the per-object profile
 //! derived from a whole stream `objects.rs`; this file holds what they share.
@@ -54,7 +57,7 @@ mod encode;
 mod objects;
 mod read;
 
-pub use encode::{write_block, RefsEncoder};
+pub use encode::{write_block, Hot, RefsEncoder};
 pub use objects::{object_profile, object_profile_from, Object, ObjectProfile};
 pub use read::RefsReader;
 
@@ -63,7 +66,7 @@ pub const MAX_BLOCK_RECORDS: u64 = 1 << 22;
 /// Length of the recent-object list.
 pub const RECENT: usize = 3;
 
-/// Record types (tag bits 0..1).
+/// Version 1's tag byte (`docs/trace-format.md`, REFS, version 1).
 pub mod tag {
     pub const HEAP: u8 = 0;
     pub const OTHER: u8 = 1;
@@ -79,6 +82,59 @@ pub mod tag {
     pub const COUNT_EXPLICIT: u8 = 63;
     /// SPECIAL subkind 0: the end of the program.
     pub const END: u8 = 0;
+}
+
+/// Version 2's tag byte (`docs/trace-format.md`, REFS, version 2): the
+/// types and the object codes of version 1, a two-bit size code, and the
+/// time delta in the tag when it is small (the `times` entry otherwise).
+///
+/// ```text
+///   bits   0-1    2       3-4    5          6      7
+///   heap   0      STORE   size   object code        time delta is 1
+///   other  1      STORE   size   register   time code: 1-3 the delta, 0 a times entry
+///   events 2      count code (bits 2-7), as version 1
+///   special 3     subkind (bits 2-7): 0 END
+/// ```
+pub mod v2 {
+    pub const HEAP: u8 = 0;
+    pub const OTHER: u8 = 1;
+    pub const EVENTS: u8 = 2;
+    pub const SPECIAL: u8 = 3;
+    /// Bit 2 of a heap or other record: a store.
+    pub const STORE: u8 = 0x04;
+    /// Size codes (bits 3-4): 8, 4 and 1 bytes; 3: the size is in `sizes`.
+    pub const SIZE_EXPLICIT: u8 = 3;
+    pub const SIZE_OF_CODE: [u32; 3] = [8, 4, 1];
+    /// Object code 3 (bits 5-6 of a heap record): the object is in `objs`.
+    pub const OBJ_EXPLICIT: u8 = 3;
+    /// Bit 7 of a heap record: the time delta is 1 (no `times` entry).
+    pub const HEAP_TIME1: u8 = 0x80;
+    /// Bit 5 of an other record: the address register.
+    pub const REGISTER: u8 = 0x20;
+    /// EVENTS count code 63: n - 64 is in the `counts` column.
+    pub const COUNT_EXPLICIT: u8 = 63;
+    /// SPECIAL subkind 0: the end of the program.
+    pub const END: u8 = 0;
+
+    /// Size code of an access of `size` bytes.
+    #[inline(always)]
+    pub fn size_code(size: u32) -> u8 {
+        match size {
+            8 => 0,
+            4 => 1,
+            1 => 2,
+            _ => SIZE_EXPLICIT,
+        }
+    }
+
+    /// `STORE | size code << 1` (3 bits, the tag's bits 2-4): what
+    /// [`super::Hot::heap`] and [`super::Hot::other`] take. A tight loop may
+    /// compute it another way, e.g. by table (heaplab-refs does, from the
+    /// Valgrind tool's word).
+    #[inline(always)]
+    pub fn access_bits(size: u32, store: bool) -> u8 {
+        (size_code(size) << 1) | u8::from(store)
+    }
 }
 
 /// The usable size of an object of `size` bytes, as the recorder's allocator
@@ -177,15 +233,6 @@ impl RefsStats {
 }
 
 #[inline]
-pub(crate) fn size_code(size: u32) -> u8 {
-    if size.is_power_of_two() && size <= 64 {
-        size.trailing_zeros() as u8
-    } else {
-        tag::SIZE_EXPLICIT
-    }
-}
-
-#[inline]
 pub(crate) fn zigzag(d: u64) -> u64 {
     (d << 1) ^ (((d as i64) >> 63) as u64)
 }
@@ -195,12 +242,26 @@ pub(crate) fn unzigzag(z: u64) -> u64 {
     (z >> 1) ^ (z & 1).wrapping_neg()
 }
 
-/// The META options token that announces a REFS stream.
-pub const OPTION: &str = "refs=1";
+/// The META options token that announces a REFS stream in the encoding
+/// every writer writes (version 2).
+pub const OPTION: &str = "refs=2";
+/// The REFS encodings this reader reads.
+pub const VERSIONS: [u32; 2] = [1, 2];
 
 /// Whether a trace's META says it holds references.
 pub fn announces_refs(m: &crate::model::Meta) -> bool {
-    m.options.as_deref().is_some_and(|o| o.split_whitespace().any(|t| t == OPTION))
+    refs_version(m).is_some()
+}
+
+/// The REFS encoding a trace's META announces: N of its `refs=N` option
+/// (`refs=0`: none). A version this reader does not know is returned as it
+/// is; the reader refuses its first REFS block, naming it.
+pub fn refs_version(m: &crate::model::Meta) -> Option<u32> {
+    m.options
+        .as_deref()?
+        .split_whitespace()
+        .find_map(|t| t.strip_prefix("refs=")?.parse::<u32>().ok())
+        .filter(|&v| v > 0)
 }
 
 /// A hasher for dense object ids: one multiplication (ids are not chosen by
@@ -249,9 +310,16 @@ mod tests {
 
     #[test]
     fn size_codes() {
-        assert_eq!(size_code(1), 0);
-        assert_eq!(size_code(64), 6);
-        assert_eq!(size_code(3), 7);
-        assert_eq!(size_code(128), 7);
+        assert_eq!(v2::size_code(8), 0);
+        assert_eq!(v2::size_code(4), 1);
+        assert_eq!(v2::size_code(1), 2);
+        for s in [2, 3, 16, 64, 128] {
+            assert_eq!(v2::size_code(s), v2::SIZE_EXPLICIT);
+        }
+        for (c, &s) in v2::SIZE_OF_CODE.iter().enumerate() {
+            assert_eq!(usize::from(v2::size_code(s)), c);
+        }
+        assert_eq!(v2::access_bits(4, true), 0b011);
+        assert_eq!(v2::access_bits(3, false), v2::SIZE_EXPLICIT << 1);
     }
 }

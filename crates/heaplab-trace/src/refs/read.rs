@@ -1,8 +1,8 @@
 //! The REFS reader: a trace's events and references merged in execution
 //! order, every record checked (`docs/trace-format.md`, section REFS).
 
-use super::{announces_refs, tag, unzigzag, usable, IdMap, Ref, RefItem, RefsStats, Target};
-use super::{MAX_BLOCK_RECORDS, RECENT};
+use super::{refs_version, tag, unzigzag, usable, v2, IdMap, Ref, RefItem, RefsStats, Target};
+use super::{MAX_BLOCK_RECORDS, RECENT, VERSIONS};
 use crate::error::{Problem, TraceError};
 use crate::format::kind;
 use crate::model::{Event, Kind};
@@ -94,6 +94,8 @@ pub struct RefsReader<R: Read> {
     drained: bool,
     /// META says the trace has references: events wait for their place.
     expect_refs: bool,
+    /// The REFS encoding META announces (`refs=N`).
+    version: u32,
     /// A cut-short error, handed out after the good items.
     deferred: Option<TraceError>,
     stats: RefsStats,
@@ -110,7 +112,8 @@ impl<R: Read> RefsReader<R> {
     /// Merges the streams of a trace whose header was read.
     pub fn new(mut tr: TraceReader<R>) -> Self {
         tr.keep_refs(true);
-        let expect_refs = announces_refs(tr.meta());
+        let version = refs_version(tr.meta()).unwrap_or(0);
+        let expect_refs = version > 0;
         RefsReader {
             tr,
             pending: VecDeque::new(),
@@ -127,6 +130,7 @@ impl<R: Read> RefsReader<R> {
             saw_refs: false,
             drained: false,
             expect_refs,
+            version,
             deferred: None,
             stats: RefsStats::default(),
         }
@@ -137,7 +141,12 @@ impl<R: Read> RefsReader<R> {
         &self.tr
     }
 
-    /// Whether the trace announces references (META options `refs=1`).
+    /// The REFS encoding the trace announces (META options `refs=N`; 0: none).
+    pub fn refs_version(&self) -> u32 {
+        self.version
+    }
+
+    /// Whether the trace announces references (META options `refs=N`).
     pub fn has_refs(&self) -> bool {
         self.expect_refs
     }
@@ -249,7 +258,7 @@ impl<R: Read> RefsReader<R> {
                     if !self.expect_refs {
                         return Err(self.err(
                             at,
-                            "a REFS block in a trace whose META options do not say refs=1".into(),
+                            "a REFS block in a trace whose META options do not say refs=N".into(),
                         ));
                     }
                     let (at, payload) =
@@ -344,150 +353,35 @@ impl<R: Read> RefsReader<R> {
         if !c.is_empty() {
             return Err(self.err(at, format!("{} bytes after the last column", c.remaining())));
         }
-        let tags = cols[0];
-        if tags.len() as u64 != n {
-            return Err(
-                self.err(at, format!("tags column holds {} bytes for {n} records", tags.len()))
-            );
-        }
-        let mut times = Col::new(cols[1], "time");
-        let mut objs = Col::new(cols[2], "object");
-        let mut offs = Col::new(cols[3], "offset");
-        let mut addrs = Col::new(cols[4], "address");
-        let mut sizes = Col::new(cols[5], "size");
-        let mut counts = Col::new(cols[6], "event count");
+        let mut k = Cols {
+            times: Col::new(cols[1], "time"),
+            objs: Col::new(cols[2], "object"),
+            offs: Col::new(cols[3], "offset"),
+            addrs: Col::new(cols[4], "address"),
+            sizes: Col::new(cols[5], "size"),
+            counts: Col::new(cols[6], "event count"),
+        };
         self.recent_len = 0;
-        let mut last_addr = [0u64; 2];
-        let mut time = self.time;
         self.out.reserve(n as usize);
-        let base = self.records;
-        for (i, &t) in tags.iter().enumerate() {
-            let at_rec = |m: String| format!("record {} (#{i} of the block): {m}", base + i as u64);
-            if self.ended {
-                return Err(self.err(at, at_rec("a record after the END record".into())));
+        let time = match self.version {
+            1 => self.records_v1(at, n, cols[0], &mut k)?,
+            2 => self.records_v2(at, n, cols[0], &mut k)?,
+            v => {
+                return Err(self.err(
+                    at,
+                    format!(
+                        "REFS encoding version {v} (META refs={v}); this heaplab reads versions {VERSIONS:?}"
+                    ),
+                ))
             }
-            let dt = times.get().map_err(|m| self.err(at, at_rec(m)))?;
-            time = time
-                .checked_add(dt)
-                .ok_or_else(|| self.err(at, at_rec("time overflows".into())))?;
-            match t & 3 {
-                tag::HEAP | tag::OTHER => {
-                    let sc = (t >> 3) & 7;
-                    let size = if sc == tag::SIZE_EXPLICIT {
-                        let s = sizes.get().map_err(|m| self.err(at, at_rec(m)))?;
-                        if s == 0 || s > u64::from(u32::MAX) {
-                            return Err(self.err(at, at_rec(format!("access size {s}"))));
-                        }
-                        s as u32
-                    } else {
-                        1u32 << sc
-                    };
-                    let write = t & tag::WRITE != 0;
-                    let target = if t & 3 == tag::HEAP {
-                        let code = (t >> 6) as usize;
-                        let (id, us) = if code < RECENT {
-                            if code >= self.recent_len {
-                                return Err(self.err(
-                                    at,
-                                    at_rec(format!(
-                                        "object code {code}, but the recent-object list holds {}",
-                                        self.recent_len
-                                    )),
-                                ));
-                            }
-                            let e = self.recent[code];
-                            self.recent.copy_within(0..code, 1);
-                            self.recent[0] = e;
-                            e
-                        } else {
-                            let d = objs.get().map_err(|m| self.err(at, at_rec(m)))?;
-                            if d >= self.next_id {
-                                return Err(self.err(
-                                    at,
-                                    at_rec(format!("object ref {d} points before object 0")),
-                                ));
-                            }
-                            let id = self.next_id - 1 - d;
-                            let us = self.live.get(&id).map_or(0, |&s| usable(s));
-                            self.recent.copy_within(0..RECENT - 1, 1);
-                            self.recent[0] = (id, us);
-                            self.recent_len = (self.recent_len + 1).min(RECENT);
-                            (id, us)
-                        };
-                        let offset = offs.get().map_err(|m| self.err(at, at_rec(m)))?;
-                        if us == 0 {
-                            return Err(self.err(
-                                at,
-                                at_rec(format!("reference to object {id}, which is not live")),
-                            ));
-                        }
-                        if offset >= us {
-                            let osize = self.live.get(&id).copied().unwrap_or(0);
-                            return Err(self.err(
-                                at,
-                                at_rec(format!(
-                                    "offset {offset} in object {id} of {osize} bytes (usable {us})"
-                                )),
-                            ));
-                        }
-                        Target::Object { id, offset }
-                    } else {
-                        if t >> 7 != 0 {
-                            return Err(self.err(
-                                at,
-                                at_rec(format!("reserved bit 7 in an other record ({t:#04x})")),
-                            ));
-                        }
-                        let r = ((t >> 6) & 1) as usize;
-                        let z = addrs.get().map_err(|m| self.err(at, at_rec(m)))?;
-                        last_addr[r] = last_addr[r].wrapping_add(unzigzag(z));
-                        Target::Other { addr: last_addr[r] }
-                    };
-                    let r = Ref { time, size, write, target };
-                    self.stats.count(&r);
-                    push_item(&mut self.out, RefItem::Ref(r));
-                }
-                tag::EVENTS => {
-                    let c6 = t >> 2;
-                    let k = if c6 == tag::COUNT_EXPLICIT {
-                        64 + counts.get().map_err(|m| self.err(at, at_rec(m)))?
-                    } else {
-                        u64::from(c6) + 1
-                    };
-                    if (self.pending.len() as u64) < k {
-                        return Err(self.err(
-                            at,
-                            at_rec(format!(
-                                "places {k} events from event {}, but only {} were read before this block",
-                                self.placed,
-                                self.pending.len()
-                            )),
-                        ));
-                    }
-                    for _ in 0..k {
-                        let ev = self.pending.pop_front().expect("counted above");
-                        self.place(ev, time);
-                    }
-                    self.stats.events_placed += k;
-                }
-                _ => {
-                    let sub = t >> 2;
-                    if sub != tag::END {
-                        return Err(self.err(at, at_rec(format!("reserved special record {sub}"))));
-                    }
-                    self.ended = true;
-                    self.stats.instructions = Some(time);
-                    self.out.push(RefItem::End { instructions: time });
-                }
-            }
-        }
+        };
         for (name, cur) in [
-            ("times", &times),
-            ("objs", &objs),
-            ("offs", &offs),
-            ("addrs", &addrs),
-            ("sizes", &sizes),
-            ("counts", &counts),
+            ("times", &k.times),
+            ("objs", &k.objs),
+            ("offs", &k.offs),
+            ("addrs", &k.addrs),
+            ("sizes", &k.sizes),
+            ("counts", &k.counts),
         ] {
             if !cur.is_empty() {
                 return Err(
@@ -499,4 +393,224 @@ impl<R: Read> RefsReader<R> {
         self.time = time;
         Ok(())
     }
+
+    /// The object a heap record names (object code `code`: an entry of the
+    /// recent-object list, or 3: the `objs` column), checked live and
+    /// `offset` inside it.
+    #[inline(always)]
+    fn heap_target(&mut self, code: usize, objs: &mut Col, offset: u64) -> Result<Target, String> {
+        let (id, us) = if code < RECENT {
+            if code >= self.recent_len {
+                return Err(format!(
+                    "object code {code}, but the recent-object list holds {}",
+                    self.recent_len
+                ));
+            }
+            let e = self.recent[code];
+            self.recent.copy_within(0..code, 1);
+            self.recent[0] = e;
+            e
+        } else {
+            let d = objs.get()?;
+            if d >= self.next_id {
+                return Err(format!("object ref {d} points before object 0"));
+            }
+            let id = self.next_id - 1 - d;
+            let us = self.live.get(&id).map_or(0, |&s| usable(s));
+            self.recent.copy_within(0..RECENT - 1, 1);
+            self.recent[0] = (id, us);
+            self.recent_len = (self.recent_len + 1).min(RECENT);
+            (id, us)
+        };
+        if us == 0 {
+            return Err(format!("reference to object {id}, which is not live"));
+        }
+        if offset >= us {
+            let osize = self.live.get(&id).copied().unwrap_or(0);
+            return Err(format!("offset {offset} in object {id} of {osize} bytes (usable {us})"));
+        }
+        Ok(Target::Object { id, offset })
+    }
+
+    /// An EVENTS record: the next `k` events happened at `time`.
+    fn place_events(&mut self, k: u64, time: u64) -> Result<(), String> {
+        if (self.pending.len() as u64) < k {
+            return Err(format!(
+                "places {k} events from event {}, but only {} were read before this block",
+                self.placed,
+                self.pending.len()
+            ));
+        }
+        for _ in 0..k {
+            let ev = self.pending.pop_front().expect("counted above");
+            self.place(ev, time);
+        }
+        self.stats.events_placed += k;
+        Ok(())
+    }
+
+    /// The END record, at `time`.
+    fn end_record(&mut self, sub: u8, end: u8, time: u64) -> Result<(), String> {
+        if sub != end {
+            return Err(format!("reserved special record {sub}"));
+        }
+        self.ended = true;
+        self.stats.instructions = Some(time);
+        self.out.push(RefItem::End { instructions: time });
+        Ok(())
+    }
+
+    /// Version 1's records (a tag byte each, varints in the columns).
+    /// Returns the time of the last record.
+    fn records_v1(
+        &mut self,
+        at: u64,
+        n: u64,
+        tags: &[u8],
+        k: &mut Cols,
+    ) -> Result<u64, TraceError> {
+        if tags.len() as u64 != n {
+            return Err(
+                self.err(at, format!("tags column holds {} bytes for {n} records", tags.len()))
+            );
+        }
+        let mut last_addr = [0u64; 2];
+        let mut time = self.time;
+        let base = self.records;
+        for (i, &t) in tags.iter().enumerate() {
+            let at_rec = |m: String| format!("record {} (#{i} of the block): {m}", base + i as u64);
+            let r = (|| -> Result<(), String> {
+                if self.ended {
+                    return Err("a record after the END record".into());
+                }
+                let dt = k.times.get()?;
+                time = time.checked_add(dt).ok_or("time overflows")?;
+                match t & 3 {
+                    tag::HEAP | tag::OTHER => {
+                        let sc = (t >> 3) & 7;
+                        let size = if sc == tag::SIZE_EXPLICIT {
+                            explicit_size(k.sizes.get()?)?
+                        } else {
+                            1u32 << sc
+                        };
+                        let write = t & tag::WRITE != 0;
+                        let target = if t & 3 == tag::HEAP {
+                            let offset = k.offs.get()?;
+                            self.heap_target((t >> 6) as usize, &mut k.objs, offset)?
+                        } else {
+                            if t >> 7 != 0 {
+                                return Err(format!(
+                                    "reserved bit 7 in an other record ({t:#04x})"
+                                ));
+                            }
+                            let r = ((t >> 6) & 1) as usize;
+                            let z = k.addrs.get()?;
+                            last_addr[r] = last_addr[r].wrapping_add(unzigzag(z));
+                            Target::Other { addr: last_addr[r] }
+                        };
+                        let r = Ref { time, size, write, target };
+                        self.stats.count(&r);
+                        push_item(&mut self.out, RefItem::Ref(r));
+                    }
+                    tag::EVENTS => {
+                        let c6 = t >> 2;
+                        let n = if c6 == tag::COUNT_EXPLICIT {
+                            64 + k.counts.get()?
+                        } else {
+                            u64::from(c6) + 1
+                        };
+                        self.place_events(n, time)?;
+                    }
+                    _ => self.end_record(t >> 2, tag::END, time)?,
+                }
+                Ok(())
+            })();
+            r.map_err(|m| self.err(at, at_rec(m)))?;
+        }
+        Ok(time)
+    }
+
+    /// Version 2's records (version 1's, with small time deltas in the
+    /// tag). Returns the time of the last record.
+    fn records_v2(
+        &mut self,
+        at: u64,
+        n: u64,
+        tags: &[u8],
+        k: &mut Cols,
+    ) -> Result<u64, TraceError> {
+        if tags.len() as u64 != n {
+            return Err(
+                self.err(at, format!("tags column holds {} bytes for {n} records", tags.len()))
+            );
+        }
+        let mut reg = [0u64; 2];
+        let mut time = self.time;
+        let base = self.records;
+        for (i, &t) in tags.iter().enumerate() {
+            let at_rec = |m: String| format!("record {} (#{i} of the block): {m}", base + i as u64);
+            let r = (|| -> Result<(), String> {
+                if self.ended {
+                    return Err("a record after the END record".into());
+                }
+                let ty = t & 3;
+                let dt = match ty {
+                    v2::HEAP if t & v2::HEAP_TIME1 != 0 => 1,
+                    v2::OTHER if t >> 6 != 0 => u64::from(t >> 6),
+                    _ => k.times.get()?,
+                };
+                time = time.checked_add(dt).ok_or("time overflows")?;
+                match ty {
+                    v2::HEAP | v2::OTHER => {
+                        let size = match v2::SIZE_OF_CODE.get(usize::from(t >> 3 & 3)) {
+                            Some(&s) => s,
+                            None => explicit_size(k.sizes.get()?)?,
+                        };
+                        let target = if ty == v2::HEAP {
+                            let offset = k.offs.get()?;
+                            self.heap_target(usize::from(t >> 5 & 3), &mut k.objs, offset)?
+                        } else {
+                            let r = usize::from(t & v2::REGISTER != 0);
+                            reg[r] = reg[r].wrapping_add(unzigzag(k.addrs.get()?));
+                            Target::Other { addr: reg[r] }
+                        };
+                        let r = Ref { time, size, write: t & v2::STORE != 0, target };
+                        self.stats.count(&r);
+                        push_item(&mut self.out, RefItem::Ref(r));
+                    }
+                    v2::EVENTS => {
+                        let c6 = t >> 2;
+                        let n = if c6 == v2::COUNT_EXPLICIT {
+                            64 + k.counts.get()?
+                        } else {
+                            u64::from(c6) + 1
+                        };
+                        self.place_events(n, time)?;
+                    }
+                    _ => self.end_record(t >> 2, v2::END, time)?,
+                }
+                Ok(())
+            })();
+            r.map_err(|m| self.err(at, at_rec(m)))?;
+        }
+        Ok(time)
+    }
+}
+
+/// The columns of a block after its tags.
+struct Cols<'a> {
+    times: Col<'a>,
+    objs: Col<'a>,
+    offs: Col<'a>,
+    addrs: Col<'a>,
+    sizes: Col<'a>,
+    counts: Col<'a>,
+}
+
+/// An explicit size, checked.
+fn explicit_size(s: u64) -> Result<u32, String> {
+    if s == 0 || s > u64::from(u32::MAX) {
+        return Err(format!("access size {s}"));
+    }
+    Ok(s as u32)
 }
