@@ -103,6 +103,7 @@ enum Msg {
 fn writer_thread<W: Write>(
     mut w: TraceWriter<W>,
     rx: Receiver<Vec<Msg>>,
+    spare: SyncSender<Vec<u8>>,
     refs_codec: Codec,
 ) -> Result<W> {
     for m in rx.into_iter().flatten() {
@@ -121,7 +122,9 @@ fn writer_thread<W: Write>(
                 }
             }
             Msg::Refs(p) => {
-                w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?
+                w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?;
+                // back to the converter for its next block (or dropped when it has enough)
+                let _ = spare.try_send(p);
             }
             Msg::Sp(p) => w.write_stream_block(kind::SP, BLOCK_SKIPPABLE, &p)?,
             Msg::End(e) => w.write_end(&e)?,
@@ -146,6 +149,8 @@ pub struct Converter<W: Write + Send + 'static> {
     batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
     enc: RefsEncoder,
+    /// REFS payload buffers the writer is done with.
+    spare: Option<Receiver<Vec<u8>>>,
     /// The stack depths of allocations (the tool's word after the frames).
     sp: heaplab_trace::sp::SpEncoder,
     heap: HeapMap,
@@ -186,6 +191,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             batch: Vec::new(),
             thread: None,
             enc: RefsEncoder::new(),
+            spare: None,
             sp: heaplab_trace::sp::SpEncoder::default(),
             heap: HeapMap::new(),
             next_id: 0,
@@ -236,7 +242,8 @@ impl<W: Write + Send + 'static> Converter<W> {
     }
 
     fn flush_refs(&mut self) -> Result<()> {
-        if let Some(p) = self.enc.take_block() {
+        let mut p = self.spare.as_ref().and_then(|r| r.try_recv().ok()).unwrap_or_default();
+        if self.enc.take_block_into(&mut p) {
             self.refs_blocks_bytes += p.len() as u64;
             self.send(Msg::Refs(p))?;
         }
@@ -308,8 +315,7 @@ impl<W: Write + Send + 'static> Converter<W> {
             // a word makes at most one record
             let start = pos;
             let end = pos + (n - pos).min(h.room());
-            while pos < end {
-                let w = words[pos];
+            for &w in &words[start..end] {
                 match w >> 61 {
                     raw::T_REF => {
                         // the word is decoded in each branch, not before the
@@ -413,8 +419,10 @@ impl<W: Write + Send + 'static> Converter<W> {
                 let w = TraceWriter::new(out, &meta, wopts)?;
                 let (tx, rx) = sync_channel(16);
                 self.tx = Some(tx);
+                let (spare_tx, spare_rx) = sync_channel(4);
+                self.spare = Some(spare_rx);
                 let rc = self.opts.refs_codec;
-                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx, rc)));
+                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx, spare_tx, rc)));
             }
             ctl::THREAD => {
                 need(1)?;

@@ -427,21 +427,30 @@ impl RefsEncoder {
     /// The payload of the block built so far, then starts a new block.
     /// `None` when the block is empty.
     pub fn take_block(&mut self) -> Option<Vec<u8>> {
+        let mut p = Vec::new();
+        self.take_block_into(&mut p).then_some(p)
+    }
+
+    /// [`Self::take_block`] into `p` (cleared first), whose memory a caller
+    /// may reuse from block to block: a fresh 16 MiB buffer per block costs
+    /// its page faults. False (and `p` empty) when the block is empty.
+    pub fn take_block_into(&mut self, p: &mut Vec<u8>) -> bool {
+        p.clear();
         let n = self.len();
         if n == 0 {
-            return None;
+            return false;
         }
-        let mut p = Vec::with_capacity(self.raw_bytes() + 64);
+        p.reserve(self.raw_bytes() + 64);
         let h = &mut self.hot;
-        put(&mut p, n);
-        put(&mut p, self.first_record);
-        put(&mut p, self.first_event);
-        put(&mut p, self.first_id);
-        put(&mut p, self.base_time);
+        put(p, n);
+        put(p, self.first_record);
+        put(p, self.first_event);
+        put(p, self.first_id);
+        put(p, self.base_time);
         for (c, col) in self.cols.iter_mut().enumerate() {
             // SAFETY: as in refill.
             unsafe { col.set_len(h.cur[c] as usize - self.base[c] as usize) };
-            put_bytes(&mut p, col);
+            put_bytes(p, col);
             if c == TAGS {
                 fold(&tally(col), &mut self.folded);
             }
@@ -456,7 +465,7 @@ impl RefsEncoder {
         h.recent = [u64::MAX; RECENT];
         h.reg = [0; 2];
         // the capacity is kept: every column is empty, so `room` still holds
-        Some(p)
+        true
     }
 }
 
