@@ -202,6 +202,8 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             rp_exit(1);
         }
         ti->s.cut_short = 1;
+        ti->s.cut_offset = e->offset;
+        ti->s.cut_events = e->events;
         hl_error_format(e, ti->s.warning, sizeof ti->s.warning);
     }
     hl_reader_free(r);
@@ -515,6 +517,16 @@ int main(int argc, char **argv) {
     rp_key(&out, &f, "trace_warning");
     if (ti.s.cut_short)
         rp_put_jstr(&out, ti.s.warning);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "cut_at_byte");
+    if (ti.s.cut_short)
+        rp_putu(&out, ti.s.cut_offset);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "cut_after_events");
+    if (ti.s.cut_short)
+        rp_putu(&out, ti.s.cut_events);
     else
         rp_puts(&out, "null");
     rp_key(&out, &f, "timed_ns");

@@ -33,6 +33,7 @@
 
 pub mod alloc;
 pub mod callgrind;
+pub mod health;
 pub mod lab;
 pub mod live;
 pub mod measure;

@@ -15,6 +15,13 @@ pub struct Record {
     pub source: String,
     pub status: String,
     pub error: Option<String>,
+    /// The trace stops early (no END, or a torn last block): every figure
+    /// covers only the events before the cut.
+    pub truncated: bool,
+    pub truncated_at_byte: Option<u64>,
+    pub truncated_after_events: Option<u64>,
+    /// The reader's message about the cut.
+    pub truncation: Option<String>,
     pub events: Option<u64>,
     pub mallocs: Option<u64>,
     pub frees: Option<u64>,
@@ -42,13 +49,17 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 29] = [
+pub const CSV_COLUMNS: [&str; 33] = [
     "trace",
     "trace_name",
     "allocator",
     "source",
     "status",
     "error",
+    "truncated",
+    "truncated_at_byte",
+    "truncated_after_events",
+    "truncation",
     "events",
     "mallocs",
     "frees",
@@ -139,12 +150,22 @@ pub fn table(records: &[Record]) -> String {
         "util",
         "intfr"
     );
-    let mut last = String::new();
+    let mut last: Option<&str> = None;
     for r in records {
-        if r.trace != last && !last.is_empty() {
-            o.push('\n');
+        if last != Some(r.trace.as_str()) {
+            if last.is_some() {
+                o.push('\n');
+            }
+            if let (true, Some(at), Some(n)) =
+                (r.truncated, r.truncated_at_byte, r.truncated_after_events)
+            {
+                o.push_str(&format!(
+                    "! {}: TRUNCATED at byte {at}: the figures below cover only the {n} events before it\n",
+                    r.trace_name
+                ));
+            }
         }
-        last = r.trace.clone();
+        last = Some(r.trace.as_str());
         if r.status != "ok" {
             o.push_str(&format!(
                 "{:<12} {:<14} {}: {}\n",

@@ -1,4 +1,11 @@
-//! Numbers for people: thousands separators, byte sizes, durations.
+//! Numbers for people: thousands separators, byte sizes, durations; and
+//! text from files, made safe for a terminal.
+
+/// Text for the terminal: control characters and bytes that are not UTF-8
+/// escaped (`heaplab_trace::escape::terminal`).
+pub fn escaped(s: &str) -> String {
+    heaplab_trace::escape::terminal_str(s)
+}
 
 /// 1234567 → "1,234,567".
 pub fn count(n: u64) -> String {

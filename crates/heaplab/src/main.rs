@@ -7,6 +7,7 @@
 
 mod cmd;
 mod human;
+mod outfile;
 mod paths;
 mod symbols;
 mod workloads;

@@ -59,6 +59,10 @@ pub struct Args {
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
+    /// Accept traces that stop early (no END block, or a torn last block):
+    /// their rows are still marked truncated, but the exit status is 0.
+    #[arg(long)]
+    allow_truncated: bool,
     /// Keep callgrind's output files and the decoded traces (in the work
     /// directory, named on stderr).
     #[arg(long)]
@@ -150,6 +154,17 @@ pub fn compare_traces(
     bar.0.finish_and_clear();
     print!("{}", record::table(&records));
     let mut notes = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for r in records.iter().filter(|r| r.truncated) {
+        if !seen.contains(&r.trace.as_str()) {
+            seen.push(&r.trace);
+            notes.push(format!(
+                "! {}: {}",
+                r.trace_name,
+                r.truncation.as_deref().unwrap_or("the trace is cut short")
+            ));
+        }
+    }
     if !added.is_empty() {
         notes.push(format!("Added as baselines: {}.", added.join(", ")));
     }
@@ -228,15 +243,30 @@ pub fn run(a: Args) -> Result<i32> {
         a.report.as_deref(),
         &command_line(),
     )?;
+    let mut code = 0;
     let bad = records.iter().filter(|r| r.status != "ok").count();
     if bad > 0 {
         eprintln!(
             "heaplab compare: {bad} of {} cells did not run cleanly (see their rows)",
             records.len()
         );
-        return Ok(1);
+        code = 1;
     }
-    Ok(0)
+    let mut cut: Vec<&str> =
+        records.iter().filter(|r| r.truncated).map(|r| r.trace.as_str()).collect();
+    cut.dedup();
+    if !cut.is_empty() {
+        eprintln!(
+            "heaplab compare: {} of the traces stop early ({}): their figures cover only the events before the cut{}",
+            cut.len(),
+            cut.iter().map(|t| crate::human::escaped(t)).collect::<Vec<_>>().join(", "),
+            if a.allow_truncated { " (accepted: --allow-truncated)" } else { "; pass --allow-truncated to accept them" }
+        );
+        if !a.allow_truncated {
+            code = 1;
+        }
+    }
+    Ok(code)
 }
 
 fn run_live(a: &Args, jobs: usize) -> Result<i32> {

@@ -84,7 +84,7 @@ pub fn profile_trace(
     let p = b.finish(
         &path.display().to_string(),
         |s| r.stack(s).to_vec(),
-        |m| r.module(m).map(|m| m.path.clone()).unwrap_or_default(),
+        |m| r.module(m).map(|m| String::from_utf8_lossy(&m.path).into_owned()).unwrap_or_default(),
         max_sites,
     );
     Ok((p, r.meta().clone(), err))
