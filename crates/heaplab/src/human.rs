@@ -22,7 +22,7 @@ pub fn count(n: u64) -> String {
 
 /// Bytes with a binary unit: "512 B", "1.5 KiB", "12.0 MiB".
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {

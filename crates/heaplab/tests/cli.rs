@@ -126,3 +126,36 @@ fn bad_flags_say_what_would_have_been_right() {
     let out = heaplab(&["stats", "--weighting", "bytes", "x"]);
     assert!(text(&out.stderr).contains("runs") && text(&out.stderr).contains("allocations"));
 }
+
+/// Issue 17, class 7: sizes that add up past 2^64 stop at 2^64-1 and say so;
+/// two malloc(2^63) gave `bytes_allocated 0`.
+#[test]
+fn sums_of_sizes_saturate_and_say_so() {
+    use heaplab_trace::{End, Kind, Meta, NewEvent, TraceWriter, WriterOptions};
+    let meta = Meta { pid: 1, pointer_size: 8, time_unit_ns: 1, ..Meta::default() };
+    let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
+    let t = w.add_thread(1, "main");
+    w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 0)).unwrap();
+    w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 1)).unwrap();
+    w.record(&NewEvent::alloc(Kind::Malloc, u64::MAX).at(t, 2)).unwrap();
+    let dir = std::env::temp_dir().join(format!("heaplab-cli-sat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("big.hltrace");
+    std::fs::write(&p, w.finish(&End::default()).unwrap()).unwrap();
+    let out = heaplab(&["stats", "--json", p.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["bytes_allocated"].as_u64(), Some(u64::MAX), "{v}");
+    assert_eq!(v["peak_live_bytes"].as_u64(), Some(u64::MAX), "{v}");
+    let sat: Vec<&str> =
+        v["saturated"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert!(sat.contains(&"bytes_allocated") && sat.contains(&"peak_live_bytes"), "{sat:?}");
+    assert!(v["size_classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["size"].as_u64().unwrap() >= 1 << 63));
+    assert!(text(&out.stderr).contains("stopped there"), "{}", text(&out.stderr));
+    let out = heaplab(&["stats", p.to_str().unwrap()]);
+    assert!(text(&out.stdout).contains("(saturated)"), "{}", text(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -104,7 +104,12 @@ pub fn run(a: Args) -> Result<i32> {
             );
             code = 1;
         }
-        headers.push(format!("{}: {} (pid {})", t.display(), m.command_line(), m.pid));
+        headers.push(format!(
+            "{}: {} (pid {})",
+            human::escaped(&t.display().to_string()),
+            human::escaped(&m.command_line()),
+            m.pid
+        ));
         profiles.push(p);
     }
     let weighting = match a.weighting {
@@ -116,6 +121,12 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         Profile::merge(&profiles, weighting, a.sites.max(64)).map_err(anyhow::Error::msg)?
     };
+    if !p.saturated.is_empty() {
+        eprintln!(
+            "heaplab stats: {} reached 2^64-1 and stopped there: the true values are larger",
+            p.saturated.join(", ")
+        );
+    }
     if let Some(csv) = &a.csv {
         write_csv(&p, csv).with_context(|| format!("writing {}", csv.display()))?;
     }
@@ -171,13 +182,27 @@ fn print_table(
         p.threads,
         human::ns(p.duration_ns)
     )?;
+    let sat = |field: &str, text: String| {
+        if p.saturated.iter().any(|s| s == field) {
+            format!("≥ {text} (saturated)")
+        } else {
+            text
+        }
+    };
     writeln!(
         out,
         "bytes allocated {}   peak live {} in {} objects",
-        human::bytes(p.bytes_allocated),
-        human::bytes(p.peak_live_bytes),
+        sat("bytes_allocated", human::bytes(p.bytes_allocated)),
+        sat("peak_live_bytes", human::bytes(p.peak_live_bytes)),
         human::count(p.peak_live_objects)
     )?;
+    if !p.saturated.is_empty() {
+        writeln!(
+            out,
+            "saturated: {} reached 2^64-1 and stopped there (the true values are larger)",
+            p.saturated.join(", ")
+        )?;
+    }
     let cov: Vec<String> = ["1", "2", "4", "8"]
         .iter()
         .map(|k| format!("top {k}: {}", human::pct(p.top_coverage[*k])))
