@@ -161,7 +161,7 @@ pub fn table(records: &[Record]) -> String {
             {
                 o.push_str(&format!(
                     "! {}: TRUNCATED at byte {at}: the figures below cover only the {n} events before it\n",
-                    r.trace_name
+                    esc(&r.trace_name)
                 ));
             }
         }
@@ -169,17 +169,17 @@ pub fn table(records: &[Record]) -> String {
         if r.status != "ok" {
             o.push_str(&format!(
                 "{:<12} {:<14} {}: {}\n",
-                trunc(&r.trace_name, 12),
-                trunc(&r.allocator, 14),
+                trunc(&esc(&r.trace_name), 12),
+                trunc(&esc(&r.allocator), 14),
                 r.status.to_uppercase(),
-                r.error.as_deref().unwrap_or("")
+                esc(r.error.as_deref().unwrap_or(""))
             ));
             continue;
         }
         o.push_str(&format!(
             "{:<12} {:<14} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>7} {:>6} {:>6}\n",
-            trunc(&r.trace_name, 12),
-            trunc(&r.allocator, 14),
+            trunc(&esc(&r.trace_name), 12),
+            trunc(&esc(&r.allocator), 14),
             opt(r.instr_per_malloc, 1),
             opt(r.instr_per_free, 1),
             r.alloc_instr_share.map(|s| format!("{:.1}%", s * 100.0)).unwrap_or_else(|| "—".into()),
@@ -195,6 +195,11 @@ pub fn table(records: &[Record]) -> String {
         ));
     }
     o
+}
+
+/// Names and messages quote paths, which may hold any byte.
+fn esc(s: &str) -> String {
+    heaplab_trace::escape::terminal_str(s)
 }
 
 fn trunc(s: &str, n: usize) -> String {

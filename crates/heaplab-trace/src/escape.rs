@@ -67,10 +67,15 @@ pub fn c_comment(bytes: &[u8]) -> String {
 /// which become `\n`, `\t`, `\r` or `\xNN` (`\u{NN}` for C1); a byte that is
 /// not part of valid UTF-8 becomes `\xNN`. A backslash is left alone.
 pub fn terminal(bytes: &[u8]) -> String {
+    for_terminal(bytes, false)
+}
+
+fn for_terminal(bytes: &[u8], keep_breaks: bool) -> String {
     let mut s = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
+                '\n' | '\t' if keep_breaks => s.push(c),
                 '\n' => s.push_str("\\n"),
                 '\t' => s.push_str("\\t"),
                 '\r' => s.push_str("\\r"),
@@ -93,6 +98,12 @@ pub fn terminal(bytes: &[u8]) -> String {
 /// [`terminal`] for a string (a path's display form, an error message).
 pub fn terminal_str(s: &str) -> String {
     terminal(s.as_bytes())
+}
+
+/// [`terminal`] for a message of several lines: line breaks (and tabs) are
+/// kept, every other control character is escaped.
+pub fn terminal_lines(s: &str) -> String {
+    for_terminal(s.as_bytes(), true)
 }
 
 /// [`terminal`] for a path, byte for byte (a path need not be UTF-8).

@@ -160,7 +160,7 @@ pub fn compare_traces(
             seen.push(&r.trace);
             notes.push(format!(
                 "! {}: {}",
-                r.trace_name,
+                crate::human::escaped(&r.trace_name),
                 r.truncation.as_deref().unwrap_or("the trace is cut short")
             ));
         }
@@ -289,7 +289,7 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
     let bar = Bar::new();
     let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;
     bar.0.finish_and_clear();
-    println!("heaplab compare --live: {}\n", a.program.join(" "));
+    println!("heaplab compare --live: {}\n", crate::human::escaped(&a.program.join(" ")));
     print!("{}", live::table(&records));
     if let Some(p) = &a.json {
         write(p, &serde_json::to_string_pretty(&records)?)?;

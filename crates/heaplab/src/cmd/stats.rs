@@ -107,7 +107,7 @@ pub fn run(a: Args) -> Result<i32> {
         headers.push(format!(
             "{}: {} (pid {})",
             human::escaped(&t.display().to_string()),
-            human::escaped(&m.command_line()),
+            m.argv.iter().map(|a| heaplab_trace::escape::terminal(a)).collect::<Vec<_>>().join(" "),
             m.pid
         ));
         profiles.push(p);
@@ -295,7 +295,12 @@ fn print_table(
             let frames: Vec<String> = if s.frames.is_empty() {
                 vec!["(no stack recorded)".into()]
             } else {
-                s.frames.iter().take(3).map(|f| sym.frame(&f.module, f.offset)).collect()
+                // Paths and symbol names come from the trace and the binaries: escaped.
+                s.frames
+                    .iter()
+                    .take(3)
+                    .map(|f| human::escaped(&sym.frame(&f.module, f.offset)))
+                    .collect()
             };
             writeln!(
                 out,
