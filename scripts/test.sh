@@ -13,3 +13,9 @@ cargo test --release --workspace --quiet
 
 echo "== native: C test programs"
 make -C native test --no-print-directory
+
+echo "== damaged traces through every reader (issue 17's audit, the quick set)"
+python3 bench/mutation-audit.py --quick
+
+echo "== fuzz targets, a few seconds each (bench/fuzz.sh runs them for an hour)"
+fuzz/run.sh smoke

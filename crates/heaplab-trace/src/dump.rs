@@ -275,12 +275,17 @@ fn parse_num(s: &str) -> Option<u64> {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if !s.len().is_multiple_of(2) {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex".to_string()))
+    b.chunks(2)
+        .map(|h| {
+            std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| "bad hex".to_string())
+        })
         .collect()
 }
 
