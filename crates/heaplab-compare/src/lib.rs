@@ -31,8 +31,6 @@
 //!
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
-pub mod alloc;
-pub mod callgrind;
 pub mod health;
 pub mod lab;
 pub mod live;
@@ -40,7 +38,9 @@ pub mod measure;
 pub mod record;
 pub mod replay;
 pub mod report;
-pub mod tools;
+
+// The plumbing these modules use lives in heaplab-plumb; the old paths stay.
+pub use heaplab_plumb::{alloc, callgrind, tools};
 
 pub use alloc::{Allocator, Source};
 pub use measure::{compare, Options};
