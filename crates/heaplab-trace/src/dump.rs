@@ -409,10 +409,11 @@ pub fn run_script_to<R: BufRead, W: Write>(mut src: R, out: W) -> Result<TraceWr
                     } else {
                         k.clone()
                     };
-                    let (m, o) = s.split_once(':').ok_or_else(|| ctx(format!("bad frame {s}")))?;
+                    let bad = || ctx(format!("bad frame {}", crate::rep::excerpt(s.as_bytes())));
+                    let (m, o) = s.split_once(':').ok_or_else(bad)?;
                     frames.push(Frame {
-                        module: m.parse().map_err(|_| ctx(format!("bad frame {s}")))?,
-                        offset: parse_num(o).ok_or_else(|| ctx(format!("bad frame {s}")))?,
+                        module: m.parse().map_err(|_| bad())?,
+                        offset: parse_num(o).ok_or_else(bad)?,
                     });
                 }
                 wr.intern_stack(&frames).map_err(io)?;
@@ -437,7 +438,11 @@ pub fn run_script_to<R: BufRead, W: Write>(mut src: R, out: W) -> Result<TraceWr
                 };
                 let id = wr.record(&ev).map_err(io)?;
                 if f.has("id") && id != Some(f.num("id").map_err(ctx)?) {
-                    return Err(ctx(format!("the writer assigned id {id:?}")));
+                    let got = id.map_or("none".to_string(), |i| i.to_string());
+                    return Err(ctx(format!(
+                        "the line says id={}, the writer assigned {got}",
+                        f.str("id").map_err(ctx)?
+                    )));
                 }
             }
             "flush" => wr.flush().map_err(io)?,
@@ -453,7 +458,9 @@ pub fn run_script_to<R: BufRead, W: Write>(mut src: R, out: W) -> Result<TraceWr
                     "exec" => EndReason::Exec,
                     "signal" => EndReason::Signal,
                     "closed" => EndReason::Closed,
-                    s => EndReason::Other(s.parse().map_err(|_| ctx(format!("bad reason {s}")))?),
+                    s => EndReason::Other(s.parse().map_err(|_| {
+                        ctx(format!("bad reason {}", crate::rep::excerpt(s.as_bytes())))
+                    })?),
                 };
                 let e = End {
                     reason,
