@@ -25,6 +25,12 @@ Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
 to a .so (LABEL=PATH names it). A peer that is not installed gets rows
 that say so, and the exit status is 1.
 
+A corrupt trace (bad checksum, malformed block, junk after the END block)
+is refused. A trace that stops early (no END block, a torn last block) is
+replayed up to the cut, its rows are marked TRUNCATED (truncated: true,
+the byte offset and the events read, in JSON and CSV too), and the exit
+status is 1 unless --allow-truncated is given.
+
 Examples:
   heaplab compare perl.hltrace make.hltrace --report out/cmp
   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
