@@ -129,7 +129,7 @@ def readers(quick, work, has_valgrind):
         return lambda t: [HEAPLAB] + [x.replace("{T}", t).replace("{W}", work) for x in a]
     r = [
         ("stats", hl("stats", "{T}"), True),
-        ("stats-json", hl("stats", "--json", "{T}"), True),
+        ("stats-json", hl("stats", "{T}", "--json"), True),
         ("convert-txt", hl("convert", "{T}", "{W}/out.txt"), False),
         ("convert-rep", hl("convert", "{T}", "{W}/out.rep"), False),
         ("convert-trace", hl("convert", "{T}", "{W}/out.hltrace"), False),

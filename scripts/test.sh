@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== rust: formatting and clippy (the workspace's lints, warnings are errors)"
+cargo fmt --all --check
+cargo clippy --release --workspace --all-targets --quiet -- -D warnings
+
 # A check that cannot run fails; HEAPLAB_ALLOW_SKIPS=NAME,... skips named
 # ones on purpose (scripts/skips.sh lists the names).
 echo "== the skip rule"

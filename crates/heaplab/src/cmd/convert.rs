@@ -2,14 +2,34 @@
 //! allocator courses use, chosen by file extension.
 
 use crate::human;
-use crate::outfile::OutFile;
 use anyhow::{bail, Context, Result};
+use heaplab_plumb::output::OutputFile;
+use heaplab_plumb::scratch::ScratchDir;
 use heaplab_trace::dump::{run_script_to, write_dump};
 use heaplab_trace::rep::{self, TextFormat};
 use heaplab_trace::{Codec, Item, NewEvent, TraceReader, TraceWriter, WriterOptions};
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// An output being written under a temporary name beside it
+/// (`heaplab_plumb::output`), buffered; it appears only on `commit`.
+struct OutFile(BufWriter<OutputFile>);
+
+impl OutFile {
+    fn create(dest: &Path, mode: u32) -> Result<OutFile> {
+        Ok(OutFile(BufWriter::with_capacity(1 << 20, OutputFile::create_mode(dest, mode)?)))
+    }
+    fn writer(&mut self) -> &mut BufWriter<OutputFile> {
+        &mut self.0
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.0.flush().context("writing the output")
+    }
+    fn commit(self) -> Result<()> {
+        self.0.into_inner().map_err(|e| e.into_error())?.commit()
+    }
+}
 
 /// Convert between trace formats, chosen by file extension:
 ///
@@ -80,9 +100,12 @@ pub fn run(a: Args) -> Result<i32> {
         ..WriterOptions::default()
     };
     let input_name = human::escaped(&a.input.display().to_string());
+    // a pipe or FIFO is read once, into a private file
+    let (input, _spool) = heaplab_plumb::input::prepare_one(&a.input)?;
+    // traces hold command lines and paths: 0600
     let mode = if to == Fmt::Trace { 0o600 } else { 0o644 };
     let mut out = OutFile::create(&a.output, mode)?;
-    let result = convert(&a, from, to, opts, &mut out);
+    let result = convert(&a, &input, from, to, opts, &mut out);
     match result {
         Ok(()) => {
             out.commit()?;
@@ -112,6 +135,7 @@ pub fn run(a: Args) -> Result<i32> {
 /// and converted. Everything streams: memory holds the live objects, not the file.
 fn convert(
     a: &Args,
+    input: &Path,
     from: Fmt,
     to: Fmt,
     opts: WriterOptions,
@@ -126,25 +150,30 @@ fn convert(
     let text_format = |f: Fmt| if f == Fmt::Rep { TextFormat::Rep } else { TextFormat::Script };
     match from {
         Fmt::Trace => {
-            let mut r = TraceReader::open(&a.input).map_err(|e| Stop::Input(e.to_string()))?;
+            let mut r = TraceReader::open(input).map_err(|e| Stop::Input(e.to_string()))?;
             convert_from_trace(&mut r, to, out, opts)
         }
         Fmt::Rep | Fmt::Script | Fmt::Dump => {
-            let mut scratch = None;
-            let sink: &mut OutFile = if to == Fmt::Trace {
-                out
-            } else {
-                scratch.insert(OutFile::create(&a.output.with_extension("convert.hltrace"), 0o600)?)
+            // A text to anything but a trace goes through a trace in a
+            // private scratch directory first.
+            let scratch = if to == Fmt::Trace { None } else { Some(ScratchDir::new("convert")?) };
+            let mut mid = match &scratch {
+                Some(d) => Some(OutFile::create(&d.join("mid.hltrace"), 0o600)?),
+                None => None,
+            };
+            let sink: &mut OutFile = match mid.as_mut() {
+                Some(m) => m,
+                None => out,
             };
             match from {
                 Fmt::Dump => {
-                    let w = run_script_to(open(&a.input)?, sink.writer()).map_err(at)?;
+                    let w = run_script_to(open(input)?, sink.writer()).map_err(at)?;
                     w.into_inner_unfinished();
                 }
                 _ => {
                     use std::os::unix::ffi::OsStrExt;
                     let (_, summary) = rep::text_to_trace(
-                        open(&a.input)?,
+                        open(input)?,
                         text_format(from),
                         a.input.as_os_str().as_bytes(),
                         sink.writer(),
@@ -160,9 +189,10 @@ fn convert(
                 }
             }
             sink.flush()?;
-            if let Some(tmp) = &scratch {
-                let mut r =
-                    TraceReader::open(tmp.tmp_path()).map_err(|e| Stop::Input(e.to_string()))?;
+            if let (Some(m), Some(d)) = (mid, &scratch) {
+                m.commit()?;
+                let mut r = TraceReader::open(d.join("mid.hltrace"))
+                    .map_err(|e| Stop::Input(e.to_string()))?;
                 convert_from_trace(&mut r, to, out, opts)?;
             }
             Ok(())
@@ -182,12 +212,14 @@ fn convert_from_trace<R: std::io::Read>(
             let tf = if to == Fmt::Rep { TextFormat::Rep } else { TextFormat::Script };
             // A .rep header holds counts known only at the end: the body goes
             // to a scratch file beside the output first.
-            let mut body = OutFile::create(&out_sibling(out), 0o600)?;
+            let scratch = ScratchDir::new("convert")?;
+            let body_path = scratch.join("body");
+            let mut body = OutFile::create(&body_path, 0o600)?;
             match rep::trace_to_text(r, tf, body.writer()) {
                 Ok((head, losses)) => {
-                    body.flush()?;
+                    body.commit()?;
                     out.writer().write_all(head.as_bytes())?;
-                    std::io::copy(&mut File::open(body.tmp_path())?, out.writer())?;
+                    std::io::copy(&mut File::open(&body_path)?, out.writer())?;
                     if losses.kinds_flattened > 0 {
                         eprintln!(
                             "heaplab convert: {} calloc/memalign-family calls written as plain `a` (alignment is lost)",
@@ -216,11 +248,6 @@ fn convert_from_trace<R: std::io::Read>(
     };
     out.flush()?;
     result.map_err(Stop::Input)
-}
-
-/// A scratch name beside the output.
-fn out_sibling(out: &OutFile) -> PathBuf {
-    out.tmp_path().with_extension("body")
 }
 
 /// Re-encodes a trace (e.g. to compress or uncompress it), item by item.
