@@ -231,6 +231,19 @@ def main():
         os.mkdir(mut_dir)
         n_mutants = 0
         t0 = time.time()
+        # Each reader must accept every base trace as it is: otherwise a
+        # "refused" below could be a wrong command line, not a detection.
+        core = {"stats", "stats-json", "convert-txt", "convert-rep", "convert-trace", "compare",
+                "lab", "hltrace-dump", "heaplab-replay", "compare-check"}
+        baseline_bad = []
+        for base, path in bases:
+            for rname, argv, _ in rs:
+                if rname in core or base.endswith("refs"):
+                    rc, _, err, _ = run(argv(path), env, a.timeout)
+                    if rc != 0:
+                        baseline_bad.append("%s on %s: exit %d %s" % (rname, base, rc, err.strip()[-200:]))
+        for b in baseline_bad:
+            print("BASELINE: %s" % b)
         for base, path in bases:
             data = open(path, "rb").read()
             for mname, mbytes in mutants(data, per_base, rng):
@@ -271,7 +284,7 @@ def main():
             with open(a.json, "w") as f:
                 json.dump({"bases": [b for b, _ in bases], "mutants": n_mutants, "counts": counts,
                            "total": total, "bad": bad, "warned": warned}, f, indent=1)
-        sys.exit(1 if bad else 0)
+        sys.exit(1 if bad or baseline_bad else 0)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
