@@ -154,6 +154,8 @@ impl Builder {
             "common/hl_unwind.h",
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
+            "alloc/btag.h",
+            "common/hl_fmt.h",
         ]
         .iter()
         .map(|h| n.join(h))
