@@ -5,6 +5,7 @@ use crate::study::{AllocatorResult, CacheMode, Locality};
 use heaplab_report::num::{millions, short_count};
 use heaplab_report::{Bars, Cell, LineSeries, Lines, Report, Series, Table};
 use heaplab_sim::config::fmt_bytes;
+use heaplab_trace::escape::{terminal_lines, terminal_str};
 use std::fmt::Write as _;
 
 /// Cache sizes present for (line, assoc), unified, across allocators.
@@ -59,20 +60,6 @@ fn fault_rate(a: &AllocatorResult, page: u64, memory: u64) -> Option<f64> {
         p.curve.get(frames as usize - 1).map(|x| x[1]).unwrap_or(p.distinct_pages)
     };
     Some(faults as f64 / p.references.max(1) as f64)
-}
-
-/// Control characters of a string from the trace (its path, the recorded
-/// command line) shown as `\xNN`, so that they never reach a terminal raw.
-fn printable(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() {
-            o.push_str(&format!("\\x{:02x}", c as u32));
-        } else {
-            o.push(c);
-        }
-    }
-    o
 }
 
 /// The study's tables, in the papers' order; the terminal and the HTML page
@@ -305,7 +292,8 @@ fn tables(l: &Locality) -> Vec<Table> {
 /// The terminal report.
 pub fn text(l: &Locality) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "heaplab locality: {} ({})", printable(&l.trace), printable(&l.command));
+    let _ =
+        writeln!(o, "heaplab locality: {} ({})", terminal_str(&l.trace), terminal_str(&l.command));
     if let Some(a) = l.allocators.first() {
         let s = &a.stats;
         let _ = writeln!(
@@ -322,7 +310,8 @@ pub fn text(l: &Locality) -> String {
         o.push_str(&t.to_text());
     }
     for f in &l.failed {
-        let _ = writeln!(o, "\n{} could not be measured: {}", f.allocator, printable(&f.error));
+        let _ =
+            writeln!(o, "\n{} could not be measured: {}", f.allocator, terminal_lines(&f.error));
     }
     o
 }
@@ -330,7 +319,7 @@ pub fn text(l: &Locality) -> String {
 /// The HTML page: the tables, and the figures of the papers.
 pub fn html(l: &Locality) -> String {
     let mut page = Report::new("heaplab locality");
-    page.paragraph(&format!("Trace {} of: {}", printable(&l.trace), printable(&l.command)));
+    page.paragraph(&format!("Trace {} of: {}", l.trace, l.command));
     let mut fig = 1;
     for (line, assoc, what) in [
         (32u32, 1u32, "direct-mapped, 32-byte lines (paper 000 Figures 6-8)"),
@@ -482,7 +471,7 @@ pub fn html(l: &Locality) -> String {
         page.table(&t);
     }
     for f in &l.failed {
-        page.paragraph(&format!("{} could not be measured: {}", f.allocator, printable(&f.error)));
+        page.paragraph(&format!("{} could not be measured: {}", f.allocator, f.error));
     }
     page.to_html()
 }

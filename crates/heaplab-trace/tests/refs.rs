@@ -12,14 +12,14 @@ fn meta(refs: bool) -> Meta {
         pid: 7,
         pointer_size: 8,
         time_unit_ns: 1000,
-        options: refs.then(|| OPTION.to_string()),
+        options: refs.then(|| OPTION.as_bytes().to_vec()),
         ..Meta::default()
     }
 }
 
 /// META announcing REFS encoding `version`.
 fn meta_v(version: u32) -> Meta {
-    Meta { options: Some(format!("refs={version}")), ..meta(true) }
+    Meta { options: Some(format!("refs={version}").into_bytes()), ..meta(true) }
 }
 
 /// A small deterministic generator (xorshift), so failures repeat.

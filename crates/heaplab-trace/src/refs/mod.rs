@@ -259,8 +259,8 @@ pub fn announces_refs(m: &crate::model::Meta) -> bool {
 pub fn refs_version(m: &crate::model::Meta) -> Option<u32> {
     m.options
         .as_deref()?
-        .split_whitespace()
-        .find_map(|t| t.strip_prefix("refs=")?.parse::<u32>().ok())
+        .split(u8::is_ascii_whitespace)
+        .find_map(|t| std::str::from_utf8(t.strip_prefix(b"refs=")?).ok()?.parse::<u32>().ok())
         .filter(|&v| v > 0)
 }
 
