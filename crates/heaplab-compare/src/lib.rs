@@ -31,15 +31,15 @@
 //!
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
-pub mod alloc;
-pub mod callgrind;
 pub mod lab;
 pub mod live;
 pub mod measure;
 pub mod record;
 pub mod replay;
 pub mod report;
-pub mod tools;
+
+// The plumbing these modules use lives in heaplab-plumb; the old paths stay.
+pub use heaplab_plumb::{alloc, callgrind, tools};
 
 pub use alloc::{Allocator, Source};
 pub use measure::{compare, Options};

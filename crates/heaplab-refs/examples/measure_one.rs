@@ -1,6 +1,6 @@
 //! Measures one allocator on one trace (a development aid, not a test):
 //!   cargo run --release -p heaplab-refs --example measure_one -- TRACE [ALLOCATOR]
-use heaplab_compare::{alloc, Tools};
+use heaplab_plumb::{alloc, Tools};
 use heaplab_refs::measure::{events_only, measure, SimSpec};
 use heaplab_refs::vg::VgTools;
 use std::path::PathBuf;

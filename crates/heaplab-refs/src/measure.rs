@@ -23,7 +23,7 @@
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
 use anyhow::{bail, Context, Result};
-use heaplab_compare::Allocator;
+use heaplab_plumb::Allocator;
 use heaplab_sim::config::CacheConfig;
 use heaplab_sim::{
     drive, Access, AccessSource, CacheResult, CacheSweep, Kind, Mode, Next, PageCurve, PageSim,

@@ -15,7 +15,7 @@
 use crate::measure::{self, Cell, MeasureStats, SimSpec};
 use crate::vg::VgTools;
 use anyhow::Result;
-use heaplab_compare::Allocator;
+use heaplab_plumb::Allocator;
 use heaplab_sim::config::{fmt_bytes, CacheConfig};
 use heaplab_sim::{CacheResult, Mode, Part};
 use serde::Serialize;

@@ -3,7 +3,7 @@
 //! marked, and the simulators fed from it agree exactly with the naive
 //! oracles. Needs `make -C native`.
 
-use heaplab_compare::{alloc, Tools};
+use heaplab_plumb::{alloc, Tools};
 use heaplab_refs::measure::{events_only, measure_with, Merged};
 use heaplab_refs::record::{self, Options};
 use heaplab_refs::vg::{Ended, VgTools};

@@ -17,8 +17,8 @@
 //! the addresses it chose.
 
 use anyhow::{bail, Context, Result};
-use heaplab_compare::alloc::Source;
-use heaplab_compare::Allocator;
+use heaplab_plumb::alloc::Source;
+use heaplab_plumb::Allocator;
 use heaplab_refs::measure::{measure_with_args, MeasureStats, Merged, OTHER_BIT};
 use heaplab_refs::vg::VgTools;
 use heaplab_sim::config::CacheConfig;

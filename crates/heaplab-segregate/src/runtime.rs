@@ -12,7 +12,7 @@
 //!   output compared with glibc's.
 
 use anyhow::{bail, Context, Result};
-use heaplab_compare::callgrind;
+use heaplab_plumb::callgrind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
