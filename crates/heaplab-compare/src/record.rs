@@ -26,6 +26,7 @@ pub struct Record {
     pub replay_instructions: Option<u64>,
     pub alloc_instr_share: Option<f64>,
     pub share_basis: Option<String>,
+    pub counter: Option<String>,
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
@@ -42,7 +43,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 29] = [
+pub const CSV_COLUMNS: [&str; 30] = [
     "trace",
     "trace_name",
     "allocator",
@@ -60,6 +61,7 @@ pub const CSV_COLUMNS: [&str; 29] = [
     "replay_instructions",
     "alloc_instr_share",
     "share_basis",
+    "counter",
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",

@@ -8,6 +8,7 @@
 mod cmd;
 mod human;
 mod paths;
+mod progress;
 mod symbols;
 mod workloads;
 
@@ -67,6 +68,8 @@ enum Command {
         about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)"
     )]
     Synth(cmd::synth::Args),
+    #[command(about = "Run one job of a plan (a line of DIR/jobs*.txt from compare --plan DIR)")]
+    Job(cmd::job::Args),
 }
 
 fn main() {
@@ -90,6 +93,7 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Segregate(a) => cmd::segregate::run(a),
         Command::Synth(a) => cmd::synth::run(a),
+        Command::Job(a) => cmd::job::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

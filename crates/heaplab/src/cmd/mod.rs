@@ -4,6 +4,7 @@ pub mod allocators;
 pub mod compare;
 pub mod convert;
 pub mod demo;
+pub mod job;
 pub mod lab;
 pub mod locality;
 pub mod record;
