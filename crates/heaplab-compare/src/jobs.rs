@@ -138,7 +138,10 @@ impl Study {
         t * self.allocators.len() + a
     }
 
-    /// Every job, in cell order (touch, count, time per cell). Hashes the inputs.
+    /// Every job: the touch runs of every cell, then the counted replays,
+    /// then the timing runs (a plan's lines keep this order: the touch runs
+    /// decode each trace into the plan's cache natively, before the counted
+    /// replays would under Valgrind). Hashes the inputs.
     pub fn jobs(&self) -> Result<Vec<Job>> {
         let mut common_inputs = vec![Input::of(&self.replay)?];
         if let Some(c) = libc_path() {
@@ -216,6 +219,8 @@ impl Study {
                 }
             }
         }
+        let phase = |j: &Job| Measure::of_kind(&j.kind).map(|m| m as u8).unwrap_or(9);
+        jobs.sort_by_key(phase); // stable: cell order within each kind
         Ok(jobs)
     }
 }

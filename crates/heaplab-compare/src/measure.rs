@@ -1,10 +1,12 @@
 //! The comparison, run here: every (trace, allocator) cell as up to three
 //! jobs (jobs.rs), each its own processes:
 //!
-//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), and
+//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), natively:
+//!    the first of a trace decodes it into the ops cache, for all the others;
 //! 2. a counted replay (instructions per call: vgcount, callgrind or perf),
+//!    the longest first (as the touch runs predict them),
 //!
-//! which are independent and run in parallel up to `jobs` at a time; then
+//! each phase in parallel up to `jobs` at a time; then
 //!
 //! 3. `repeat` plain-mode replays per cell for wall time, one at a time,
 //!    round-robin over the cells so that a slow patch of the machine is spread
@@ -202,10 +204,31 @@ pub fn compare(
         observer,
         eta: None,
     };
-    let shared: Vec<Job> = jobs.iter().filter(|j| !j.alone).cloned().collect();
-    let alone: Vec<Job> = jobs.iter().filter(|j| j.alone).cloned().collect();
+    let of = |kind: &str| jobs.iter().filter(|j| j.kind == kind).cloned().collect::<Vec<Job>>();
+    let (touch, mut counted, alone) = (of("compare.touch"), of("compare.count"), of("compare.time"));
     let mut by_id: HashMap<String, JobState> = HashMap::new();
-    for (j, s) in shared.iter().zip(runner.run(&shared, &work)) {
+    // The touch runs first: natively they decode each trace into the ops
+    // cache (under Valgrind that would take ten times as long), and their
+    // replay time tells how long each counted replay will take.
+    for (j, s) in touch.iter().zip(runner.run(&touch, &work)) {
+        by_id.insert(j.id.clone(), s);
+    }
+    let native = |j: &Job| -> Option<f64> {
+        let t = touch.iter().find(|t| t.param("trace") == j.param("trace") && t.param("allocator") == j.param("allocator"))?;
+        match by_id.get(&t.id)? {
+            JobState::Done(o) => Some(o.result["replay"]["timed_ns"].as_f64()? / 1e9),
+            _ => None,
+        }
+    };
+    for j in counted.iter_mut() {
+        if let Some(s) = native(j) {
+            j.weight = 0.5 + s * opts.counter.slowdown();
+            observer.reweigh(j);
+        }
+    }
+    // Longest first, so that no core idles at the end while one long count runs.
+    counted.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+    for (j, s) in counted.iter().zip(runner.run(&counted, &work)) {
         by_id.insert(j.id.clone(), s);
     }
     for (j, s) in alone.iter().zip(round_robin(&alone, &runner, ops.as_deref())) {

@@ -24,6 +24,8 @@ pub trait Observer: Sync {
     fn started(&self, _job: &Job) {}
     /// `reused`: the outcome came from the store (`resume`), not from running.
     fn finished(&self, _job: &Job, _outcome: &Outcome, _reused: bool) {}
+    /// The job's expected cost changed (what other jobs taught).
+    fn reweigh(&self, _job: &Job) {}
 }
 
 /// An [`Observer`] that shows nothing.

@@ -169,6 +169,12 @@ impl Observer for Progress {
             }));
     }
 
+    fn reweigh(&self, job: &Job) {
+        if let Some(e) = self.inner.eta() {
+            e.reweigh(&job.id, job.weight);
+        }
+    }
+
     fn started(&self, job: &Job) {
         if let Some(e) = self.inner.eta() {
             e.started(&job.id);
