@@ -289,9 +289,9 @@ fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<(f64, Val
     Ok((out.timed_ns as f64 / 1e9, o.raw.clone().unwrap_or(Value::Null)))
 }
 
-/// The result of a time job from its runs.
-pub fn time_result(runs: &[f64], last: Value) -> Value {
-    json!({"runs_s": runs, "replay": last})
+/// The result of a time job from its runs (what run_job gives for it).
+pub fn time_result(job: &Job, runs: &[f64], last: Value) -> Value {
+    json!({"runs_s": runs, "replay": last, "trace": job.param("trace"), "allocator": job.param("allocator")})
 }
 
 /// Runs one compare job here: what `heaplab job compare.*` does, and what a
@@ -299,15 +299,23 @@ pub fn time_result(runs: &[f64], last: Value) -> Value {
 /// traces to share between jobs (a plan's `ops-cache/`).
 pub fn run_job(job: &Job, ops_cache: Option<&Path>) -> Result<Value> {
     let (tools, alloc, trace) = setup(job, ops_cache)?;
+    let mut v = measure(job, &tools, &alloc, &trace)?;
+    // whose cell this is, for a reader of the outcome alone
+    v["trace"] = json!(trace);
+    v["allocator"] = json!(alloc.name);
+    Ok(v)
+}
+
+fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<Value> {
     match Measure::of_kind(&job.kind) {
         Some(Measure::Touch) => {
-            let o = replay::run(&tools, &alloc, &trace, Mode::Touch, &[])?;
+            let o = replay::run(tools, alloc, trace, Mode::Touch, &[])?;
             failed("touch-mode replay", &o)?;
             Ok(json!({"replay": o.raw}))
         }
         Some(Measure::Count) => {
             let counter = Counter::parse(param(job, "counter")?)?;
-            let (o, counts) = count::run(&tools, &alloc, &trace, counter)?;
+            let (o, counts) = count::run(tools, alloc, trace, counter)?;
             failed(&format!("{} replay", counter.name()), &o)?;
             let counts = counts.context("the count replay gave no counts")?;
             Ok(json!({"replay": o.raw, "counts": counts}))
@@ -316,11 +324,11 @@ pub fn run_job(job: &Job, ops_cache: Option<&Path>) -> Result<Value> {
             let repeat: usize = param(job, "repeat")?.parse().context("--repeat")?;
             let (mut runs, mut last) = (Vec::new(), Value::Null);
             for _ in 0..repeat {
-                let (s, raw) = time_once(&tools, &alloc, &trace)?;
+                let (s, raw) = time_once(tools, alloc, trace)?;
                 runs.push(s);
                 last = raw;
             }
-            Ok(time_result(&runs, last))
+            Ok(json!({"runs_s": runs, "replay": last}))
         }
         None => bail!("unknown job kind {} (compare.touch, compare.count, compare.time)", job.kind),
     }

@@ -205,7 +205,8 @@ pub fn compare(
         eta: None,
     };
     let of = |kind: &str| jobs.iter().filter(|j| j.kind == kind).cloned().collect::<Vec<Job>>();
-    let (touch, mut counted, alone) = (of("compare.touch"), of("compare.count"), of("compare.time"));
+    let (touch, mut counted, alone) =
+        (of("compare.touch"), of("compare.count"), of("compare.time"));
     let mut by_id: HashMap<String, JobState> = HashMap::new();
     // The touch runs first: natively they decode each trace into the ops
     // cache (under Valgrind that would take ten times as long), and their
@@ -214,7 +215,9 @@ pub fn compare(
         by_id.insert(j.id.clone(), s);
     }
     let native = |j: &Job| -> Option<f64> {
-        let t = touch.iter().find(|t| t.param("trace") == j.param("trace") && t.param("allocator") == j.param("allocator"))?;
+        let t = touch.iter().find(|t| {
+            t.param("trace") == j.param("trace") && t.param("allocator") == j.param("allocator")
+        })?;
         match by_id.get(&t.id)? {
             JobState::Done(o) => Some(o.result["replay"]["timed_ns"].as_f64()? / 1e9),
             _ => None,
@@ -320,7 +323,7 @@ fn round_robin(jobs: &[Job], runner: &Runner, ops: Option<&Path>) -> Vec<JobStat
         }
         let result = match r.error {
             Some(e) => Err(e),
-            None => Ok(jobs::time_result(&r.runs, r.last)),
+            None => Ok(jobs::time_result(&jobs[i], &r.runs, r.last)),
         };
         let o = run::outcome(&jobs[i], result, r.started, r.spent);
         if let Some(s) = runner.store {

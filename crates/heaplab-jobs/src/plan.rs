@@ -183,7 +183,10 @@ mod tests {
         let all = std::fs::read_to_string(d.join("jobs.txt")).unwrap();
         let lines: Vec<&str> = all.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].contains(" t.a ") && lines[1].contains(" t.b "), "the study's order: {all}");
+        assert!(
+            lines[0].contains(" t.a ") && lines[1].contains(" t.b "),
+            "the study's order: {all}"
+        );
         assert!(lines[2].contains(" t.c "), "alone last: {all}");
         assert_eq!(std::fs::read_to_string(d.join("jobs-alone.txt")).unwrap().lines().count(), 1);
         assert!(plan.write(&d).is_err(), "a plan does not overwrite another");
