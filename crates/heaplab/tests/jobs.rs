@@ -227,3 +227,79 @@ fn an_interrupted_compare_keeps_what_it_finished_and_resume_does_the_rest() {
         show(&out)
     );
 }
+
+/// Every value of two JSON documents, paths where they differ (keys named in
+/// `skip` aside).
+fn differences(a: &Value, b: &Value, path: &str, skip: &[&str], out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                if !skip.contains(&k.as_str()) {
+                    differences(v, &y[k], &format!("{path}.{k}"), skip, out);
+                }
+            }
+            if x.len() != y.len() {
+                out.push(format!("{path}: keys differ"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                differences(u, v, &format!("{path}[{i}]"), skip, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {a} vs {b}")),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_locality_plan_merges_into_the_local_study() {
+    let d = tmp("locality");
+    let prog = root().join("build/bin/vgtool-test-counts");
+    let trace = d.0.join("counts.hltrace");
+    let rec = heaplab(
+        &["record", "--refs", "-o", trace.to_str().unwrap(), "--", prog.to_str().unwrap()],
+        &d.0,
+    );
+    assert!(rec.status.success(), "{}", show(&rec));
+    let t = trace.to_str().unwrap();
+    let common = [
+        "--allocators",
+        "bsd,glibc,gnulocal,gnulocal+pad8",
+        "--caches",
+        "16K:32:1",
+        "--pages",
+        "4K",
+    ];
+    let local = d.0.join("local.json");
+    let mut args = vec!["locality", t, "--json", local.to_str().unwrap()];
+    args.extend(common);
+    let out = heaplab(&args, &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+
+    let plan = d.0.join("plan");
+    let mut args = vec!["locality", t, "--plan", plan.to_str().unwrap()];
+    args.extend(common);
+    let out = heaplab(&args, &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(
+        std::fs::read_to_string(plan.join("jobs.txt")).unwrap().lines().count(),
+        4,
+        "one job per allocator"
+    );
+    parallel(&["-j2", "-a", plan.join("jobs.txt").to_str().unwrap()]);
+    let merged = d.0.join("merged.json");
+    let out = heaplab(
+        &["locality", "--merge", plan.to_str().unwrap(), "--json", merged.to_str().unwrap()],
+        &d.0,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let read =
+        |p: &Path| serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let (a, b) = (read(&local), read(&merged));
+    assert_eq!(a["allocators"].as_array().unwrap().len(), 4);
+    assert_eq!(b["boundary_tags"].as_array().unwrap().len(), 1, "gnulocal beside gnulocal+pad8");
+    let mut diffs = Vec::new();
+    differences(&a, &b, "", &["seconds"], &mut diffs);
+    assert!(diffs.is_empty(), "the merged study differs from the local one:\n{}", diffs.join("\n"));
+}
