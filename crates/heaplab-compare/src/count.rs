@@ -169,7 +169,7 @@ pub fn run(
 ) -> Result<(Outcome, Option<Counts>)> {
     match counter {
         Counter::Callgrind => {
-            let scratch = heaplab_jobs::scratch::Scratch::new("callgrind")?;
+            let scratch = heaplab_plumb::scratch::ScratchDir::new("callgrind")?;
             let out = scratch.path().join("callgrind.out");
             let (o, p) = replay::run_callgrind(tools, alloc, trace, &out)?;
             let counts = o.failure().is_none().then(|| Counts::from_profile(&p));

@@ -129,8 +129,9 @@ fn libc_path() -> Option<PathBuf> {
 const NS_PER_EVENT: f64 = 15.0;
 
 impl Study {
-    pub fn tools(&self) -> Tools {
-        tools_for(&self.replay, &self.lib_dir, self.timeout_s)
+    /// Where heaplab's Valgrind tools are (`build/lib/valgrind`).
+    fn vg_lib(&self) -> PathBuf {
+        self.lib_dir.join("valgrind")
     }
 
     /// Cell index of (trace t, allocator a).
@@ -147,7 +148,7 @@ impl Study {
         if let Some(c) = libc_path() {
             common_inputs.push(Input::of(&c)?);
         }
-        let tool = count::vg_lib(&self.tools()).join("heaplab-count-amd64-linux");
+        let tool = self.vg_lib().join("heaplab-count-amd64-linux");
         let mut jobs = Vec::new();
         for t in &self.traces {
             let trace_in = Input::of(&t.path)?;
@@ -197,10 +198,7 @@ impl Study {
                     let mut extra = vec![("counter".to_string(), c.name().to_string())];
                     let mut more = vec![];
                     if c == Counter::Vgcount {
-                        extra.push((
-                            "vg-lib".into(),
-                            count::vg_lib(&self.tools()).display().to_string(),
-                        ));
+                        extra.push(("vg-lib".into(), self.vg_lib().display().to_string()));
                         more.push(Input::of(&tool).context("the counting tool")?);
                     }
                     jobs.push(job(Measure::Count, extra, more, 0.5 + c.slowdown() * native));
@@ -230,14 +228,14 @@ pub fn trace_name(given: &str) -> String {
     Path::new(given).file_stem().unwrap_or_default().to_string_lossy().to_string()
 }
 
-/// Tools for jobs that name their own paths.
-fn tools_for(replay: &Path, lib_dir: &Path, timeout_s: u64) -> Tools {
-    let mut t = Tools::from_home(Path::new("/"));
+/// Tools for jobs that name their own paths (and a private scratch directory).
+fn tools_for(replay: &Path, lib_dir: &Path, timeout_s: u64) -> Result<Tools> {
+    let mut t = Tools::new(&heaplab_plumb::Layout::checkout(Path::new("/")))?;
     t.replay = replay.to_path_buf();
     t.lib_dir = lib_dir.to_path_buf();
     t.ops_cache = None;
     t.timeout = (timeout_s > 0).then(|| std::time::Duration::from_secs(timeout_s));
-    t
+    Ok(t)
 }
 
 fn param<'a>(job: &'a Job, key: &str) -> Result<&'a str> {
@@ -252,7 +250,7 @@ fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathB
         .param("vg-lib")
         .and_then(|l| Path::new(l).parent().map(Path::to_path_buf))
         .unwrap_or_else(|| replay.parent().unwrap_or(Path::new("/")).join("../lib"));
-    let mut tools = tools_for(&replay, &lib_dir, timeout);
+    let mut tools = tools_for(&replay, &lib_dir, timeout)?;
     tools.ops_cache = ops_cache.map(Path::to_path_buf);
     let env = job
         .params

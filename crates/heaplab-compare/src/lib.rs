@@ -21,7 +21,7 @@
 //!
 //! ```no_run
 //! use heaplab_compare::*;
-//! let tools = Tools::from_home(std::path::Path::new("."));
+//! let tools = Tools::discover().unwrap();
 //! let allocs = alloc::resolve(&["glibc".into(), "firstfit".into()], &tools).unwrap();
 //! let opts = Options::default();
 //! let traces = vec![std::path::PathBuf::from("perl.hltrace")];

@@ -39,7 +39,6 @@ pub mod hash;
 pub mod job;
 pub mod plan;
 pub mod run;
-pub mod scratch;
 pub mod shell;
 pub mod store;
 

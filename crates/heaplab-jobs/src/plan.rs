@@ -19,8 +19,8 @@
 
 use crate::job::Job;
 use crate::shell;
-use crate::store::write_atomic;
 use anyhow::{bail, Context, Result};
+use heaplab_plumb::output::write;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -81,15 +81,12 @@ impl Plan {
         let all = self.ordered();
         let shared: Vec<&Job> = all.iter().copied().filter(|j| !j.alone).collect();
         let alone: Vec<&Job> = all.iter().copied().filter(|j| j.alone).collect();
-        write_atomic(&dir.join("plan.json"), serde_json::to_string_pretty(self)?.as_bytes())?;
-        write_atomic(&dir.join("jobs.txt"), list(&all).as_bytes())?;
-        write_atomic(&dir.join("jobs-shared.txt"), list(&shared).as_bytes())?;
-        write_atomic(&dir.join("jobs-alone.txt"), list(&alone).as_bytes())?;
-        write_atomic(&dir.join("slurm.sbatch"), slurm(&dir).as_bytes())?;
-        write_atomic(
-            &dir.join("README.txt"),
-            readme(&dir, &self.study, shared.len(), alone.len()).as_bytes(),
-        )?;
+        write(&dir.join("plan.json"), serde_json::to_string_pretty(self)?)?;
+        write(&dir.join("jobs.txt"), list(&all))?;
+        write(&dir.join("jobs-shared.txt"), list(&shared))?;
+        write(&dir.join("jobs-alone.txt"), list(&alone))?;
+        write(&dir.join("slurm.sbatch"), slurm(&dir))?;
+        write(&dir.join("README.txt"), readme(&dir, &self.study, shared.len(), alone.len()))?;
         Ok(())
     }
 

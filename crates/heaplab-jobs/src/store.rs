@@ -1,9 +1,9 @@
 //! Outcomes on disk: one file per job, `DIR/ID.json`, written under a
-//! temporary name in the same directory and renamed, so a reader never sees
-//! half a file and a killed job leaves none.
+//! temporary name in the same directory and renamed (`heaplab_plumb::output`),
+//! so a reader never sees half a file and a killed job leaves none.
 
 use crate::job::Job;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -67,9 +67,10 @@ impl Store {
         self.dir.join(format!("{id}.json"))
     }
 
-    /// Writes an outcome: a temporary file beside it, then a rename over it.
+    /// Writes an outcome: a temporary file beside it, then a rename over it
+    /// (`heaplab_plumb::output`).
     pub fn put(&self, o: &Outcome) -> Result<()> {
-        write_atomic(&self.path(&o.job), serde_json::to_string_pretty(o)?.as_bytes())
+        heaplab_plumb::output::write(&self.path(&o.job), serde_json::to_string_pretty(o)?)
     }
 
     /// Job `id`'s outcome, if there is one.
@@ -96,40 +97,6 @@ impl Store {
     pub fn states(&self, jobs: &[Job]) -> Vec<JobState> {
         jobs.iter().map(|j| self.get(&j.id)).collect()
     }
-}
-
-/// Writes `bytes` to `path` through a temporary name in the same directory
-/// and a rename. Refuses to write over a symbolic link.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if m.file_type().is_symlink() {
-            bail!("{} is a symbolic link; heaplab does not write through one", path.display());
-        }
-    }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    let r = f.write_all(bytes).and_then(|_| f.sync_all());
-    drop(f);
-    if let Err(e) = r.and_then(|_| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -164,7 +131,7 @@ mod tests {
         assert!(matches!(s.get("d"), JobState::Missing));
         assert!(matches!(s.get("e"), JobState::Unreadable(m) if m.contains("not e")));
         std::os::unix::fs::symlink("/etc/passwd", d.join("link.json")).unwrap();
-        assert!(write_atomic(&d.join("link.json"), b"x").is_err());
+        assert!(s.put(&outcome("link", "ok")).is_err(), "never through a link");
         assert!(std::fs::read_dir(&d).unwrap().all(|e| !e
             .unwrap()
             .file_name()

@@ -202,7 +202,7 @@ pub fn run_job(job: &Job) -> Result<Value> {
     let vg =
         VgTools { valgrind: PathBuf::from("valgrind"), lib: PathBuf::from(param(job, "vg-lib")?) };
     let trace = PathBuf::from(param(job, "trace")?);
-    let scratch = heaplab_jobs::scratch::Scratch::new("locality")?;
+    let scratch = heaplab_plumb::scratch::ScratchDir::new("locality")?;
     let events = scratch.path().join("events.hltrace");
     measure::events_only(&trace, &events)?;
     let cell = measure::measure(

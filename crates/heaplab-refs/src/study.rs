@@ -312,8 +312,7 @@ pub fn run(
     let scratch = crate::vg::Scratch::new("locality")?;
     let events = scratch.dir.join("events.hltrace");
     measure::events_only(trace, &events)?;
-    let meta =
-        heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?.meta().clone();
+    let meta = heaplab_trace::TraceReader::open(trace)?.meta().clone();
     let mut results = Vec::new();
     let mut failed = Vec::new();
     for (i, a) in opts.allocators.iter().enumerate() {

@@ -50,7 +50,7 @@ fn trace() -> &'static (PathBuf, PathBuf) {
 
 /// Every access of the merged stream, and the stream's counts.
 fn merged(allocator: &str) -> (heaplab_refs::measure::MeasureStats, Vec<Access>) {
-    let tools = Tools::from_home(&root());
+    let tools = Tools::new(&heaplab_plumb::Layout::checkout(&root())).unwrap();
     let a = alloc::resolve(&[allocator.to_string()], &tools).unwrap().remove(0);
     let (t, ev) = trace();
     measure_with(&vg(), &tools.replay, t, ev, &a, |src: &mut Merged| {

@@ -7,7 +7,6 @@
 use anyhow::{bail, Result};
 use heaplab_jobs::job::Invocation;
 use heaplab_jobs::run::execute;
-use heaplab_jobs::store::write_atomic;
 use std::path::{Path, PathBuf};
 
 /// Run one job of a plan: the lines of DIR/jobs*.txt that `heaplab compare
@@ -46,7 +45,7 @@ pub fn run(a: Args) -> Result<i32> {
             a.kind
         ),
     };
-    write_atomic(&out, serde_json::to_string_pretty(&outcome)?.as_bytes())?;
+    heaplab_plumb::output::write(&out, serde_json::to_string_pretty(&outcome)?)?;
     if let Some(e) = &outcome.error {
         eprintln!("heaplab job {}: {e}", job.id);
         return Ok(1);

@@ -2,10 +2,10 @@
 //! trace recorded with references (papers 000 §4 and 003 §5). The work lives
 //! in `heaplab-refs` (measure, study, report); this is flags and output.
 
-use crate::paths;
+use crate::cli::Dest;
 use anyhow::{bail, Context, Result};
-use heaplab_compare::{alloc, Tools};
 use heaplab_jobs::{Job, JobState, Plan, Runner, Store};
+use heaplab_plumb::{alloc, output, Layout, Tools};
 use heaplab_refs::jobs::{self, Study};
 use heaplab_refs::measure::SimSpec;
 use heaplab_refs::study::{self, Locality, Options};
@@ -69,8 +69,9 @@ pub struct Args {
     /// Write report.html (figures and tables) into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// Write every result as JSON to FILE (`-`: stdout, the tables then go to stderr).
-    #[arg(long, value_name = "FILE")]
+    /// Write every result as JSON to FILE (no FILE, or -: standard output,
+    /// the tables then go to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// Say nothing while measuring.
     #[arg(short, long)]
@@ -96,30 +97,32 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    let json = crate::cli::dest("json", &a.json, a.trace.as_slice())?;
     if let Some(dir) = &a.merge {
-        return merge(&a, dir);
+        return merge(&a, dir, json.as_ref());
     }
-    let trace = a.trace.clone().expect("clap requires a trace without --merge");
-    if !trace.exists() {
-        bail!("{}: no such file", trace.display());
+    let given = a.trace.clone().expect("clap requires a trace without --merge");
+    if !given.exists() {
+        bail!("{}: no such file", given.display());
     }
-    let tools = Tools::from_home(&paths::home());
+    let (trace, _input) = heaplab_plumb::input::prepare_one(&given)?;
+    let layout = Layout::get()?;
+    let tools = Tools::new(layout)?;
     tools.check_replay()?;
-    let vg = VgTools::from_lib_dir(&paths::build_dir().join("lib"));
+    let vg = VgTools::new(layout);
     vg.check("heaplab-measure")?;
     {
-        let r =
-            heaplab_trace::refs::RefsReader::open(&trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = heaplab_trace::refs::RefsReader::open(&trace)?;
         if !r.has_refs() {
             bail!(
                 "{} has no references (its META options lack refs=1): record it with `heaplab record --refs -o {} -- PROG ...`",
-                trace.display(),
-                trace.display()
+                given.display(),
+                given.display()
             );
         }
     }
     let allocators = alloc::resolve(&a.allocators, &tools)?;
-    check_outputs(&a)?;
+    check_outputs(&a, json.as_ref())?;
     let caches: Vec<CacheConfig> = if a.caches.trim() == "none" {
         Vec::new()
     } else {
@@ -136,6 +139,9 @@ pub fn run(a: Args) -> Result<i32> {
     let study = Study::new(&trace, &opts, &tools.replay, &vg)?;
     let jobs = study.jobs()?;
     if let Some(dir) = &a.plan {
+        if trace != given {
+            bail!("--plan needs its trace as a file (a plan's jobs read it by name, later), not a pipe");
+        }
         return plan(study, jobs, dir);
     }
     let state = a.state.clone().unwrap_or_else(heaplab_compare::measure::default_state_dir);
@@ -168,18 +174,20 @@ pub fn run(a: Args) -> Result<i32> {
             state.display()
         );
     }
-    output(&a, &result)
+    output_all(&a, json.as_ref(), &result)
 }
 
-/// Creates where the results go, before minutes of measuring.
-fn check_outputs(a: &Args) -> Result<()> {
-    if let Some(p) = a.json.as_ref().filter(|p| p.as_os_str() != "-") {
+/// Where the results go, checked (and made) before minutes of measuring.
+fn check_outputs(a: &Args, json: Option<&Dest>) -> Result<()> {
+    if let Some(Dest::File(p)) = json {
+        output::check(p)?;
         if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
     }
     if let Some(dir) = &a.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        output::check(&dir.join("report.html"))?;
     }
     Ok(())
 }
@@ -198,7 +206,7 @@ fn plan(study: Study, jobs: Vec<Job>, dir: &Path) -> Result<i32> {
 }
 
 /// `--merge DIR`: the study from the outcomes of a plan's jobs.
-fn merge(a: &Args, dir: &Path) -> Result<i32> {
+fn merge(a: &Args, dir: &Path, json: Option<&Dest>) -> Result<i32> {
     let plan = Plan::load(dir)?;
     if plan.study != "locality" {
         bail!(
@@ -210,7 +218,7 @@ fn merge(a: &Args, dir: &Path) -> Result<i32> {
     }
     let study: Study = serde_json::from_value(plan.params.clone())
         .with_context(|| format!("{}: the plan's parameters do not read", dir.display()))?;
-    check_outputs(a)?;
+    check_outputs(a, json)?;
     let store = Store::open(&Plan::results_dir(dir))?;
     let states = store.states(&plan.jobs);
     for (j, s) in plan.jobs.iter().zip(&states) {
@@ -227,33 +235,19 @@ fn merge(a: &Args, dir: &Path) -> Result<i32> {
     let result = jobs::merge(&study, &plan.jobs, &states, &|j: &Job| {
         format!("job {} ({}) has no outcome in {}", j.id, j.label, store.dir.display())
     })?;
-    output(a, &result)
+    output_all(a, json, &result)
 }
 
 /// The tables, the JSON and the report; the exit status.
-fn output(a: &Args, result: &Locality) -> Result<i32> {
-    let quiet = a.quiet;
+fn output_all(a: &Args, json: Option<&Dest>, result: &Locality) -> Result<i32> {
     let text = report::text(result);
-    let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if let Some(p) = &a.json {
-        let doc = serde_json::to_string_pretty(result)?;
-        if to_stdout {
-            println!("{doc}");
-        } else {
-            std::fs::write(p, doc + "\n").with_context(|| format!("writing {}", p.display()))?;
-        }
+    if let Some(d) = json {
+        d.write(&(serde_json::to_string_pretty(result)? + "\n"))?;
     }
-    if to_stdout {
-        std::io::stderr().write_all(text.as_bytes())?;
-    } else {
-        std::io::stdout().write_all(text.as_bytes())?;
-    }
+    crate::cli::text(json.is_some_and(Dest::is_stdout)).write_all(text.as_bytes())?;
     if let Some(dir) = &a.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("report.html");
-        std::fs::write(&path, report::html(result))
-            .with_context(|| format!("writing {}", path.display()))?;
-        if !quiet {
+        let path = crate::cli::write_report(dir, &report::html(result))?;
+        if !a.quiet {
             eprintln!("heaplab locality: wrote {}", path.display());
         }
     }
