@@ -229,6 +229,14 @@ pub fn compare(
             observer.reweigh(j);
         }
     }
+    for j in &alone {
+        if let Some(s) = native(j) {
+            // a plain run costs at most its touch run, plus the process's start
+            let mut j = j.clone();
+            j.weight = opts.repeat as f64 * (0.3 + s);
+            observer.reweigh(&j);
+        }
+    }
     // Longest first, so that no core idles at the end while one long count runs.
     counted.sort_by(|a, b| b.weight.total_cmp(&a.weight));
     for (j, s) in counted.iter().zip(runner.run(&counted, &work)) {

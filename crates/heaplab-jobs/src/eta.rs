@@ -88,6 +88,9 @@ impl Eta {
         let all = if s.weighed > 0.0 { s.spent / s.weighed } else { 1.0 };
         let now = Instant::now();
         let (mut shared, mut alone) = (0.0, 0.0);
+        // alone jobs that run at once take turns (compare's round-robin timing
+        // runs): each has had its share of the time since it started
+        let turns = s.jobs.iter().filter(|j| j.1 && !j.3 && j.4.is_some()).count().max(1) as f64;
         for (w, a, g, done, started, kind) in &s.jobs {
             if *done || group.is_some_and(|x| x != g) {
                 continue;
@@ -96,7 +99,8 @@ impl Eta {
                 Some((spent, weighed)) if *weighed > 0.0 => spent / weighed,
                 _ => all,
             };
-            let ran = started.map(|t| now.duration_since(t).as_secs_f64()).unwrap_or(0.0);
+            let ran = started.map(|t| now.duration_since(t).as_secs_f64()).unwrap_or(0.0)
+                / if *a { turns } else { 1.0 };
             let rest = (w * k - ran).max(0.0);
             if *a {
                 alone += rest;
