@@ -232,17 +232,37 @@ def cost(run):
     return rows
 
 
-def floor(trace, allocators_of, out):
-    """Valgrind's none tool on the same replay: the least a Valgrind tool costs."""
+def floor(trace, allocators_of, out, runs=3):
+    """Per allocator, one after another at the same moment: the native
+    replay, the counted one (vgcount) and Valgrind's none tool on the same
+    replay (the least any Valgrind tool can cost), timed regions, best of
+    `runs` each."""
     rows = []
     cache = os.path.join(out, "ops-cache-floor")
+    vglib = os.path.join(ROOT, "build/lib/valgrind")
     for name, preload in allocators_of:
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         if preload:
             env["LD_PRELOAD"] = preload
-        j = json.loads(sh(["valgrind", "-q", "--tool=none", REPLAY, "--ops-cache", cache, trace], env=env).stdout)
-        rows.append({"allocator": name, "none_timed_s": j["timed_ns"] / 1e9})
+        if name.startswith("gnulocal+pad"):
+            env["HEAPLAB_PAD"] = name.split("+pad")[1]
+        best = {"native": [], "vgcount": [], "none": []}
+        for _ in range(runs):
+            for k, cmd, e in (
+                ("native", [REPLAY, "--ops-cache", cache, trace], env),
+                ("vgcount", ["valgrind", "-q", "--tool=heaplab-count", REPLAY, "--count", "vgcount", "--ops-cache",
+                             cache, trace], dict(env, VALGRIND_LIB=vglib)),
+                ("none", ["valgrind", "-q", "--tool=none", REPLAY, "--ops-cache", cache, trace], env),
+            ):
+                j = json.loads(sh(cmd, env=e).stdout)
+                best[k].append(j["timed_ns"] / 1e9)
+        row = {"allocator": name, "load": load()}
+        row.update({f"{k}_s": min(v) for k, v in best.items()})
+        rows.append(row)
+        print(f"   floor {name}: native {row['native_s']:.3f} s, vgcount {row['vgcount_s']:.2f} s "
+              f"({row['vgcount_s'] / row['native_s']:.1f}x), none {row['none_s']:.2f} s "
+              f"({row['none_s'] / row['native_s']:.1f}x), load {row['load']}", file=sys.stderr)
     shutil.rmtree(cache, ignore_errors=True)
     return rows
 
@@ -307,7 +327,7 @@ def main():
                   f"with bump ({h['events']} events)", file=sys.stderr)
             result["programs"][w]["harness"] = h
 
-    sets = [("bundled", traces)]
+    sets = [("bundled", traces)] if traces else []
     if a.big_steps > 0:
         sets.append(("bignum", [big_trace(a.out, a.big_steps, a.big_period)]))
     for tag, ts in sets:
@@ -389,19 +409,30 @@ def tables(result, a):
                 lines.append(f"| {r['trace']} | {r['allocator']} | {pc('instr_per_malloc')} | {pc('instr_per_free')} | "
                              f"{pc('instr_per_realloc')} |")
         if sp.get("cost"):
-            fl = {r["allocator"]: r["none_timed_s"] for r in sp.get("floor", [])}
-            lines += ["", "Cost of exact counting: the counted replay (vgcount) against the native replay's median, "
-                      "timed regions" + (" (and Valgrind's none tool on the same replay)" if fl else "") + ".", "",
-                      "| trace | allocator | native s | counted s | × native | whole job × native |" +
-                      (" none × native |" if fl else ""),
-                      "|---|---|---:|---:|---:|---:|" + ("---:|" if fl else "")]
+            lines += ["", "Cost of exact counting inside the comparison: the counted replay (vgcount) against the "
+                      "native replay's median, timed regions (both measured under the comparison's load: the "
+                      "counted runs two at a time, the timing runs alone).", "",
+                      "| trace | allocator | native s | counted s | × native | whole job × native |",
+                      "|---|---|---:|---:|---:|---:|"]
             for r in sp["cost"]:
-                extra = f" {fl[r['allocator']] / r['native_s']:.1f} |" if r["allocator"] in fl else (" — |" if fl else "")
                 lines.append(f"| {r['trace']} | {r['allocator']} | {r['native_s']:.3f} | {r['counted_timed_s']:.2f} | "
-                             f"{r['ratio']:.1f} | {r['job_ratio']:.1f} |" + extra)
+                             f"{r['ratio']:.1f} | {r['job_ratio']:.1f} |")
             tot_n = sum(r["native_s"] for r in sp["cost"])
             tot_c = sum(r["counted_timed_s"] for r in sp["cost"])
-            lines.append(f"| all | (sum) | {tot_n:.2f} | {tot_c:.2f} | {tot_c / tot_n:.1f} | |" + (" |" if fl else ""))
+            lines.append(f"| all | (sum) | {tot_n:.2f} | {tot_c:.2f} | {tot_c / tot_n:.1f} | |")
+        if sp.get("floor"):
+            lines += ["", "The same, one run at a time (no other job of this benchmark running), one after another per allocator (best of 3 timed regions): "
+                      "native, vgcount, and Valgrind's none tool, which instruments nothing.", "",
+                      "| allocator | native s | vgcount s | vgcount × native | none × native | vgcount × none | load |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for r in sp["floor"]:
+                lines.append(f"| {r['allocator']} | {r['native_s']:.3f} | {r['vgcount_s']:.2f} | "
+                             f"{r['vgcount_s'] / r['native_s']:.1f} | {r['none_s'] / r['native_s']:.1f} | "
+                             f"{r['vgcount_s'] / r['none_s']:.2f} | {r['load']} |")
+            n = sum(r["native_s"] for r in sp["floor"])
+            v = sum(r["vgcount_s"] for r in sp["floor"])
+            z = sum(r["none_s"] for r in sp["floor"])
+            lines.append(f"| all (sum) | {n:.2f} | {v:.2f} | {v / n:.1f} | {z / n:.1f} | {v / z:.2f} | |")
         if "parallel" in sp:
             p = sp["parallel"]
             lines += ["", f"GNU parallel on this machine: {p['jobs_shared']['wall_s']} s (shared jobs, -j{result['cores']}) + "
