@@ -21,9 +21,10 @@ and measurement, the allocator loaded with LD_PRELOAD; independent replays
 run in parallel, timing runs one at a time. glibc and firstfit are always
 measured, as the baselines of the ratios.
 
-Counters (--counter): vgcount (default; heaplab's own Valgrind tool, about
-the speed of Valgrind's none tool), callgrind (the oracle, ten times
-slower), perf (the CPU's instruction counter, where the machine lends it).
+Counters (--counter): vgcount (default; heaplab's own Valgrind tool, within
+twice the cost of Valgrind's none tool), callgrind (the oracle, several
+times slower), perf (the CPU's instruction counter, where the machine
+lends it).
 
 Every measurement is a job whose outcome is kept as it finishes (in --state
 DIR); an interrupted comparison is continued with --resume. --plan DIR
