@@ -16,6 +16,7 @@
 
 use crate::alloc::{Allocator, Source};
 use crate::count::{self, Counter, Counts};
+use crate::health::Truncation;
 use crate::measure::ProgramCost;
 use crate::record::Record;
 use crate::replay::{self, Mode, ReplayOut};
@@ -35,6 +36,8 @@ pub struct TraceSpec {
     pub path: PathBuf,
     /// Events in it (for the estimates).
     pub events: u64,
+    /// Where it stops early, if it does (its rows are marked truncated).
+    pub cut: Option<Truncation>,
 }
 
 /// An allocator of the study, resolved.
@@ -473,6 +476,26 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.frees = Some(o.frees());
                 r.reallocs = Some(o.reallocs());
                 r.peak_live_bytes = Some(o.peak_live_bytes);
+            }
+            let cut = trace.cut.clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
+            if let Some(cut) = &cut {
+                r.truncated = true;
+                r.truncated_at_byte = Some(cut.offset);
+                r.truncated_after_events = Some(cut.events_read);
+                r.truncation = Some(cut.message.clone());
+            }
+            if r.events == Some(0) {
+                // Nothing ran: every figure would be 0 or a division by 0.
+                r.status = "empty".into();
+                r.error = Some(match &cut {
+                    Some(cut) => format!(
+                        "no events to replay: the trace is cut at byte {} before its first event",
+                        cut.offset
+                    ),
+                    None => "the trace holds no events: nothing to measure".into(),
+                });
+                out.push(r);
+                continue;
             }
             if let Some(counts) = &c.counts {
                 let costs = counts.costs();

@@ -38,6 +38,7 @@
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
 pub mod count;
+pub mod health;
 pub mod jobs;
 pub mod lab;
 pub mod live;

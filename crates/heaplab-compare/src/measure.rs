@@ -19,6 +19,7 @@
 
 use crate::alloc::Allocator;
 use crate::count::{self, Counter};
+use crate::health;
 use crate::jobs::{self, AllocSpec, Study, TraceSpec};
 use crate::record::Record;
 use crate::tools::Tools;
@@ -125,24 +126,9 @@ impl ProgramCost {
     }
 }
 
-/// Checks that a trace reads to its end with the Rust reader (the same
-/// message as `heaplab stats` on a bad trace), and counts its events. A
-/// trace cut short passes.
-pub fn validate(trace: &Path) -> Result<u64> {
-    let mut r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut n = 0u64;
-    loop {
-        match r.next_event() {
-            Ok(Some(_)) => n += 1,
-            Ok(None) => return Ok(n),
-            Err(e) if e.is_cut_short() => return Ok(n),
-            Err(e) => bail!("{e}"),
-        }
-    }
-}
-
-/// The study behind a comparison: the traces checked and counted, the
-/// allocators resolved, each trace's program cost.
+/// The study behind a comparison: the traces checked (whole, or cut short
+/// and marked; a corrupt one is an error) and counted, the allocators
+/// resolved, each trace's program cost.
 pub fn study(
     tools: &Tools,
     traces: &[PathBuf],
@@ -155,9 +141,9 @@ pub fn study(
     }
     let mut specs = Vec::new();
     for t in traces {
-        let events = validate(t)?;
+        let (cut, events) = health::examine(t)?;
         let path = std::path::absolute(t).with_context(|| format!("{}", t.display()))?;
-        specs.push(TraceSpec { given: t.display().to_string(), path, events });
+        specs.push(TraceSpec { given: t.display().to_string(), path, events, cut });
     }
     let programs: Vec<Option<ProgramCost>> =
         traces.iter().map(|t| ProgramCost::load(t)).collect::<Result<_>>()?;
