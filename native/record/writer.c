@@ -1064,9 +1064,11 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     int rc = -1;
     if (ensure_open()) {
         batch_flush();
-        hl_end_t e = {
-            (uint64_t)reason, status, hl_os_realtime_ns(), 0, 0, atomic_load(&hl_unrecorded),
-            unknown_frees};
+        hl_end_t e = {.reason = (uint64_t)reason,
+                      .status = status,
+                      .end_ns = hl_os_realtime_ns(),
+                      .unrecorded = atomic_load(&hl_unrecorded),
+                      .unknown_frees = unknown_frees};
         if (hl_writer_end(W, &e))
             broken(hl_writer_error(W));
         else
