@@ -1,27 +1,30 @@
 /*
- * hooks.c: the interposed malloc API, and the producer side of the rings.
- *
- * Every entry point has a fast path and a slow path:
+ * hooks.c: the interposed malloc API. Each call that is recorded becomes one
+ * row in the calling thread's chunk (agent.h, hltrace_enc.h), written with a
+ * few stores and published with one more; nothing is shared with other
+ * threads unless the program is multithreaded, and then one exchange per
+ * address orders the threads' rows (edges.c).
  *
  *   fast:  t_self set, not nested, recording on
- *          -> real call -> [unwind] -> reserve ring space -> claim seq
- *          -> fill the 64-byte record -> publish (release store)
+ *          -> real call -> [unwind; stack id from this thread's cache]
+ *          -> room in the chunk? -> op byte, [time], [edge], fields, [stack]
+ *          -> publish (ops << 32 | data bytes, a release store)
  *   slow:  nested call (t_busy: from the agent itself, libunwind, a signal
  *          handler interrupting a hook) -> straight to the real function,
  *          counted as unrecorded; before the real functions are known
  *          (dlsym may call calloc) -> the static bootstrap buffer; the first
- *          call of a thread -> start the agent, make the thread's state.
+ *          call of a thread -> start the agent, make the thread's state; a
+ *          full chunk -> the next one (chunks.c; may wait for the writer).
  *
- * Expected cost of the fast path without stacks: two TLS loads, one atomic
- * fetch_add on the shared sequence counter, one clock read and ~10 stores
- * into memory the thread owns: about 40-90 ns on top of the real call here
- * (the clock read is ~58 ns on this VM, an uncontended fetch_add ~14 ns).
+ * Cost of the fast path without stacks, single-threaded (callgrind, see
+ * README.md "Cost"): TLS loads, a varint or two, ~10 stores; a time stamp
+ * (rdtsc) every 64th event of the thread or after each writer pass.
  *
- * Order (docs/trace-format.md, "Order and threads"): a free claims its seq
+ * Order (docs/trace-format.md, "Order"): a free exchanges its address's slot
  * before the real free; an allocation after the real call returns; a realloc
- * claims seq1 before and seq after, and the writer releases the old block at
- * seq1 and creates the new one at seq. So a block is never handed out again
- * before the event that released it, in the merged order.
+ * of a non-NULL pointer is two steps, the release exchanged before the call,
+ * the event after it. So a block is never handed out again before the step
+ * that released it, and every edge names a step already taken.
  */
 #include "agent.h"
 #include "hl_unwind.h"
@@ -52,6 +55,9 @@ int hl_busy(void) {
 }
 hl_thread_t *hl_thread_self(void) {
     return t_self;
+}
+void hl_set_self(hl_thread_t *t) {
+    t_self = t;
 }
 
 /* ---------------------------------------------------------------- bootstrap */
@@ -124,6 +130,7 @@ void hl_hooks_resolve(void) {
     R(quick_exit);
     R(sigaction);
     R(signal);
+    R(pthread_create);
 #undef R
     /* test only: two calls served from the bootstrap buffer, as dlsym makes
      * on older glibc; see boot_selftest */
@@ -142,62 +149,61 @@ static inline int resolved(void) {
     return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
 }
 
-/* ---------------------------------------------------------------- rings */
+/* ---------------------------------------------------------------- rows */
 
-/* Waits until the writer has consumed up to `need_head`. Returns 0, or -1
- * when recording stopped meanwhile (the record is dropped). */
-static int ring_wait(hl_thread_t *t, uint64_t need_head) {
-    for (;;) {
-        t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->head_seen >= need_head) return 0;
-        if (atomic_load_explicit(&hl_off, memory_order_relaxed)) return -1;
-        hl_writer_ensure_running();
-        /* drain the rings ourselves rather than wait for the writer thread
-         * to be scheduled, which on a busy machine can take milliseconds */
-        if (!hl_writer_help()) sched_yield();
-    }
+/* A new chunk when this one cannot take a row. 0: the event is not recorded
+ * (recording stopped while the thread waited for room). */
+static __attribute__((noinline)) int room_slow(hl_thread_t *t) {
+    hl_chunk_t *old = t->chunk, *c = hl_chunk_get(t);
+    if (!c) return 0;
+    t->ops = c->ops;
+    t->ops_end = c->ops + HL_CHUNK_OPS;
+    t->data = c->data;
+    t->data_lim = c->data + HL_CHUNK_DATA - HL_ENC_MAX_ROW;
+    t->chunk = c;
+    if (old)
+        atomic_store_explicit(&old->next, c, memory_order_release); /* after old's last pub */
+    else
+        atomic_store_explicit(&t->first, c, memory_order_release);
+    return 1;
 }
 
-/* Space for a record of `need` bytes (a multiple of 8), or NULL. */
-static inline hl_rec_t *ring_reserve(hl_thread_t *t, size_t need) {
-    uint64_t cap = t->mask + 1, off = t->tail & t->mask, contig = cap - off;
-    uint64_t total = need + (contig < need ? contig : 0);
-    if (HL_UNLIKELY(t->tail + total - t->head_seen > cap / 2)) {
-        /* Half full: drain the rings here if the writer is not at it. On a
-         * busy machine this beats waking the writer thread (a context
-         * switch, and caches refilled, per wake-up); on an idle one the
-         * writer thread usually gets there first. */
-        t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->tail + total - t->head_seen > cap / 2 && hl_writer_help())
-            t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->tail + total - t->head_seen > cap && ring_wait(t, t->tail + total - cap))
-            return NULL;
-    }
-    if (contig < need) {
-        uint64_t zero = 0; /* seq 0: padding to the end of the ring */
-        memcpy(t->ring + off, &zero, sizeof zero);
-        t->tail += contig;
-        off = 0;
-    }
-    return (hl_rec_t *)(t->ring + off);
+static inline int room(hl_thread_t *t) {
+    if (HL_LIKELY(t->data < t->data_lim && t->ops < t->ops_end)) return 1;
+    return room_slow(t);
 }
 
-static inline void ring_publish(hl_thread_t *t, size_t need) {
-    t->tail += need;
-    /* ownership of a line a few records ahead: the writer read it one lap ago */
-    __asm__ volatile("prefetchw %0" ::"m"(t->ring[(t->tail + 512) & t->mask]));
-    atomic_store_explicit(&t->tail_pub, t->tail, memory_order_release);
-    atomic_store_explicit(&t->pending, 0, memory_order_release);
+static inline void publish(hl_thread_t *t) {
+    hl_chunk_t *c = t->chunk;
+    uint64_t v = (uint64_t)(t->ops - c->ops) << 32 | (uint64_t)(t->data - c->data);
+    atomic_store_explicit(&c->pub, v, memory_order_release);
 }
 
-/* Claims the next sequence number. `pending` tells the writer a claim is
- * under way (UINT64_MAX) and then which seq it got, so that a gap in the
- * merged order can be told apart from a seq that will never come. */
-static inline uint64_t claim_seq(hl_thread_t *t) {
-    atomic_store_explicit(&t->pending, UINT64_MAX, memory_order_relaxed);
-    uint64_t s = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
-    atomic_store_explicit(&t->pending, s, memory_order_relaxed);
-    return s;
+/* A time stamp on the thread's first event, every 64th, and on the first
+ * event after a writer pass (so a thread that sleeps is stamped when it
+ * wakes, and interpolation never spans a pause longer than a pass). */
+static inline uint8_t *stamp(hl_thread_t *t, uint8_t *d, unsigned *op) {
+    uint64_t tick = atomic_load_explicit(&hl_tick, memory_order_relaxed);
+    if (HL_LIKELY((t->nev & 63) != 0 && t->tick == tick)) return d;
+    t->tick = tick;
+    *op |= HL_OP2_TIME;
+    return hl_enc_time(d, &t->enc, hl_stamp());
+}
+
+/* An edge to the step that last touched this address's slot, if it is
+ * another thread's and this stream does not already imply it. */
+static inline uint8_t *edge(hl_thread_t *t, uint8_t *d, unsigned *op, unsigned bit,
+                            uint64_t prev) {
+    if (!prev) return d;
+    uint32_t src = (uint32_t)(prev >> HL_SLOT_SHIFT) - 1;
+    uint64_t n = prev & HL_SLOT_STEPS;
+    if (!hl_enc_edge_needed(&t->enc, t->index, src, n)) return d;
+    *op |= bit;
+    return hl_enc_edge(d, &t->enc, src, n);
+}
+
+static inline int multithreaded(void) {
+    return atomic_load_explicit(&hl_mt, memory_order_acquire);
 }
 
 /* ---------------------------------------------------------------- stacks */
@@ -232,77 +238,56 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
     return h ? h : 1;
 }
 
-typedef struct stk {
-    uint64_t hash;
-    unsigned nf, nsend;
+/* The stack id of this call (0: stacks off or none): unwinds, then looks
+ * the frames' hash up in this thread's cache, else in the shared table. */
+static inline __attribute__((always_inline)) uint32_t take_stack(hl_thread_t *t, int want) {
+    if (!want || !hl_cfg.stack_depth) return 0;
     uintptr_t f[HL_MAX_DEPTH];
-} stk_t;
-
-/* Unwinds, and decides whether the frames must travel with the record: only
- * the first time this thread meets the stack (a direct-mapped cache). */
-static inline __attribute__((always_inline)) void take_stack(hl_thread_t *t, stk_t *s, int want) {
-    s->hash = 0;
-    s->nf = s->nsend = 0;
-    if (!want || !hl_cfg.stack_depth) return;
-    s->nf = unwind(s->f);
-    if (!s->nf) return;
-    s->hash = hash_frames(s->f, s->nf);
-    uint64_t *slot = &t->hcache[s->hash & (HL_HCACHE_SLOTS - 1)];
-    if (*slot != s->hash) {
-        *slot = s->hash;
-        s->nsend = s->nf;
-    }
+    unsigned n = unwind(f);
+    if (!n) return 0;
+    uint64_t h = hash_frames(f, n);
+    const uint64_t *slot = &t->scache[(h & (HL_SCACHE_SLOTS - 1)) * 2];
+    if (HL_LIKELY(slot[0] == h)) return (uint32_t)slot[1];
+    return hl_stack_id(t, f, n, h);
 }
 
-static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old,
-                            uint64_t size, uint64_t align) {
-    uint64_t now = hl_stamp();
-    r->time = now;
-    r->addr = addr;
-    r->old = old;
-    r->size = size;
-    r->hash = s->hash;
-    r->align = (uint32_t)align;
-    r->op = (uint8_t)op;
-    r->pad = 0;
-    r->nframes = (uint16_t)s->nsend;
-    if (s->nsend) memcpy(r + 1, s->f, s->nsend * sizeof(uintptr_t));
-    return now;
-}
+/* ---------------------------------------------------------------- events */
 
-/* The writer thread runs SCHED_IDLE: on a saturated machine it may not run
- * for a while. A producer then writes the overdue block itself, so that a
- * killed program's trace stays at most ~flush_ms behind. */
-static inline void flush_if_due(uint64_t now) {
-    if (HL_UNLIKELY(now > atomic_load_explicit(&hl_flush_due, memory_order_relaxed)))
-        hl_writer_help();
-}
-
-/* An allocation that has returned. */
+/* An allocation that has returned (p NULL: it failed). */
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align) {
-    stk_t s;
-    take_stack(t, &s, 1);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return;
-    r->seq = r->seq1 = claim_seq(t);
-    uint64_t now = fill(r, &s, kind, (uintptr_t)p, 0, size, align);
-    ring_publish(t, need);
-    flush_if_due(now);
+    uint32_t sid = take_stack(t, 1);
+    if (HL_UNLIKELY(!room(t))) return;
+    unsigned op = kind;
+    uint8_t *d = stamp(t, t->data, &op);
+    uint64_t steps = ++t->steps;
+    if (HL_UNLIKELY(multithreaded()) && p)
+        d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
+    d = hl_enc_u(d, size);
+    if (kind >= HL_MEMALIGN) d = hl_enc_u(d, align);
+    d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
+    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
+    *t->ops++ = (uint8_t)op;
+    t->data = d;
+    t->nev++;
+    publish(t);
 }
 
 /* A free that is about to happen. */
 static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
-    stk_t s;
-    take_stack(t, &s, hl_cfg.free_stacks);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return;
-    r->seq = r->seq1 = claim_seq(t);
-    uint64_t now = fill(r, &s, HL_FREE, (uintptr_t)p, 0, 0, 0);
-    ring_publish(t, need);
-    flush_if_due(now);
+    uint32_t sid = take_stack(t, hl_cfg.free_stacks);
+    if (HL_UNLIKELY(!room(t))) return;
+    unsigned op = HL_FREE;
+    uint8_t *d = stamp(t, t->data, &op);
+    uint64_t steps = ++t->steps;
+    if (HL_UNLIKELY(multithreaded()))
+        d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
+    d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
+    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
+    *t->ops++ = (uint8_t)op;
+    t->data = d;
+    t->nev++;
+    publish(t);
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
@@ -311,26 +296,55 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);
         int e = errno;
-        rec_alloc(t, HL_REALLOC, p, fail ? UINT64_MAX : size, 0);
+        uint32_t sid = take_stack(t, 1);
+        if (HL_LIKELY(room(t))) {
+            unsigned op = HL_REALLOC;
+            uint8_t *d = stamp(t, t->data, &op);
+            uint64_t steps = ++t->steps;
+            if (HL_UNLIKELY(multithreaded()) && p)
+                d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
+            *d++ = 0; /* old: NULL */
+            d = hl_enc_u(d, fail ? UINT64_MAX : size);
+            d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
+            if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
+            *t->ops++ = (uint8_t)op;
+            t->data = d;
+            t->nev++;
+            publish(t);
+        }
         errno = e;
         return p;
     }
-    stk_t s;
-    take_stack(t, &s, 1);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
-    uint64_t s1 = claim_seq(t);
+    uint32_t sid = take_stack(t, 1);
+    if (HL_UNLIKELY(!room(t))) return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+    int mt = multithreaded();
+    /* step 1, before the call: the old block may be handed out from here on */
+    uint64_t s1 = ++t->steps, prev1 = 0, prev2 = 0;
+    if (HL_UNLIKELY(mt)) prev1 = hl_edge_swap((uintptr_t)old, t->slot_me | s1);
     void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
     int e = errno;
-    /* pending stays s1 until the record is out: the writer waits for it */
-    uint64_t s2 = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
-    r->seq = s2;
-    r->seq1 = s1;
-    uint64_t now =
-        fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
-    ring_publish(t, need);
-    flush_if_due(now);
+    /* step 2, after it: the event, and the new block */
+    uint64_t s2 = ++t->steps;
+    if (HL_UNLIKELY(mt) && p) prev2 = hl_edge_swap((uintptr_t)p, t->slot_me | s2);
+    unsigned kind = !p && size == 0 && !fail ? HL_REALLOC_FREE : HL_REALLOC;
+    unsigned op = kind;
+    uint8_t *d = stamp(t, t->data, &op);
+    if (HL_UNLIKELY(mt)) {
+        d = edge(t, d, &op, HL_OP2_EDGE2, prev1);
+        d = edge(t, d, &op, HL_OP2_EDGE, prev2);
+    }
+    if (kind == HL_REALLOC) {
+        d = hl_enc_addr(d, &t->enc, (uintptr_t)old);
+        d = hl_enc_u(d, fail ? UINT64_MAX : size);
+        d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
+    } else {
+        d = hl_enc_addr(d, &t->enc, (uintptr_t)old);
+    }
+    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
+    *t->ops++ = (uint8_t)op;
+    t->data = d;
+    t->nev++;
+    publish(t);
     errno = e;
     return p;
 }
@@ -339,27 +353,38 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
 static __attribute__((noinline)) void *rec_failed(hl_thread_t *t, unsigned kind, uint64_t size) {
     int e = errno;
     rec_alloc(t, kind, NULL, size, 0);
+    atomic_store_explicit(&t->active, 0, memory_order_relaxed);
     t_busy = 0;
     errno = e;
     return NULL;
 }
 
-/* ---------------------------------------------------------------- thread states */
+/* ---------------------------------------------------------------- the slow path's way in */
 
-/* The slow path's way in: resolves, starts the agent, makes this thread's
- * state. Called with t_busy raised. NULL when this call is not recorded. */
+/* Resolves, starts the agent, makes this thread's state. Called with t_busy
+ * raised. NULL when this call is not recorded. */
 static hl_thread_t *enter(void) {
     if (!resolved()) hl_hooks_resolve();
     if (!hl_agent_ready()) return NULL;
     if (!t_self) t_self = hl_thread_create(1);
+    if (t_self) atomic_store_explicit(&t_self->active, 1, memory_order_relaxed);
     return t_self;
+}
+
+static inline void leave(hl_thread_t *t) {
+    if (t) atomic_store_explicit(&t->active, 0, memory_order_relaxed);
 }
 
 #define HOOK_PROLOGUE(slow_call)                                                                   \
     hl_thread_t *t = t_self;                                                                       \
     if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed)))          \
         return slow_call;                                                                          \
-    t_busy = 1
+    t_busy = 1;                                                                                    \
+    atomic_store_explicit(&t->active, 1, memory_order_relaxed)
+
+#define HOOK_EPILOGUE()                                                                            \
+    atomic_store_explicit(&t->active, 0, memory_order_relaxed);                                    \
+    t_busy = 0
 
 /* ---------------------------------------------------------------- the malloc API */
 
@@ -371,7 +396,7 @@ HL_EXPORT void *malloc(size_t n) {
     void *p = hl_real.malloc(n);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_MALLOC, n);
     rec_alloc(t, HL_MALLOC, p, n, 0);
-    t_busy = 0;
+    HOOK_EPILOGUE();
     return p;
 }
 
@@ -385,6 +410,7 @@ static void *malloc_slow(size_t n) {
     void *p = hl_real.malloc(n);
     int e = errno;
     if (t) rec_alloc(t, HL_MALLOC, p, n, 0);
+    leave(t);
     t_busy = 0;
     errno = e;
     return p;
@@ -396,7 +422,7 @@ HL_EXPORT void free(void *p) {
     HOOK_PROLOGUE(free_slow(p));
     rec_free(t, p);
     hl_real.free(p);
-    t_busy = 0;
+    HOOK_EPILOGUE();
 }
 
 static void free_slow(void *p) {
@@ -409,6 +435,7 @@ static void free_slow(void *p) {
     hl_thread_t *t = enter();
     if (t) rec_free(t, p);
     hl_real.free(p);
+    leave(t);
     t_busy = 0;
 }
 
@@ -430,15 +457,17 @@ HL_EXPORT void *calloc(size_t n, size_t size) {
         void *p = hl_real.calloc(n, size);
         int e = errno;
         if (t) rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
+        leave(t);
         t_busy = 0;
         errno = e;
         return p;
     }
     t_busy = 1;
+    atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     void *p = hl_real.calloc(n, size);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_CALLOC, over ? UINT64_MAX : total);
     rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
-    t_busy = 0;
+    HOOK_EPILOGUE();
     return p;
 }
 
@@ -472,12 +501,14 @@ static inline __attribute__((always_inline)) void *realloc_any(void *old, size_t
             p = rec_realloc(t, old, size, fail);
         else
             p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+        leave(t);
         t_busy = 0;
         return p;
     }
     t_busy = 1;
+    atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     void *p = rec_realloc(t, old, size, fail);
-    t_busy = 0;
+    HOOK_EPILOGUE();
     return p;
 }
 
@@ -525,6 +556,7 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         t = enter();
     } else {
         t_busy = 1;
+        atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = do_aligned(k, align, size);
     if (t) {
@@ -532,6 +564,7 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         rec_alloc(t, kinds[k], p, size, align);
         errno = e;
     }
+    leave(t);
     t_busy = 0;
     return p;
 }
@@ -566,11 +599,13 @@ HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
         t = enter();
     } else {
         t_busy = 1;
+        atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = NULL;
     int rc = hl_real.posix_memalign(&p, align, size);
     if (rc == 0) *out = p;
     if (t) rec_alloc(t, HL_POSIX_MEMALIGN, rc == 0 ? p : NULL, size, align);
+    leave(t);
     t_busy = 0;
     return rc;
 }
@@ -582,79 +617,3 @@ HL_EXPORT size_t malloc_usable_size(void *p) {
     return hl_real.malloc_usable_size(p);
 }
 
-/* ---------------------------------------------------------------- thread exit */
-
-static pthread_key_t thread_key;
-static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
-static hl_thread_t *free_states;
-
-/* Runs at thread exit (a pthread key destructor). The state stays this
- * thread's: frees made later in the exit path still go to its ring. The
- * writer recycles it once the thread is gone and the ring is drained. */
-static void thread_exit(void *arg) {
-    hl_thread_t *t = arg;
-    atomic_store_explicit(&t->state, TS_EXITING, memory_order_release);
-}
-
-void hl_hooks_init(void) {
-    pthread_key_create(&thread_key, thread_exit);
-}
-
-void hl_thread_recycle(hl_thread_t *t) {
-    pthread_mutex_lock(&free_lock);
-    atomic_store(&t->state, TS_FREE);
-    t->free_next = free_states;
-    free_states = t;
-    pthread_mutex_unlock(&free_lock);
-}
-
-void hl_hooks_fork_prepare(void) {
-    pthread_mutex_lock(&free_lock);
-}
-void hl_hooks_fork_parent(void) {
-    pthread_mutex_unlock(&free_lock);
-}
-void hl_hooks_fork_child(void) {
-    pthread_mutex_init(&free_lock, NULL);
-}
-
-hl_thread_t *hl_thread_create(int start_writer) {
-    pthread_mutex_lock(&free_lock);
-    hl_thread_t *t = free_states;
-    if (t) free_states = t->free_next;
-    pthread_mutex_unlock(&free_lock);
-    if (!t) {
-        size_t ring = hl_cfg.ring_bytes;
-        size_t hdr = (sizeof(hl_thread_t) + 4095) / 4096 * 4096;
-        size_t hc = HL_HCACHE_SLOTS * sizeof(uint64_t);
-        uint8_t *m = hl_os_alloc(hdr + hc + ring);
-        if (!m) return NULL;
-        t = (hl_thread_t *)m;
-        t->map_bytes = hdr + hc + ring;
-        t->hcache = (uint64_t *)(m + hdr);
-        t->ring = m + hdr + hc;
-        t->mask = ring - 1;
-        t->trace_index = -1;
-        atomic_store(&t->state, TS_ACTIVE);
-        /* publish in the registry (the writer walks it without a lock) */
-        hl_thread_t *head = atomic_load(&hl_threads);
-        do
-            t->next = head;
-        while (!atomic_compare_exchange_weak(&hl_threads, &head, t));
-    } else {
-        /* drained by the writer; positions carry on where they were */
-        memset(t->hcache, 0, HL_HCACHE_SLOTS * sizeof(uint64_t));
-        t->trace_index = -1;
-        atomic_store(&t->state, TS_ACTIVE);
-    }
-    t->tid = hl_os_gettid();
-    hl_os_thread_name(t->tid, t->name, sizeof t->name);
-    pthread_setspecific(thread_key, t);
-    if (start_writer) hl_writer_ensure_running();
-    return t;
-}
-
-hl_thread_t *hl_thread_adopt(void) {
-    if (!t_self) t_self = hl_thread_create(0);
-    return t_self;
-}

@@ -8,13 +8,13 @@
 
 RECORD_DIR  := $(NATIVE)/record
 RECORD_OBJ  := $(OBJDIR)/record
-RECORD_SRCS := hooks.c writer.c agent.c os.c
+RECORD_SRCS := hooks.c threads.c chunks.c edges.c stacks.c modules.c writer.c inherit.c agent.c os.c
 RECORD_OBJS := $(addprefix $(RECORD_OBJ)/,$(RECORD_SRCS:.c=.o))
 RECORD_CFLAGS := $(CFLAGS) -fvisibility=hidden -ftls-model=initial-exec -Werror -Wshadow \
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  $(shell pkg-config --cflags libunwind 2>/dev/null)
 
-$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/hl_unwind.h | dirs
+$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(HLTRACE_HDRS) $(COMMON_DIR)/hl_unwind.h | dirs
 	@mkdir -p $(RECORD_OBJ)
 	$(CC) $(RECORD_CFLAGS) -c $< -o $@
 

@@ -122,8 +122,8 @@ elif valid "$work/boot.hltrace" t_bootstrap; then
 fi
 
 # ---------------------------------------------------------------- threads
-# the smallest ring, so that full rings (producers that drain, or wait) are exercised
-rec threads HEAPLAB_RECORD_RING_KB=64 -- "$bin/record-t_threads"
+# the smallest rings (two chunks a thread), so that producers wait for the writer
+rec threads HEAPLAB_RECORD_RING_KB=128 -- "$bin/record-t_threads"
 if [ $rc -ne 0 ]; then
     bad "t_threads exited $rc"
 elif valid "$work/threads.hltrace" t_threads; then
