@@ -235,26 +235,26 @@ int hl_writer_append(hl_writer_t *w, const hl_event_t *evs, size_t n);
 typedef struct hl_clock {
     uint64_t tsc_ref, ns_ref, mult;
 } hl_clock_t;
-/* v2: one EVENTS block of one thread: `n` op bytes and the row data that
- * hltrace_enc.h encoded, continuing that thread's stream at its event
- * `first_event`, in merge round `round` (never below the last block's).
+/* v2: one EVENTS block of one thread: `len` bytes of rows that
+ * hltrace_enc.h encoded, continuing that thread's stream at its byte
+ * `first_byte`, in merge round `round` (never below the last block's).
  * Pending definitions go out first. Returns 0 or -1. */
-int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_event,
-                        const hl_clock_t *clock, const uint8_t *ops, uint32_t n,
-                        const uint8_t *data, size_t data_len);
+int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
+                        const hl_clock_t *clock, const uint8_t *rows, size_t len);
 /* v2: the INHERITED block: `n` entries encoded by hl_enc_inherited, all at
  * `time_ns`. Once, before the first EVENTS block. */
 int hl_writer_inherited(hl_writer_t *w, uint64_t time_ns, uint64_t n, const uint8_t *entries,
                         size_t len);
 /* Writes the pending definitions and (v1) the events block being built. */
 int hl_writer_flush(hl_writer_t *w);
-/* Flushes, then writes END; v1 fills in events and objects, v2 events (and
- * writes lost, waited_ns, inflight). After reason exec the writer may go on. */
+/* Flushes, then writes END; v1 fills in events and objects, v2 the bytes of
+ * rows (and writes lost, waited_ns, inflight). After reason exec the writer
+ * may go on. */
 int hl_writer_end(hl_writer_t *w, const hl_end_t *end);
 /* Flushes, then writes a block of another stream, stored as is. */
 int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload,
                         size_t len);
-uint64_t hl_writer_events(const hl_writer_t *w);   /* events appended so far */
+uint64_t hl_writer_events(const hl_writer_t *w);   /* v1: events appended; v2: bytes of rows */
 uint64_t hl_writer_next_id(const hl_writer_t *w);  /* v1: the next object id */
 uint64_t hl_writer_buffered(const hl_writer_t *w); /* v1: events not yet written to the file */
 uint64_t hl_writer_bytes(const hl_writer_t *w);    /* bytes written so far */

@@ -129,15 +129,23 @@ typedef struct pend {
     live_slot_t stashed; /* what the release step took out of the map */
 } pend_t;
 
+/* A thread's row decoder: what hltrace_enc.h's encoder keeps, but its table. */
+typedef struct dec {
+    uint64_t prev_addr, nalloc, nfree, last_tick;
+    uint32_t lsrc[HL_ENC_EDGE_SLOTS];
+    uint64_t ln[HL_ENC_EDGE_SLOTS];
+} dec_t;
+
 typedef struct thr {
     /* decoding */
-    uint64_t events_dec, steps_dec;
-    hl_enc_t enc;
+    uint64_t events_dec, steps_dec, bytes_dec;
+    dec_t enc;
     int have_stamp;
     uint64_t stamp_event, stamp_ns; /* the last stamped event and its time */
     int has_start;
     uint32_t start_thread;
     uint64_t start_steps;
+    uint64_t *ring; /* the last HL_ENC_RING allocations, then releases (hltrace_enc.h) */
     /* the queue: q[qh .. qn) */
     pend_t *q;
     size_t qh, qn, qcap;
@@ -166,6 +174,7 @@ struct hl_reader {
     int last_was_end, done, failed;
     uint64_t last_end_reason;
     uint64_t decoded; /* v1: events in good blocks; v2: rows decoded */
+    uint64_t row_bytes; /* v2: bytes of rows decoded */
     uint64_t handed;  /* events handed out */
     uint64_t next_id, time;
     live_map_t live;
@@ -862,32 +871,63 @@ static int q_reserve(hl_reader_t *r, thr_t *t, size_t extra) {
     return 0;
 }
 
-static int decode_addr(cur_t *c, hl_enc_t *en, uint64_t *out, const char *what) {
-    uint64_t a;
-    int e = cur_u(c, &a, what);
+enum { A_NEW, A_GONE, A_OLD };
+
+/* An address field (hltrace_enc.h): 0 or a cur error; -4 an address of 0,
+ * -5 a code that names an allocation or release the stream does not hold. */
+static int decode_addr(hl_reader_t *r, thr_t *t, cur_t *c, dec_t *en, int role, uint64_t *out,
+                       const char *what) {
+    uint64_t code;
+    int e = cur_u(c, &code, what);
     if (e) return e;
-    if (a == 0) {
+    if (code == 0) {
         *out = 0;
         return 0;
     }
-    uint64_t d;
-    if (a == 1) {
-        uint64_t z;
-        if ((e = cur_u(c, &z, what))) return e;
-        d = (uint64_t)hl_unzz(z);
-    } else {
-        d = (uint64_t)hl_unzz(a - 2) << 4;
+    uint64_t v = code - 1, val = v >> 2, a;
+    switch (v & 3) {
+    case 0:
+        a = en->prev_addr + ((uint64_t)hl_unzz(val) << 4);
+        break;
+    case 1:
+    case 2: {
+        uint64_t n = (v & 3) == 1 ? en->nalloc : en->nfree;
+        if (val >= n || val >= HL_ENC_RING) {
+            c->err = what;
+            return -5;
+        }
+        a = t->ring[((v & 3) == 2 ? HL_ENC_RING : 0) + ((n - 1 - val) & (HL_ENC_RING - 1))];
+        break;
     }
-    en->prev_addr += d;
-    *out = en->prev_addr;
-    if (!*out) {
+    default: {
+        uint64_t z;
+        if (val) {
+            c->err = what;
+            return -5;
+        }
+        if ((e = cur_u(c, &z, what))) return e;
+        a = en->prev_addr + (uint64_t)hl_unzz(z);
+        break;
+    }
+    }
+    if (!a) {
         c->err = what;
         return -4;
     }
+    en->prev_addr = a;
+    if (role == A_NEW) t->ring[en->nalloc++ & (HL_ENC_RING - 1)] = a;
+    if (role == A_GONE) t->ring[HL_ENC_RING + (en->nfree++ & (HL_ENC_RING - 1))] = a;
+    *out = a;
     return 0;
 }
 
-static int decode_edge(cur_t *c, hl_enc_t *en, uint32_t *src, uint64_t *steps) {
+static const char *addr_why(int e) {
+    return e == -4   ? "an address of 0 written as a delta"
+           : e == -5 ? "names an allocation or release the thread's stream does not hold"
+                     : cur_why(e);
+}
+
+static int decode_edge(cur_t *c, dec_t *en, uint32_t *src, uint64_t *steps) {
     uint64_t s, z;
     int e;
     if ((e = cur_u(c, &s, "edge thread")) || (e = cur_u(c, &z, "edge steps"))) return e;
@@ -903,53 +943,52 @@ static int decode_edge(cur_t *c, hl_enc_t *en, uint32_t *src, uint64_t *steps) {
 static int decode_events_v2(hl_reader_t *r, uint64_t at) {
 #define EFAIL(...) return r_fail(r, HL_E_MALFORMED, at, "malformed block: EVENTS: " __VA_ARGS__)
     cur_t c = {r->raw.p, r->raw.p + r->raw.len, NULL};
-    uint64_t th, round, first, n, tsc_ref, ns_ref, mult;
+    uint64_t th, round, first, tsc_ref, ns_ref, mult;
     int e;
     if ((e = cur_u(&c, &th, "thread")) || (e = cur_u(&c, &round, "round")) ||
-        (e = cur_u(&c, &first, "first_event")) || (e = cur_u(&c, &n, "event count")) ||
-        (e = cur_u(&c, &tsc_ref, "clock tsc_ref")) || (e = cur_u(&c, &ns_ref, "clock ns_ref")) ||
-        (e = cur_u(&c, &mult, "clock mult")))
+        (e = cur_u(&c, &first, "first_byte")) || (e = cur_u(&c, &tsc_ref, "clock tsc_ref")) ||
+        (e = cur_u(&c, &ns_ref, "clock ns_ref")) || (e = cur_u(&c, &mult, "clock mult")))
         EFAIL("%s: %s", c.err, cur_why(e));
     if (th >= r->n_threads) EFAIL("thread %llu is not defined", (unsigned long long)th);
-    if (n == 0 || n > HL_MAX_BLOCK_EVENTS)
-        EFAIL("%llu events in one block; 1..=%u allowed", (unsigned long long)n,
-              HL_MAX_BLOCK_EVENTS);
+    if (c.p == c.end) EFAIL("%s", "no rows");
     if (r->have_round && round < r->round)
         EFAIL("round %llu after round %llu (rounds never go back)", (unsigned long long)round,
               (unsigned long long)r->round);
     thr_t *t = &r->thr[th];
-    if (first != t->events_dec)
-        EFAIL("thread %llu's block starts at its event %llu, but %llu came before it (a block is "
-              "missing)",
-              (unsigned long long)th, (unsigned long long)first,
-              (unsigned long long)t->events_dec);
-    hl_bytes_t ops, data;
-    if ((e = cur_bytes(&c, &ops, "ops column")) || (e = cur_bytes(&c, &data, "data column")))
-        EFAIL("%s: %s", c.err, cur_why(e));
-    if (c.p != c.end) EFAIL("%zu bytes after the last column", (size_t)(c.end - c.p));
-    if (ops.len != n)
-        EFAIL("ops column holds %zu bytes for %llu events", ops.len, (unsigned long long)n);
-    if (r->pending + n > HL_MAX_PENDING)
+    if (first != t->bytes_dec)
+        EFAIL("thread %llu's block starts at byte %llu of its rows, but %llu came before it (a "
+              "block is missing)",
+              (unsigned long long)th, (unsigned long long)first, (unsigned long long)t->bytes_dec);
+    size_t nbytes = (size_t)(c.end - c.p);
+    /* every row takes two bytes at least: an upper bound on the events */
+    size_t most = nbytes / 2 + 1;
+    if (most > HL_MAX_BLOCK_EVENTS) most = HL_MAX_BLOCK_EVENTS + 1;
+    if (r->pending + most > HL_MAX_PENDING + HL_MAX_BLOCK_EVENTS)
         EFAIL("more than %u events wait to be merged (edges to events the trace does not "
               "deliver?)",
               HL_MAX_PENDING);
-    if (q_reserve(r, t, (size_t)n))
-        return r_fail(r, HL_E_NOMEM, at, "out of memory for %llu events", (unsigned long long)n);
+    if (q_reserve(r, t, most))
+        return r_fail(r, HL_E_NOMEM, at, "out of memory for the events of a block");
+    if (!t->ring && !(t->ring = r->mem.alloc(r->mem.ctx, 2 * HL_ENC_RING * sizeof *t->ring)))
+        return r_fail(r, HL_E_NOMEM, at, "out of memory for a thread's addresses");
     pend_t *q = t->q + t->qn;
-    cur_t d = {data.ptr, data.ptr + data.len, NULL};
-    hl_enc_t en = t->enc;
-    uint64_t steps = t->steps_dec;
-    for (uint64_t i = 0; i < n; i++) {
+    cur_t d = c;
+    dec_t en = t->enc;
+    uint64_t steps = t->steps_dec, n = 0;
+    while (d.p < d.end) {
+        uint64_t i = n;
 #define EVFAIL(fmt, ...)                                                                           \
     EFAIL("thread %llu event %llu (#%llu of the block): " fmt, (unsigned long long)th,             \
-          (unsigned long long)(first + i), (unsigned long long)i, __VA_ARGS__)
-        uint8_t op = ops.ptr[i];
+          (unsigned long long)(t->events_dec + i), (unsigned long long)i, __VA_ARGS__)
+        if (n == most || n == HL_MAX_BLOCK_EVENTS)
+            EFAIL("more than %u events in one block", HL_MAX_BLOCK_EVENTS);
+        uint8_t op = *d.p++;
         unsigned k = op & HL_OP_KIND_MASK;
-        pend_t *p = &q[i];
+        pend_t *p = &q[n++];
         memset(p, 0, sizeof *p);
         if (k >= HL_KIND_COUNT) EVFAIL("reserved kind %u", k);
         p->kind = (uint8_t)k;
-        p->seq = first + i;
+        p->seq = t->events_dec + i;
         p->round = round;
         if (op & HL_OP2_TIME) {
             uint64_t dt;
@@ -968,25 +1007,27 @@ static int decode_events_v2(hl_reader_t *r, uint64_t at) {
         }
         switch (k) {
         case HL_REALLOC:
-            if ((e = decode_addr(&d, &en, &p->old, "old address")) ||
+            if ((e = decode_addr(r, t, &d, &en, A_OLD, &p->old, "old address")) ||
                 (e = cur_u(&d, &p->size, "size")) ||
-                (e = decode_addr(&d, &en, &p->addr, "address")))
-                EVFAIL("%s: %s", d.err, e == -4 ? "an address of 0 written as a delta" : cur_why(e));
+                (e = decode_addr(r, t, &d, &en, A_NEW, &p->addr, "address")))
+                EVFAIL("%s: %s", d.err, addr_why(e));
             p->two = p->old != 0;
             break;
         case HL_FREE:
-        case HL_REALLOC_FREE:
-            if ((e = decode_addr(&d, &en, &p->addr, "address")))
-                EVFAIL("%s: %s", d.err, e == -4 ? "an address of 0 written as a delta" : cur_why(e));
-            if (!p->addr) EVFAIL("%s of NULL", hl_kind_name(k));
+        case HL_REALLOC_FREE: {
+            /* peek: NULL is an error here, not an address to release */
+            if (d.p < d.end && *d.p == 0) EVFAIL("%s of NULL", hl_kind_name(k));
+            if ((e = decode_addr(r, t, &d, &en, A_GONE, &p->addr, "address")))
+                EVFAIL("%s: %s", d.err, addr_why(e));
             p->two = k == HL_REALLOC_FREE;
             break;
+        }
         default:
             if ((e = cur_u(&d, &p->size, "size"))) EVFAIL("%s: %s", d.err, cur_why(e));
             if (hl_kind_has_align(k) && (e = cur_u(&d, &p->align, "align")))
                 EVFAIL("%s: %s", d.err, cur_why(e));
-            if ((e = decode_addr(&d, &en, &p->addr, "address")))
-                EVFAIL("%s: %s", d.err, e == -4 ? "an address of 0 written as a delta" : cur_why(e));
+            if ((e = decode_addr(r, t, &d, &en, A_NEW, &p->addr, "address")))
+                EVFAIL("%s: %s", d.err, addr_why(e));
             break;
         }
         if (op & HL_OP2_STACK) {
@@ -1008,7 +1049,6 @@ static int decode_events_v2(hl_reader_t *r, uint64_t at) {
         steps += p->two ? 2 : 1;
 #undef EVFAIL
     }
-    if (d.p != d.end) EFAIL("%zu unused bytes in the data column", (size_t)(d.end - d.p));
     /* times between stamps, interpolated by event index */
     int have = t->have_stamp;
     uint64_t pe = t->stamp_event, pt = t->stamp_ns;
@@ -1039,6 +1079,8 @@ static int decode_events_v2(hl_reader_t *r, uint64_t at) {
     t->enc = en;
     t->events_dec += n;
     t->steps_dec = steps;
+    t->bytes_dec += nbytes;
+    r->row_bytes += nbytes;
     t->qn += (size_t)n;
     r->pending += n;
     r->decoded += n;
@@ -1382,6 +1424,7 @@ static int decode_end(hl_reader_t *r, uint64_t at) {
     cur_t c = {r->raw.p, r->raw.p + r->raw.len, NULL};
     hl_end_t *e = &r->end;
     memset(e, 0, sizeof *e);
+    uint64_t rows = 0;
     int seen_reason = 0, seen_events = 0;
     while (c.p < c.end) {
         uint64_t key, x;
@@ -1391,21 +1434,26 @@ static int decode_end(hl_reader_t *r, uint64_t at) {
         if (er)
             return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: %s: %s", c.err,
                           cur_why(er));
-        if (key < 1 || key > 10) continue;
+        if (key < 1 || key > 11) continue;
         if (int_field(v, &x))
             return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: field %llu: not one varint",
                           (unsigned long long)key);
-        uint64_t *f[11] = {NULL,          &e->reason,     &e->status, &e->end_ns,
+        uint64_t *f[12] = {NULL,          &e->reason,     &e->status, &e->end_ns,
                            &e->events,    &e->objects,    &e->unrecorded,
-                           &e->unknown_frees, &e->lost,  &e->waited_ns, &e->inflight};
+                           &e->unknown_frees, &e->lost,  &e->waited_ns, &e->inflight, &rows};
         *f[key] = x;
         seen_reason |= key == 1;
-        seen_events |= key == 4;
+        seen_events |= key == (r->version >= 2 ? 11 : 4);
     }
     if (!seen_reason || !seen_events)
         return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: lacks the required field %s",
-                      seen_reason ? "events (key 4)" : "reason (key 1)");
-    if (e->events != r->decoded)
+                      !seen_reason ? "reason (key 1)"
+                      : r->version >= 2 ? "row bytes (key 11)" : "events (key 4)");
+    if (r->version >= 2 && rows != r->row_bytes)
+        return r_fail(r, HL_E_MALFORMED, at,
+                      "malformed block: END: END counts %llu bytes of rows, the trace holds %llu",
+                      (unsigned long long)rows, (unsigned long long)r->row_bytes);
+    if (r->version < 2 && e->events != r->decoded)
         return r_fail(r, HL_E_MALFORMED, at,
                       "malformed block: END: END counts %llu events, the trace holds %llu",
                       (unsigned long long)e->events, (unsigned long long)r->decoded);
@@ -1653,8 +1701,11 @@ void hl_reader_free(hl_reader_t *r) {
     buf_free(&m, &r->raw);
     buf_free(&m, &r->evs);
     if (r->live.s) m.release(m.ctx, r->live.s, r->live.cap * sizeof(live_slot_t));
-    for (size_t i = 0; i < r->thr_cap && r->thr; i++)
+    for (size_t i = 0; i < r->thr_cap && r->thr; i++) {
         if (r->thr[i].q) m.release(m.ctx, r->thr[i].q, r->thr[i].qcap * sizeof(pend_t));
+        if (r->thr[i].ring)
+            m.release(m.ctx, r->thr[i].ring, 2 * HL_ENC_RING * sizeof *r->thr[i].ring);
+    }
     if (r->thr) m.release(m.ctx, r->thr, r->thr_cap * sizeof(thr_t));
     if (r->heap) m.release(m.ctx, r->heap, r->heap_cap * sizeof(uint32_t));
     if (r->zd) ZSTD_freeDCtx(r->zd);

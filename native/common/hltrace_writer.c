@@ -422,33 +422,27 @@ int hl_writer_flush(hl_writer_t *w) {
     return flush_blocks(w);
 }
 
-int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_event,
-                        const hl_clock_t *clock, const uint8_t *ops, uint32_t n,
-                        const uint8_t *data, size_t data_len) {
+int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
+                        const hl_clock_t *clock, const uint8_t *rows, size_t len) {
     if (UNLIKELY(w->version != 2)) return w_fail(w, "a version-1 writer takes events", EINVAL);
-    if (n == 0 || n > HL_MAX_BLOCK_EVENTS)
-        return w_fail(w, "an events block holds 1 to 2^20 events", EINVAL);
+    if (len == 0 || len > HL_MAX_BLOCK_LEN - 100)
+        return w_fail(w, "an events block holds 1 byte to 64 MiB of rows", EINVAL);
     if (round < w->round) return w_fail(w, "rounds never decrease", EINVAL);
     if (flush_defs(w)) return -1;
     if (thread >= w->n_threads) return w_fail(w, "thread is not defined", EINVAL);
     buf_t *p = &w->payload;
     p->len = 0;
-    if (buf_reserve(&w->mem, p, 90 + (size_t)n + data_len))
-        return w_fail(w, "out of memory", ENOMEM);
+    if (buf_reserve(&w->mem, p, 80 + len)) return w_fail(w, "out of memory", ENOMEM);
     put_u(p, thread);
     put_u(p, round);
-    put_u(p, first_event);
-    put_u(p, n);
+    put_u(p, first_byte);
     put_u(p, clock->tsc_ref);
     put_u(p, clock->ns_ref);
     put_u(p, clock->mult);
-    put_u(p, n);
-    put_raw(p, ops, n);
-    put_u(p, data_len);
-    put_raw(p, data, data_len);
+    put_raw(p, rows, len);
     if (write_block(w, HL_STREAM_EVENTS, 0, p->p, p->len, 1)) return -1;
     w->round = round;
-    w->events += n;
+    w->events += len;
     w->wrote_events = 1;
     return 0;
 }
@@ -480,10 +474,11 @@ int hl_writer_end(hl_writer_t *w, const hl_end_t *end) {
             if (put_field_int(w, p, (uint64_t)i + 1, v[i]))
                 return w_fail(w, "out of memory", ENOMEM);
     } else {
-        /* objects and unknown frees are the reader's to count in version 2 */
-        static const uint8_t keys[8] = {1, 2, 3, 4, 6, 8, 9, 10};
-        const uint64_t v[8] = {end->reason, end->status,    end->end_ns,    w->events,
-                               end->unrecorded, end->lost, end->waited_ns, end->inflight};
+        /* events, objects and unknown frees are the reader's to count in
+         * version 2; the bytes of rows (key 11) check that nothing is missing */
+        static const uint8_t keys[8] = {1, 2, 3, 6, 8, 9, 10, 11};
+        const uint64_t v[8] = {end->reason,    end->status, end->end_ns,    end->unrecorded,
+                               end->lost,      end->waited_ns, end->inflight, w->events};
         for (int i = 0; i < 8; i++)
             if (put_field_int(w, p, keys[i], v[i])) return w_fail(w, "out of memory", ENOMEM);
     }

@@ -20,8 +20,8 @@
  *
  * A thread's stream (what one thread's chunks hold, in order):
  *
- *   chunk: [ header | ops: one byte per event ....... | data: rows .......... ]
- *            pub = ops << 32 | data bytes, published after every event
+ *   chunk: [ header | rows: op byte + fields, one per event ...................... ]
+ *            pub = bytes of rows, published after every event
  *            next: the chunk the producer went on to (set after its last pub)
  *
  * Invariants: a thread writes only its own chunks; the writer reads a chunk
@@ -60,7 +60,7 @@ typedef struct hl_config {
     unsigned stack_depth;  /* 0: stacks off */
     int free_stacks;       /* unwind on free too */
     int zstd_level;        /* 0: store blocks uncompressed */
-    uint32_t block_events; /* events per EVENTS block (a target: up to a chunk more) */
+    uint32_t block_events; /* a round when a thread has ~this many rows (4 bytes each) */
     uint64_t flush_ns;     /* write a round at least this often */
     int follow_forks;      /* fork children write their own trace */
     size_t thread_cap;     /* most chunk bytes one thread may hold */
@@ -74,17 +74,15 @@ extern hl_config_t hl_cfg;
 /* ---------------------------------------------------------------- chunks (chunks.c) */
 
 #define HL_CHUNK_BYTES (64u << 10)
-#define HL_CHUNK_OPS   8192u /* events per chunk at most */
 #define HL_CHUNK_HDR   64u
-#define HL_CHUNK_DATA  (HL_CHUNK_BYTES - HL_CHUNK_HDR - HL_CHUNK_OPS)
+#define HL_CHUNK_DATA  (HL_CHUNK_BYTES - HL_CHUNK_HDR)
 
 typedef struct hl_chunk hl_chunk_t;
 struct hl_chunk {
-    _Atomic uint64_t pub;      /* ops << 32 | data bytes published */
+    _Atomic uint64_t pub;      /* the end of the rows published (an address in data) */
     hl_chunk_t *_Atomic next;  /* set by the producer after its last pub */
     hl_chunk_t *free_next;     /* in the pool */
     uint8_t pad[HL_CHUNK_HDR - 24];
-    uint8_t ops[HL_CHUNK_OPS];
     uint8_t data[HL_CHUNK_DATA];
 };
 _Static_assert(sizeof(hl_chunk_t) == HL_CHUNK_BYTES, "a chunk is 64 KiB");
@@ -105,29 +103,30 @@ void hl_chunks_fork_child(void);
 enum { TS_ACTIVE = 1, TS_EXITING = 2, TS_FREE = 3 };
 
 struct hl_thread {
-    /* producer side: the owning thread only */
-    uint8_t *ops, *ops_end;   /* the current chunk's next op byte, and its end */
-    uint8_t *data, *data_lim; /* the next row, and where a row may no longer start */
+    /* producer side: the owning thread only; the hot fields in one line */
+    uint8_t *data;            /* where the next row goes */
+    uint8_t *_Atomic data_lim; /* a row starting here or beyond takes the slow path: a new
+                                  chunk, a time stamp (a writer pass sets it to NULL), or
+                                  recording stopped (NULL too) */
+    uint8_t *chunk_lim;       /* where a row may no longer start in this chunk */
     hl_chunk_t *chunk;        /* the current chunk (NULL: none yet) */
-    uint64_t nev;             /* events recorded: the next event's thread_seq */
     uint64_t steps;           /* steps recorded (a two-step realloc counts 2) */
-    uint64_t tick;            /* hl_tick when this thread last stamped */
-    uint64_t slot_me;         /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
-    hl_enc_t enc;             /* the row encoder's state */
+    _Atomic uint32_t active;  /* inside a hook or the agent (a count): nested calls pass
+                                 through; the final drain waits for it to fall to 0 */
+    uint32_t index;           /* in the current trace */
+    uint64_t slot_me;          /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
+    hl_enc_t enc;              /* the row encoder's state (prev_addr first) */
     uint64_t *scache;         /* stack hash -> id, HL_SCACHE_SLOTS pairs */
     _Atomic uint64_t waited_ns; /* backpressure, summed into END */
-    _Alignas(HL_CACHELINE) _Atomic int active; /* inside a hook (for the final drain) */
     hl_chunk_t *_Atomic first; /* the thread's first chunk, for the writer */
     _Atomic uint32_t nchunks;  /* chunks held: producer adds, writer subtracts */
-    /* identity */
-    uint32_t index; /* in the current trace */
     pid_t tid;
     /* writer side (under hl_wlock) */
     _Alignas(HL_CACHELINE) hl_chunk_t *cchunk; /* being copied */
-    uint32_t cops, cdata;                      /* copied from cchunk */
+    uint32_t cdata;                            /* bytes of cchunk written */
     hl_chunk_t *snap;                          /* the round's end: this chunk ... */
     uint64_t snap_pub;                         /* ... at this mark */
-    uint64_t bfirst; /* the next block's first event (its thread_seq) */
+    uint64_t bfirst; /* the next block's first byte in the thread's rows */
     _Atomic int state;
     hl_thread_t *_Atomic next; /* every state ever made, newest first */
     hl_thread_t *free_next;
@@ -194,7 +193,6 @@ void hl_modules_new_trace(void); /* a new trace (fork child): no module defined 
 
 /* ---------------------------------------------------------------- writer (writer.c) */
 
-extern _Atomic uint64_t hl_tick;        /* advanced by every writer pass; producers stamp on change */
 extern _Atomic int hl_off;              /* recording is off (not started, ended, disabled) */
 extern _Atomic uint64_t hl_unrecorded;  /* calls passed through without a record */
 extern _Atomic uint64_t hl_lost;        /* events that could not be recorded */
@@ -258,6 +256,9 @@ void hl_busy_enter(void);    /* agent code runs: nested calls pass through */
 void hl_busy_leave(void);
 int hl_busy(void);
 void hl_set_self(hl_thread_t *t); /* this thread's state (threads.c) */
+/* Every thread's next row goes to the slow path: with `stamp`, to take a
+ * time stamp; when recording stopped, to find it off. */
+void hl_threads_poke(void);
 
 /* ---------------------------------------------------------------- agent.c */
 

@@ -54,7 +54,7 @@ static hl_chunk_t *take(int must) {
             return NULL;
         }
     }
-    atomic_store_explicit(&c->pub, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->pub, (uintptr_t)c->data, memory_order_relaxed);
     atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
     c->free_next = NULL;
     return c;

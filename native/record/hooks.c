@@ -44,14 +44,19 @@ hl_real_t hl_real;
 static __thread hl_thread_t *t_self __attribute__((tls_model("initial-exec")));
 static __thread int t_busy __attribute__((tls_model("initial-exec")));
 
+/* Agent code runs: calls it makes pass through. A thread with a state also
+ * counts it in `active`, which is what the hooks' fast path checks. */
 void hl_busy_enter(void) {
     t_busy++;
+    if (t_self) atomic_fetch_add_explicit(&t_self->active, 1, memory_order_relaxed);
 }
 void hl_busy_leave(void) {
     t_busy--;
+    if (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&t_self->active, 1, memory_order_relaxed);
 }
 int hl_busy(void) {
-    return t_busy;
+    return t_busy || (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed));
 }
 hl_thread_t *hl_thread_self(void) {
     return t_self;
@@ -78,7 +83,7 @@ static void *boot_alloc(size_t size, size_t align) {
 }
 
 static inline int is_boot(const void *p) {
-    return (const uint8_t *)p >= boot_buf && (const uint8_t *)p < boot_buf + sizeof boot_buf;
+    return (uintptr_t)p - (uintptr_t)boot_buf < sizeof boot_buf;
 }
 
 static size_t boot_size(const void *p) {
@@ -151,43 +156,111 @@ static inline int resolved(void) {
 
 /* ---------------------------------------------------------------- rows */
 
-/* A new chunk when this one cannot take a row. 0: the event is not recorded
- * (recording stopped while the thread waited for room). */
-static __attribute__((noinline)) int room_slow(hl_thread_t *t) {
-    hl_chunk_t *old = t->chunk, *c = hl_chunk_get(t);
-    if (!c) return 0;
-    t->ops = c->ops;
-    t->ops_end = c->ops + HL_CHUNK_OPS;
-    t->data = c->data;
-    t->data_lim = c->data + HL_CHUNK_DATA - HL_ENC_MAX_ROW;
-    t->chunk = c;
-    if (old)
-        atomic_store_explicit(&old->next, c, memory_order_release); /* after old's last pub */
-    else
-        atomic_store_explicit(&t->first, c, memory_order_release);
-    return 1;
+#define STAMP_BYTES 256 /* a time stamp at least this often in a thread's rows */
+
+/* The slow path of a row: a new chunk if this one is full, and in any case
+ * a time stamp (this row is the chunk's first, or STAMP_BYTES after the
+ * last stamp, or the first after a writer pass). Returns where the row's
+ * fields go, after the op byte's place and the stamp (the caller sets
+ * TIME); NULL when the event is not recorded (recording stopped). */
+static __attribute__((noinline)) uint8_t *room_slow(hl_thread_t *t) {
+    if (HL_UNLIKELY(atomic_load_explicit(&hl_off, memory_order_relaxed))) return NULL;
+    uint8_t *d = t->data;
+    if (!d || d >= t->chunk_lim) {
+        hl_chunk_t *old = t->chunk, *c = hl_chunk_get(t);
+        if (!c) return NULL;
+        d = t->data = c->data;
+        t->chunk_lim = c->data + HL_CHUNK_DATA - HL_ENC_MAX_ROW;
+        t->chunk = c;
+        if (old)
+            atomic_store_explicit(&old->next, c, memory_order_release); /* after old's last pub */
+        else
+            atomic_store_explicit(&t->first, c, memory_order_release);
+    }
+    uint8_t *lim = d + STAMP_BYTES < t->chunk_lim ? d + STAMP_BYTES : t->chunk_lim;
+    atomic_store_explicit(&t->data_lim, lim, memory_order_relaxed);
+    return hl_enc_time(d + 1, &t->enc, hl_stamp());
 }
 
-static inline int room(hl_thread_t *t) {
-    if (HL_LIKELY(t->data < t->data_lim && t->ops < t->ops_end)) return 1;
-    return room_slow(t);
+/* Where the row's fields go (the op byte's place is the row's first byte,
+ * at t->data): the cursor, or after a new chunk and a time stamp. */
+#define ROOM(t, d, op)                                                                             \
+    uint8_t *d = (t)->data;                                                                        \
+    if (HL_LIKELY(d < atomic_load_explicit(&(t)->data_lim, memory_order_relaxed)))                \
+        d++;                                                                                       \
+    else if ((d = room_slow(t)))                                                                   \
+        (op) |= HL_OP2_TIME;                                                                       \
+    else                                                                                           \
+        return
+
+/* The event is complete: its op byte at the row's start, and the chunk's
+ * mark moves past it. */
+static inline void publish(hl_thread_t *t, unsigned op, uint8_t *d) {
+    *t->data = (uint8_t)op;
+    t->data = d;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)d, memory_order_release);
 }
 
-static inline void publish(hl_thread_t *t) {
-    hl_chunk_t *c = t->chunk;
-    uint64_t v = (uint64_t)(t->ops - c->ops) << 32 | (uint64_t)(t->data - c->data);
-    atomic_store_explicit(&c->pub, v, memory_order_release);
+static __attribute__((noinline)) uint8_t *enc_u_long(uint8_t *d, uint64_t v) {
+    return hl_enc_u(d, v);
 }
 
-/* A time stamp on the thread's first event, every 64th, and on the first
- * event after a writer pass (so a thread that sleeps is stamped when it
- * wakes, and interpolation never spans a pause longer than a pass). */
-static inline uint8_t *stamp(hl_thread_t *t, uint8_t *d, unsigned *op) {
-    uint64_t tick = atomic_load_explicit(&hl_tick, memory_order_relaxed);
-    if (HL_LIKELY((t->nev & 63) != 0 && t->tick == tick)) return d;
-    t->tick = tick;
-    *op |= HL_OP2_TIME;
-    return hl_enc_time(d, &t->enc, hl_stamp());
+static inline uint8_t *enc_u(uint8_t *d, uint64_t v) {
+    if (HL_LIKELY(v < 0x80)) {
+        *d = (uint8_t)v;
+        return d + 1;
+    }
+    if (HL_LIKELY(v < 0x4000)) {
+        d[0] = (uint8_t)(v | 0x80);
+        d[1] = (uint8_t)(v >> 7);
+        return d + 2;
+    }
+    return enc_u_long(d, v);
+}
+
+/* The address fields (hltrace_enc.h): code 1 or 2 when the thread's table
+ * knows the address, else a delta; one or two bytes inline. */
+static __attribute__((noinline)) uint8_t *enc_delta_long(uint8_t *d, hl_thread_t *t,
+                                                         uint64_t addr) {
+    return hl_enc_delta(d, &t->enc, addr);
+}
+
+static inline uint8_t *enc_delta(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    uint64_t delta = addr - t->enc.prev_addr;
+    uint64_t code = (hl_zz((int64_t)delta >> 4) << 2) + 1;
+    if (HL_UNLIKELY((delta & 15) | (code >> 14))) return enc_delta_long(d, t, addr);
+    t->enc.prev_addr = addr;
+    return enc_u(d, code);
+}
+
+static inline uint8_t *enc_new(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    hl_enc_t *e = &t->enc;
+    hl_enc_slot_t *s = hl_enc_slot(e, addr);
+    uint64_t age = e->nfree - 1 - (s->n & ~HL_ENC_FREED);
+    if (s->addr == addr && (s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+        e->prev_addr = addr;
+        d = enc_u(d, (age << 2 | 2) + 1);
+    } else {
+        d = enc_delta(d, t, addr);
+    }
+    s->addr = addr;
+    s->n = e->nalloc++;
+    return d;
+}
+
+static inline uint8_t *enc_gone(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    hl_enc_t *e = &t->enc;
+    hl_enc_slot_t *s = hl_enc_slot(e, addr);
+    uint64_t age = e->nalloc - 1 - s->n;
+    if (s->addr == addr && !(s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+        e->prev_addr = addr;
+        d = enc_u(d, (age << 2 | 1) + 1);
+    } else {
+        d = enc_delta(d, t, addr);
+    }
+    s->addr = addr;
+    s->n = e->nfree++ | HL_ENC_FREED;
+    return d;
 }
 
 /* An edge to the step that last touched this address's slot, if it is
@@ -206,27 +279,21 @@ static inline int multithreaded(void) {
     return atomic_load_explicit(&hl_mt, memory_order_acquire);
 }
 
-/* ---------------------------------------------------------------- stacks */
-
-/* Return addresses of the caller of the allocator entry point and above,
- * skipping frames inside this library. hl_unwind_backtrace returns what
- * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
- * rules cached per return address (README.md, "Call stacks"). */
-static inline __attribute__((always_inline)) unsigned unwind(uintptr_t *out) {
-    void *buf[HL_MAX_DEPTH + 8];
-    /* the recording is inlined into the entry point: one frame of ours */
-    int want = (int)hl_cfg.stack_depth + 1;
-    int e = errno;
-    int n = hl_unwind_backtrace(buf, want);
-    errno = e;
-    int i = 0;
-    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
-        i++;
-    unsigned k = 0;
-    while (i < n && k < hl_cfg.stack_depth)
-        out[k++] = (uintptr_t)buf[i++];
-    return k;
+/* The edge of a step that takes or releases addr (multithreaded only): the
+ * row's end after it; the caller sets EDGE when it moved. */
+static __attribute__((noinline)) uint8_t *swap_edge(hl_thread_t *t, uint8_t *d, uint64_t addr,
+                                                    uint64_t steps) {
+    unsigned op = 0;
+    return edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap(addr, t->slot_me | steps));
 }
+
+#define SWAP_EDGE(t, d, op, addr, steps)                                                           \
+    do {                                                                                           \
+        uint8_t *e_ = swap_edge((t), (d), (addr), (steps));                                        \
+        if (e_ != (d)) (op) |= HL_OP2_EDGE, (d) = e_;                                              \
+    } while (0)
+
+/* ---------------------------------------------------------------- stacks */
 
 static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -238,85 +305,136 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
     return h ? h : 1;
 }
 
-/* The stack id of this call (0: stacks off or none): unwinds, then looks
- * the frames' hash up in this thread's cache, else in the shared table. */
-static inline __attribute__((always_inline)) uint32_t take_stack(hl_thread_t *t, int want) {
-    if (!want || !hl_cfg.stack_depth) return 0;
+/* The stack id of this call: return addresses of the caller of the
+ * allocator entry point and above, skipping frames inside this library (the
+ * entry point and this function), looked up by hash in this thread's cache,
+ * else in the shared table (stacks.c). hl_unwind_backtrace returns what
+ * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
+ * rules cached per return address (README.md, "Call stacks"). Out of line,
+ * so that the entry points without stacks keep a small frame. */
+static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+    void *buf[HL_MAX_DEPTH + 8];
     uintptr_t f[HL_MAX_DEPTH];
-    unsigned n = unwind(f);
-    if (!n) return 0;
-    uint64_t h = hash_frames(f, n);
+    int e = errno;
+    int n = hl_unwind_backtrace(buf, (int)hl_cfg.stack_depth + 2); /* + ours: two frames */
+    errno = e;
+    int i = 0;
+    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
+        i++;
+    unsigned k = 0;
+    while (i < n && k < hl_cfg.stack_depth)
+        f[k++] = (uintptr_t)buf[i++];
+    if (!k) return 0;
+    uint64_t h = hash_frames(f, k);
     const uint64_t *slot = &t->scache[(h & (HL_SCACHE_SLOTS - 1)) * 2];
     if (HL_LIKELY(slot[0] == h)) return (uint32_t)slot[1];
-    return hl_stack_id(t, f, n, h);
+    return hl_stack_id(t, f, k, h);
+}
+
+static inline uint32_t take_stack(hl_thread_t *t, int want) {
+    if (HL_LIKELY(!want || !hl_cfg.stack_depth)) return 0;
+    return stack_id(t);
 }
 
 /* ---------------------------------------------------------------- events */
 
-/* An allocation that has returned (p NULL: it failed). */
-static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
-                                                            uint64_t size, uint64_t align) {
-    uint32_t sid = take_stack(t, 1);
-    if (HL_UNLIKELY(!room(t))) return;
+/* An allocation that has returned (p NULL: it failed), with its stack id. */
+static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, unsigned kind,
+                                                                uintptr_t p, uint64_t size,
+                                                                uint64_t align, uint32_t sid) {
     unsigned op = kind;
-    uint8_t *d = stamp(t, t->data, &op);
+    ROOM(t, d, op);
     uint64_t steps = ++t->steps;
-    if (HL_UNLIKELY(multithreaded()) && p)
-        d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
-    d = hl_enc_u(d, size);
-    if (kind >= HL_MEMALIGN) d = hl_enc_u(d, align);
-    d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
-    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
-    *t->ops++ = (uint8_t)op;
-    t->data = d;
-    t->nev++;
-    publish(t);
+    if (HL_UNLIKELY(multithreaded()) && p) SWAP_EDGE(t, d, op, p, steps);
+    if (kind == HL_REALLOC) *d++ = 0; /* realloc(NULL, n): old is NULL */
+    d = enc_u(d, size);
+    if (kind >= HL_MEMALIGN) d = enc_u(d, align);
+    if (p)
+        d = enc_new(d, t, p);
+    else
+        *d++ = 0;
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
 }
 
-/* A free that is about to happen. */
-static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
-    uint32_t sid = take_stack(t, hl_cfg.free_stacks);
-    if (HL_UNLIKELY(!room(t))) return;
+/* Everything rec_alloc's fast path leaves out: a new chunk or a time
+ * stamp, edges, long fields, stacks. */
+static __attribute__((noinline)) void rec_alloc_slow(hl_thread_t *t, unsigned kind, uintptr_t p,
+                                                     uint64_t size, uint64_t align) {
+    rec_alloc_row(t, kind, p, size, align, hl_cfg.stack_depth ? stack_id(t) : 0);
+}
+
+/* An allocation that has returned. The fast path has no call (so the entry
+ * point keeps few registers) but for long fields: room without a stamp
+ * due, one thread, no stack. */
+static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
+                                                            uint64_t size, uint64_t align) {
+    uint8_t *d = t->data;
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
+                    (multithreaded() | hl_cfg.stack_depth) || !p)) {
+        rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
+        return;
+    }
+    t->steps++;
+    uint8_t *f = d + 1;
+    if (kind == HL_REALLOC) *f++ = 0; /* realloc(NULL, n): old is NULL */
+    f = enc_u(f, size);
+    if (kind >= HL_MEMALIGN) f = enc_u(f, align);
+    f = enc_new(f, t, (uintptr_t)p);
+    *d = (uint8_t)kind;
+    t->data = f;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
+}
+
+static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, uintptr_t p,
+                                                               uint32_t sid) {
     unsigned op = HL_FREE;
-    uint8_t *d = stamp(t, t->data, &op);
+    ROOM(t, d, op);
     uint64_t steps = ++t->steps;
-    if (HL_UNLIKELY(multithreaded()))
-        d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
-    d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
-    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
-    *t->ops++ = (uint8_t)op;
-    t->data = d;
-    t->nev++;
-    publish(t);
+    if (HL_UNLIKELY(multithreaded())) SWAP_EDGE(t, d, op, p, steps);
+    d = enc_gone(d, t, p);
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
+}
+
+static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p) {
+    rec_free_row(t, p, hl_cfg.free_stacks && hl_cfg.stack_depth ? stack_id(t) : 0);
+}
+
+/* A free that is about to happen; the same fast path. */
+static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
+    uint8_t *d = t->data;
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
+                    (multithreaded() | (hl_cfg.free_stacks & !!hl_cfg.stack_depth)))) {
+        rec_free_slow(t, (uintptr_t)p);
+        return;
+    }
+    t->steps++;
+    uint8_t *f = enc_gone(d + 1, t, (uintptr_t)p);
+    *d = HL_FREE;
+    t->data = f;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
 static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, void *old,
                                                                size_t size, int fail) {
+    uint32_t sid = take_stack(t, 1);
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);
         int e = errno;
-        uint32_t sid = take_stack(t, 1);
-        if (HL_LIKELY(room(t))) {
-            unsigned op = HL_REALLOC;
-            uint8_t *d = stamp(t, t->data, &op);
-            uint64_t steps = ++t->steps;
-            if (HL_UNLIKELY(multithreaded()) && p)
-                d = edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap((uintptr_t)p, t->slot_me | steps));
-            *d++ = 0; /* old: NULL */
-            d = hl_enc_u(d, fail ? UINT64_MAX : size);
-            d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
-            if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
-            *t->ops++ = (uint8_t)op;
-            t->data = d;
-            t->nev++;
-            publish(t);
-        }
+        rec_alloc_row(t, HL_REALLOC, (uintptr_t)p, fail ? UINT64_MAX : size, 0, sid);
         errno = e;
         return p;
     }
-    uint32_t sid = take_stack(t, 1);
-    if (HL_UNLIKELY(!room(t))) return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+    unsigned op = 0;
+    uint8_t *d = t->data;
+    if (HL_LIKELY(d < atomic_load_explicit(&t->data_lim, memory_order_relaxed)))
+        d++;
+    else if ((d = room_slow(t)))
+        op = HL_OP2_TIME;
+    else
+        return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
     int mt = multithreaded();
     /* step 1, before the call: the old block may be handed out from here on */
     uint64_t s1 = ++t->steps, prev1 = 0, prev2 = 0;
@@ -327,24 +445,20 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
     uint64_t s2 = ++t->steps;
     if (HL_UNLIKELY(mt) && p) prev2 = hl_edge_swap((uintptr_t)p, t->slot_me | s2);
     unsigned kind = !p && size == 0 && !fail ? HL_REALLOC_FREE : HL_REALLOC;
-    unsigned op = kind;
-    uint8_t *d = stamp(t, t->data, &op);
+    op |= kind;
     if (HL_UNLIKELY(mt)) {
         d = edge(t, d, &op, HL_OP2_EDGE2, prev1);
         d = edge(t, d, &op, HL_OP2_EDGE, prev2);
     }
     if (kind == HL_REALLOC) {
-        d = hl_enc_addr(d, &t->enc, (uintptr_t)old);
-        d = hl_enc_u(d, fail ? UINT64_MAX : size);
-        d = hl_enc_addr(d, &t->enc, (uintptr_t)p);
+        d = hl_enc_old(d, &t->enc, (uintptr_t)old);
+        d = enc_u(d, fail ? UINT64_MAX : size);
+        d = p ? enc_new(d, t, (uintptr_t)p) : (*d = 0, d + 1);
     } else {
-        d = hl_enc_addr(d, &t->enc, (uintptr_t)old);
+        d = enc_gone(d, t, (uintptr_t)old);
     }
-    if (sid) op |= HL_OP2_STACK, d = hl_enc_u(d, sid);
-    *t->ops++ = (uint8_t)op;
-    t->data = d;
-    t->nev++;
-    publish(t);
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
     errno = e;
     return p;
 }
@@ -354,15 +468,14 @@ static __attribute__((noinline)) void *rec_failed(hl_thread_t *t, unsigned kind,
     int e = errno;
     rec_alloc(t, kind, NULL, size, 0);
     atomic_store_explicit(&t->active, 0, memory_order_relaxed);
-    t_busy = 0;
     errno = e;
     return NULL;
 }
 
 /* ---------------------------------------------------------------- the slow path's way in */
 
-/* Resolves, starts the agent, makes this thread's state. Called with t_busy
- * raised. NULL when this call is not recorded. */
+/* Resolves, starts the agent, makes this thread's state and marks it
+ * active. Called with t_busy raised. NULL when this call is not recorded. */
 static hl_thread_t *enter(void) {
     if (!resolved()) hl_hooks_resolve();
     if (!hl_agent_ready()) return NULL;
@@ -375,16 +488,25 @@ static inline void leave(hl_thread_t *t) {
     if (t) atomic_store_explicit(&t->active, 0, memory_order_relaxed);
 }
 
+/* The fast path: this thread has a state and is not inside the agent
+ * already. (Recording that stopped is found in room_slow: the writer sends
+ * every thread there.) */
 #define HOOK_PROLOGUE(slow_call)                                                                   \
     hl_thread_t *t = t_self;                                                                       \
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed)))          \
+    if (HL_UNLIKELY(!t || atomic_load_explicit(&t->active, memory_order_relaxed)))                \
         return slow_call;                                                                          \
-    t_busy = 1;                                                                                    \
     atomic_store_explicit(&t->active, 1, memory_order_relaxed)
 
-#define HOOK_EPILOGUE()                                                                            \
-    atomic_store_explicit(&t->active, 0, memory_order_relaxed);                                    \
-    t_busy = 0
+#define HOOK_EPILOGUE() atomic_store_explicit(&t->active, 0, memory_order_relaxed)
+
+/* Whether the slow path must pass the call through: inside the agent. */
+static inline int nested(void) {
+    return t_busy || (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed));
+}
+
+static inline void count_unrecorded(void) {
+    atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+}
 
 /* ---------------------------------------------------------------- the malloc API */
 
@@ -401,8 +523,8 @@ HL_EXPORT void *malloc(size_t n) {
 }
 
 static void *malloc_slow(size_t n) {
-    if (t_busy) {
-        atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    if (nested()) {
+        count_unrecorded();
         return resolved() ? hl_real.malloc(n) : boot_alloc(n, 16);
     }
     t_busy = 1;
@@ -426,8 +548,8 @@ HL_EXPORT void free(void *p) {
 }
 
 static void free_slow(void *p) {
-    if (t_busy) {
-        atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    if (nested()) {
+        count_unrecorded();
         if (resolved()) hl_real.free(p);
         return;
     }
@@ -439,35 +561,58 @@ static void free_slow(void *p) {
     t_busy = 0;
 }
 
+static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, int over,
+                                                   uint64_t total) {
+    if (nested()) {
+        count_unrecorded();
+        if (!resolved()) {
+            if (over) return errno = ENOMEM, NULL;
+            return boot_alloc(total, 16);
+        }
+        return hl_real.calloc(n, size);
+    }
+    t_busy = 1;
+    hl_thread_t *t = enter();
+    void *p = hl_real.calloc(n, size);
+    int e = errno;
+    if (t) rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
+    leave(t);
+    t_busy = 0;
+    errno = e;
+    return p;
+}
+
 HL_EXPORT void *calloc(size_t n, size_t size) {
     uint64_t total;
     int over = __builtin_mul_overflow((uint64_t)n, (uint64_t)size, &total);
-    hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
-            if (!resolved()) {
-                if (over) return errno = ENOMEM, NULL;
-                return boot_alloc(total, 16);
-            }
-            return hl_real.calloc(n, size);
-        }
-        t_busy = 1;
-        t = enter();
-        void *p = hl_real.calloc(n, size);
-        int e = errno;
-        if (t) rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
-        leave(t);
-        t_busy = 0;
-        errno = e;
-        return p;
-    }
-    t_busy = 1;
-    atomic_store_explicit(&t->active, 1, memory_order_relaxed);
+    HOOK_PROLOGUE(calloc_slow(n, size, over, total));
     void *p = hl_real.calloc(n, size);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_CALLOC, over ? UINT64_MAX : total);
     rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
     HOOK_EPILOGUE();
+    return p;
+}
+
+static __attribute__((noinline)) void *realloc_slow(void *old, size_t size, int fail) {
+    if (nested()) {
+        count_unrecorded();
+        if (fail) return errno = ENOMEM, NULL;
+        if (!resolved()) {
+            void *p = boot_alloc(size, 16);
+            if (p && old) memcpy(p, old, boot_size(old) < size ? boot_size(old) : size);
+            return p;
+        }
+        return hl_real.realloc(old, size);
+    }
+    t_busy = 1;
+    hl_thread_t *t = enter();
+    void *p;
+    if (t)
+        p = rec_realloc(t, old, size, fail);
+    else
+        p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+    leave(t);
+    t_busy = 0;
     return p;
 }
 
@@ -482,31 +627,7 @@ static inline __attribute__((always_inline)) void *realloc_any(void *old, size_t
         }
         return p;
     }
-    hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
-            if (fail) return errno = ENOMEM, NULL;
-            if (!resolved()) {
-                void *p = boot_alloc(size, 16);
-                if (p && old) memcpy(p, old, boot_size(old) < size ? boot_size(old) : size);
-                return p;
-            }
-            return hl_real.realloc(old, size);
-        }
-        t_busy = 1;
-        t = enter();
-        void *p;
-        if (t)
-            p = rec_realloc(t, old, size, fail);
-        else
-            p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
-        leave(t);
-        t_busy = 0;
-        return p;
-    }
-    t_busy = 1;
-    atomic_store_explicit(&t->active, 1, memory_order_relaxed);
+    HOOK_PROLOGUE(realloc_slow(old, size, fail));
     void *p = rec_realloc(t, old, size, fail);
     HOOK_EPILOGUE();
     return p;
@@ -547,15 +668,15 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         align = page;
     }
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    int slow = !t || atomic_load_explicit(&t->active, memory_order_relaxed);
+    if (HL_UNLIKELY(slow)) {
+        if (nested()) {
+            count_unrecorded();
             return resolved() ? do_aligned(k, align, size) : boot_alloc(size, align);
         }
         t_busy = 1;
         t = enter();
     } else {
-        t_busy = 1;
         atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = do_aligned(k, align, size);
@@ -565,7 +686,7 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         errno = e;
     }
     leave(t);
-    t_busy = 0;
+    if (slow) t_busy = 0;
     return p;
 }
 
@@ -584,9 +705,10 @@ HL_EXPORT void *pvalloc(size_t size) {
 
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    int slow = !t || atomic_load_explicit(&t->active, memory_order_relaxed);
+    if (HL_UNLIKELY(slow)) {
+        if (nested()) {
+            count_unrecorded();
             if (!resolved()) {
                 void *p = boot_alloc(size, align);
                 if (!p) return ENOMEM;
@@ -598,7 +720,6 @@ HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
         t_busy = 1;
         t = enter();
     } else {
-        t_busy = 1;
         atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = NULL;
@@ -606,7 +727,7 @@ HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     if (rc == 0) *out = p;
     if (t) rec_alloc(t, HL_POSIX_MEMALIGN, rc == 0 ? p : NULL, size, align);
     leave(t);
-    t_busy = 0;
+    if (slow) t_busy = 0;
     return rc;
 }
 

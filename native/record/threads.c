@@ -96,10 +96,10 @@ uint32_t hl_thread_count(void) {
 
 /* The producer's view of a state, as new. */
 static void reset_producer(hl_thread_t *t) {
-    t->ops = t->ops_end = t->data = t->data_lim = NULL;
+    t->data = t->chunk_lim = NULL;
+    atomic_store(&t->data_lim, NULL);
     t->chunk = NULL;
-    t->nev = t->steps = 0;
-    t->tick = 0;
+    t->steps = 0;
     memset(&t->enc, 0, sizeof t->enc);
     atomic_store(&t->waited_ns, 0);
     atomic_store(&t->active, 0);
@@ -144,6 +144,12 @@ hl_thread_t *hl_thread_create(int start_writer) {
     return t;
 }
 
+void hl_threads_poke(void) {
+    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE)
+            atomic_store_explicit(&t->data_lim, NULL, memory_order_relaxed);
+}
+
 void hl_thread_recycle(hl_thread_t *t) {
     pthread_mutex_lock(&reg_lock);
     atomic_store(&t->state, TS_FREE);
@@ -168,8 +174,8 @@ void hl_threads_fork_child(hl_thread_t *self) {
         t_start.valid = 0;
         self->tid = hl_os_gettid();
         give_index(self, 0, 0, 0);
-        self->nev = self->steps = 0;
-        self->tick = 0;
+        self->steps = 0;
+        atomic_store(&self->data_lim, NULL);
         memset(&self->enc, 0, sizeof self->enc);
     }
 }

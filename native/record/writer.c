@@ -4,16 +4,16 @@
  * that waits for room (hl_writer_help), or in a thread that ends the trace
  * (exit, exec, a fatal signal, fork).
  *
- *   pass (every 50 us .. 1 ms):  hl_tick++ (producers stamp their next row)
+ *   pass (every 50 us .. 1 ms):  every thread time-stamps its next row
  *      |                         look at every thread's published mark
  *      v
- *   round, when a thread has block_events rows waiting, or flush_ms passed,
- *   or the trace ends:
+ *   round, when a thread has ~block_events rows waiting (4 bytes a row), or
+ *   flush_ms passed, or the trace ends:
  *      THREADS  indices given out since the last round (threads.c)
  *      STACKS   ids given out since (stacks.c), frames -> (module, offset)
- *      EVENTS   per thread, per chunk: the rows published since the last
- *               round, as they are (the producer encoded them), one block
- *               each, all with this round's number and clock
+ *      EVENTS   per thread, per chunk: the bytes of rows published since the
+ *               last round, as they are (the producer encoded them), one
+ *               block each, all with this round's number and clock
  *      chunks the producer has left and that are copied go back to the pool
  *
  * The writer never decodes a row: its cost per event is a copy and zstd.
@@ -34,7 +34,6 @@
 
 /* ---------------------------------------------------------------- state */
 
-_Atomic uint64_t hl_tick = 1;
 _Atomic int hl_off;
 _Atomic uint64_t hl_unrecorded;
 _Atomic uint64_t hl_lost;
@@ -63,13 +62,24 @@ static hl_clock_t clk = {0, 0, 1ull << 32};
 #ifndef HL_BUSY_SLEEP_NS
 #define HL_BUSY_SLEEP_NS 200000
 #endif
-/* Events in one round at most (a reader holds a round in memory). */
-#define ROUND_EVENTS (1u << 20)
+/* Bytes of rows in one round at most (a reader holds a round in memory: a
+ * row is 2 bytes at least, so 1M events at most). */
+#define ROUND_BYTES (2u << 20)
+/* A round is due when a thread has this many bytes of rows waiting: about
+ * block_events rows (a row is ~4 bytes without stacks). */
+#define THREAD_BYTES ((uint64_t)hl_cfg.block_events * 4)
+
+/* Recording stops: hooks see it in their slow path (hl_threads_poke sends
+ * every thread there). */
+static void stop(void) {
+    atomic_store(&hl_off, 1);
+    hl_threads_poke();
+}
 
 static void broken(const char *why) {
     if (W_broken) return;
     W_broken = 1;
-    atomic_store(&hl_off, 1);
+    stop();
     hl_note("cannot write the trace: ", why, W_path);
 }
 
@@ -176,13 +186,13 @@ static int ensure_open(void) {
 
 /* ---------------------------------------------------------------- rounds */
 
-/* Rows t has published beyond what was written. */
+/* Bytes of rows t has published beyond what was written. */
 static uint64_t waiting(hl_thread_t *t) {
     hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load_explicit(&t->first, memory_order_acquire);
     uint64_t n = 0;
     while (c) {
-        uint64_t pub = atomic_load_explicit(&c->pub, memory_order_acquire);
-        n += (pub >> 32) - (c == t->cchunk ? t->cops : 0);
+        uint64_t pub = atomic_load_explicit(&c->pub, memory_order_acquire) - (uintptr_t)c->data;
+        n += pub - (c == t->cchunk ? t->cdata : 0);
         c = atomic_load_explicit(&c->next, memory_order_acquire);
     }
     return n;
@@ -193,7 +203,7 @@ static uint64_t waiting(hl_thread_t *t) {
 static void snapshot(hl_thread_t *t) {
     if (!t->cchunk) {
         t->cchunk = atomic_load_explicit(&t->first, memory_order_acquire);
-        t->cops = t->cdata = 0;
+        t->cdata = 0;
     }
     hl_chunk_t *c = t->cchunk, *n;
     while (c && (n = atomic_load_explicit(&c->next, memory_order_acquire)))
@@ -203,7 +213,7 @@ static void snapshot(hl_thread_t *t) {
 }
 
 /* Writes t's rows up to its snapshot, one block per chunk, at most `budget`
- * events; gives back the chunks t has left behind. Returns the events
+ * bytes; gives back the chunks t has left behind. Returns the bytes
  * written. */
 static uint64_t write_thread(hl_thread_t *t, uint64_t budget) {
     uint64_t done = 0;
@@ -211,22 +221,22 @@ static uint64_t write_thread(hl_thread_t *t, uint64_t budget) {
         hl_chunk_t *c = t->cchunk;
         int last = c == t->snap;
         /* a chunk before the snapshot's is final: next was set after its last pub */
-        uint64_t pub = last ? t->snap_pub : atomic_load_explicit(&c->pub, memory_order_acquire);
-        uint32_t ops = (uint32_t)(pub >> 32), data = (uint32_t)pub;
-        if (ops > t->cops) {
-            if (hl_writer_events_v2(W, t->index, round_no, t->bfirst, &clk, c->ops + t->cops,
-                                    ops - t->cops, c->data + t->cdata, data - t->cdata)) {
+        uint32_t pub = (uint32_t)((last ? t->snap_pub
+                                        : atomic_load_explicit(&c->pub, memory_order_acquire)) -
+                                  (uintptr_t)c->data);
+        if (pub > t->cdata) {
+            if (hl_writer_events_v2(W, t->index, round_no, t->bfirst, &clk, c->data + t->cdata,
+                                    pub - t->cdata)) {
                 broken(hl_writer_error(W));
                 break;
             }
-            t->bfirst += ops - t->cops;
-            done += ops - t->cops;
-            t->cops = ops;
-            t->cdata = data;
+            t->bfirst += pub - t->cdata;
+            done += pub - t->cdata;
+            t->cdata = pub;
         }
         if (last) break;
         t->cchunk = atomic_load_explicit(&c->next, memory_order_acquire);
-        t->cops = t->cdata = 0;
+        t->cdata = 0;
         atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
         hl_chunk_put(c);
     }
@@ -242,16 +252,17 @@ static void write_round(void) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE) snapshot(t);
     calibrate();
     define_new();
-    uint64_t budget = ROUND_EVENTS;
+    uint64_t budget = ROUND_BYTES;
     for (hl_thread_t *t = atomic_load(&hl_threads); t && !W_broken; t = t->next) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) == TS_FREE) continue;
         if (!t->snap) continue;
-        uint64_t n = write_thread(t, budget);
-        budget = n < budget ? budget - n : 0;
-        if (!budget) {
+        for (;;) {
+            uint64_t n = write_thread(t, budget);
+            budget = n < budget ? budget - n : 0;
+            if (budget || W_broken) break;
             /* more than a round can hold: the rest goes into the next ones */
             round_no++;
-            budget = ROUND_EVENTS;
+            budget = ROUND_BYTES;
         }
     }
     last_flush_ns = hl_now_ns();
@@ -273,7 +284,7 @@ static void recycle(void) {
         }
         waited_done += atomic_load(&t->waited_ns);
         t->cchunk = NULL;
-        t->cops = t->cdata = 0;
+        t->cdata = 0;
         t->bfirst = 0;
         atomic_store(&t->nchunks, 0);
         atomic_store(&t->first, NULL);
@@ -284,8 +295,10 @@ static void recycle(void) {
 /* One look at the threads: a round when one is due. Returns the events
  * written. */
 static uint64_t pass(int force) {
-    atomic_fetch_add_explicit(&hl_tick, 1, memory_order_relaxed);
     uint64_t total = 0, most = 0;
+    /* every thread's next row takes a time stamp (a race with the thread
+     * moving its own limit can lose this; it then stamps within 256 bytes) */
+    hl_threads_poke();
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) == TS_FREE) continue;
         uint64_t n = waiting(t);
@@ -294,11 +307,19 @@ static uint64_t pass(int force) {
     }
     if (!total) return 0;
     uint64_t now = hl_now_ns();
-    if (!force && most < hl_cfg.block_events && total < ROUND_EVENTS &&
+    if (!force && most < THREAD_BYTES && total < ROUND_BYTES &&
         now - last_flush_ns < hl_cfg.flush_ns)
         return 0;
     write_round();
     return total;
+}
+
+/* Every row published so far (each pass writes everything up to where the
+ * threads were when it looked; threads that go on allocating are followed
+ * a few times, not forever). */
+static void drain_all(void) {
+    for (int i = 0; i < 16 && pass(1) && !W_broken; i++) {
+    }
 }
 
 /* ---------------------------------------------------------------- the writer thread */
@@ -398,21 +419,21 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
         if (atomic_load(&t->state) != TS_FREE && waiting(t)) empty = 0;
     if (!W && (W_broken || (W_child && reason == HL_END_EXEC && empty))) {
         /* a fork child that recorded nothing before exec leaves no trace */
-        if (close_for_good) W_closed = 1, atomic_store(&hl_off, 1);
+        if (close_for_good) W_closed = 1, stop();
         return -1;
     }
     /* stop new events, then wait (a little) for the ones under way: a row
      * published after END would be lost, and an edge to it would dangle */
-    if (close_for_good) atomic_store(&hl_off, 1);
+    if (close_for_good) stop();
     uint64_t deadline = hl_now_ns() + (reason == HL_END_SIGNAL ? 300000000ull : 1000000000ull);
     uint64_t busy = 0;
     for (;;) {
-        pass(1);
+        drain_all();
         busy = close_for_good ? inflight() : 0;
         if (!busy || hl_now_ns() >= deadline) break;
         hl_os_sleep_ns(50000);
     }
-    pass(1);
+    drain_all();
     int rc = -1;
     if (ensure_open() && !W_broken) {
         uint64_t waited = waited_done;
@@ -446,7 +467,7 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     }
     if (close_for_good) {
         W_closed = 1;
-        atomic_store(&hl_off, 1);
+        stop();
     }
     return rc;
 }
@@ -477,8 +498,8 @@ void hl_fork_child(pid_t parent) {
     hl_pid = getpid();
     atomic_store(&hl_writer_running, 0);
     if (!hl_cfg.follow_forks || W_closed || W_broken) {
-        atomic_store(&hl_off, 1);
         W_closed = 1;
+        stop();
         return;
     }
     hl_thread_t *self = hl_thread_self();
@@ -494,13 +515,7 @@ void hl_fork_child(pid_t parent) {
         }
         t->cchunk = c;
         t->bfirst = 0;
-        if (c) {
-            uint64_t pub = atomic_load(&c->pub);
-            t->cops = (uint32_t)(pub >> 32);
-            t->cdata = (uint32_t)pub;
-        } else {
-            t->cops = t->cdata = 0;
-        }
+        t->cdata = c ? (uint32_t)(atomic_load(&c->pub) - (uintptr_t)c->data) : 0;
         atomic_store(&t->nchunks, c ? 1 : 0);
         atomic_store(&t->active, 0);
         atomic_store(&t->first, c);

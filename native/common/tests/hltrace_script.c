@@ -140,11 +140,11 @@ static size_t unhex(const tok_t *f, uint8_t *out) {
 static int v2;
 static hl_clock_t clk = {0, 0, 1ull << 32};
 static hl_enc_t encs[256];
-static uint64_t tevents[256];
+static uint64_t tbytes[256];
 static int64_t blk_thread = -1;
 static uint64_t blk_round;
-static uint8_t blk_ops[1 << 20], blk_data[1 << 24];
-static size_t blk_n, blk_len;
+static uint8_t blk_data[1 << 24];
+static size_t blk_len;
 static uint8_t inh[1 << 20];
 static size_t inh_len, inh_n;
 static int inh_open;
@@ -170,14 +170,14 @@ static void pair(const tok_t *f, uint32_t *a, uint64_t *b) {
 }
 
 static void flush_v2(hl_writer_t *w) {
-    if (blk_thread >= 0 && blk_n) {
-        if (hl_writer_events_v2(w, (uint32_t)blk_thread, blk_round, tevents[blk_thread], &clk,
-                                blk_ops, (uint32_t)blk_n, blk_data, blk_len))
+    if (blk_thread >= 0 && blk_len) {
+        if (hl_writer_events_v2(w, (uint32_t)blk_thread, blk_round, tbytes[blk_thread], &clk,
+                                blk_data, blk_len))
             die(hl_writer_error(w));
-        tevents[blk_thread] += blk_n;
+        tbytes[blk_thread] += blk_len;
     }
     blk_thread = -1;
-    blk_n = blk_len = 0;
+    blk_len = 0;
     if (inh_open && hl_writer_inherited(w, inh_time, inh_n, inh, inh_len)) die(hl_writer_error(w));
     inh_open = 0;
 }
@@ -195,11 +195,9 @@ static void row_v2(tok_t *t, int n) {
     if ((f = field(t, n, "align"))) r.align = parse_num((char *)f->val);
     if ((f = field(t, n, "addr"))) r.addr = parse_num((char *)f->val);
     if ((f = field(t, n, "stack"))) r.stack = (uint32_t)parse_num((char *)f->val);
-    if (blk_len + HL_ENC_MAX_ROW > sizeof blk_data || blk_n == sizeof blk_ops) die("block too big");
-    uint8_t op;
-    uint8_t *end = hl_enc_row(blk_data + blk_len, &encs[blk_thread], &r, &op);
+    if (blk_len + HL_ENC_MAX_ROW > sizeof blk_data) die("block too big");
+    uint8_t *end = hl_enc_row(blk_data + blk_len, &encs[blk_thread], &r);
     blk_len = (size_t)(end - blk_data);
-    blk_ops[blk_n++] = op;
 }
 
 /* Stacks the writer was given, for interning by frames as the Rust writer does. */
