@@ -247,9 +247,9 @@ int hl_writer_inherited(hl_writer_t *w, uint64_t time_ns, uint64_t n, const uint
                         size_t len);
 /* Writes the pending definitions and (v1) the events block being built. */
 int hl_writer_flush(hl_writer_t *w);
-/* Flushes, then writes END; v1 fills in events and objects, v2 the bytes of
- * rows (and writes lost, waited_ns, inflight). After reason exec the writer
- * may go on. */
+/* Flushes, then writes END; v1 fills in events and objects; v2 writes the
+ * caller's `events` (the rows it wrote), lost, waited_ns and inflight, and
+ * fills in the bytes of rows. After reason exec the writer may go on. */
 int hl_writer_end(hl_writer_t *w, const hl_end_t *end);
 /* Flushes, then writes a block of another stream, stored as is. */
 int hl_writer_raw_block(hl_writer_t *w, uint8_t kind, uint16_t flags, const void *payload,

@@ -1425,7 +1425,7 @@ static int decode_end(hl_reader_t *r, uint64_t at) {
     hl_end_t *e = &r->end;
     memset(e, 0, sizeof *e);
     uint64_t rows = 0;
-    int seen_reason = 0, seen_events = 0;
+    int seen_reason = 0, seen_events = 0, seen_rows = 0;
     while (c.p < c.end) {
         uint64_t key, x;
         hl_bytes_t v;
@@ -1443,17 +1443,21 @@ static int decode_end(hl_reader_t *r, uint64_t at) {
                            &e->unknown_frees, &e->lost,  &e->waited_ns, &e->inflight, &rows};
         *f[key] = x;
         seen_reason |= key == 1;
-        seen_events |= key == (r->version >= 2 ? 11 : 4);
+        seen_events |= key == 4;
+        seen_rows |= key == 11;
     }
-    if (!seen_reason || !seen_events)
+    if (!seen_reason || !seen_events || (r->version >= 2 && !seen_rows))
         return r_fail(r, HL_E_MALFORMED, at, "malformed block: END: lacks the required field %s",
-                      !seen_reason ? "reason (key 1)"
-                      : r->version >= 2 ? "row bytes (key 11)" : "events (key 4)");
+                      !seen_reason   ? "reason (key 1)"
+                      : !seen_events ? "events (key 4)"
+                                     : "row bytes (key 11)");
     if (r->version >= 2 && rows != r->row_bytes)
         return r_fail(r, HL_E_MALFORMED, at,
                       "malformed block: END: END counts %llu bytes of rows, the trace holds %llu",
                       (unsigned long long)rows, (unsigned long long)r->row_bytes);
-    if (r->version < 2 && e->events != r->decoded)
+    /* v2: a thread inside a hook at the end may have counted a row it did
+     * not publish; the bytes of rows are exact either way */
+    if (e->events != r->decoded && !(r->version >= 2 && e->inflight))
         return r_fail(r, HL_E_MALFORMED, at,
                       "malformed block: END: END counts %llu events, the trace holds %llu",
                       (unsigned long long)e->events, (unsigned long long)r->decoded);

@@ -474,12 +474,14 @@ int hl_writer_end(hl_writer_t *w, const hl_end_t *end) {
             if (put_field_int(w, p, (uint64_t)i + 1, v[i]))
                 return w_fail(w, "out of memory", ENOMEM);
     } else {
-        /* events, objects and unknown frees are the reader's to count in
-         * version 2; the bytes of rows (key 11) check that nothing is missing */
-        static const uint8_t keys[8] = {1, 2, 3, 6, 8, 9, 10, 11};
-        const uint64_t v[8] = {end->reason,    end->status, end->end_ns,    end->unrecorded,
-                               end->lost,      end->waited_ns, end->inflight, w->events};
-        for (int i = 0; i < 8; i++)
+        /* objects and unknown frees are the reader's to count in version 2;
+         * the rows (key 4, the caller counts them) and their bytes (key 11)
+         * check that nothing is missing */
+        static const uint8_t keys[9] = {1, 2, 3, 4, 6, 8, 9, 10, 11};
+        const uint64_t v[9] = {end->reason,    end->status, end->end_ns,
+                               end->events,    end->unrecorded, end->lost,
+                               end->waited_ns, end->inflight,   w->events};
+        for (int i = 0; i < 9; i++)
             if (put_field_int(w, p, keys[i], v[i])) return w_fail(w, "out of memory", ENOMEM);
     }
     return write_block(w, HL_STREAM_END, 0, p->p, p->len, 0);

@@ -111,6 +111,7 @@ struct hl_thread {
     uint8_t *chunk_lim;       /* where a row may no longer start in this chunk */
     hl_chunk_t *chunk;        /* the current chunk (NULL: none yet) */
     uint64_t steps;           /* steps recorded (a two-step realloc counts 2) */
+    uint64_t twos;            /* two-step events recorded: rows = steps - twos */
     _Atomic uint32_t active;  /* inside a hook or the agent (a count): nested calls pass
                                  through; the final drain waits for it to fall to 0 */
     uint32_t index;           /* in the current trace */

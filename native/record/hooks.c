@@ -344,7 +344,7 @@ static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, 
                                                                 uint64_t align, uint32_t sid) {
     unsigned op = kind;
     ROOM(t, d, op);
-    uint64_t steps = ++t->steps;
+    uint64_t steps = t->steps + 1; /* counted once published: END's rows */
     if (HL_UNLIKELY(multithreaded()) && p) SWAP_EDGE(t, d, op, p, steps);
     if (kind == HL_REALLOC) *d++ = 0; /* realloc(NULL, n): old is NULL */
     d = enc_u(d, size);
@@ -355,6 +355,7 @@ static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, 
         *d++ = 0;
     if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
     publish(t, op, d);
+    t->steps = steps;
 }
 
 /* Everything rec_alloc's fast path leaves out: a new chunk or a time
@@ -375,7 +376,6 @@ static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsi
         rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
         return;
     }
-    t->steps++;
     uint8_t *f = d + 1;
     if (kind == HL_REALLOC) *f++ = 0; /* realloc(NULL, n): old is NULL */
     f = enc_u(f, size);
@@ -384,17 +384,19 @@ static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsi
     *d = (uint8_t)kind;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
+    t->steps++; /* after the row is out: END counts published rows */
 }
 
 static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, uintptr_t p,
                                                                uint32_t sid) {
     unsigned op = HL_FREE;
     ROOM(t, d, op);
-    uint64_t steps = ++t->steps;
+    uint64_t steps = t->steps + 1;
     if (HL_UNLIKELY(multithreaded())) SWAP_EDGE(t, d, op, p, steps);
     d = enc_gone(d, t, p);
     if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
     publish(t, op, d);
+    t->steps = steps;
 }
 
 static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p) {
@@ -409,11 +411,11 @@ static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void 
         rec_free_slow(t, (uintptr_t)p);
         return;
     }
-    t->steps++;
     uint8_t *f = enc_gone(d + 1, t, (uintptr_t)p);
     *d = HL_FREE;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
+    t->steps++;
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
@@ -437,12 +439,12 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
         return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
     int mt = multithreaded();
     /* step 1, before the call: the old block may be handed out from here on */
-    uint64_t s1 = ++t->steps, prev1 = 0, prev2 = 0;
+    uint64_t s1 = t->steps + 1, prev1 = 0, prev2 = 0;
     if (HL_UNLIKELY(mt)) prev1 = hl_edge_swap((uintptr_t)old, t->slot_me | s1);
     void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
     int e = errno;
     /* step 2, after it: the event, and the new block */
-    uint64_t s2 = ++t->steps;
+    uint64_t s2 = s1 + 1;
     if (HL_UNLIKELY(mt) && p) prev2 = hl_edge_swap((uintptr_t)p, t->slot_me | s2);
     unsigned kind = !p && size == 0 && !fail ? HL_REALLOC_FREE : HL_REALLOC;
     op |= kind;
@@ -459,6 +461,8 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
     }
     if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
     publish(t, op, d);
+    t->steps = s2;
+    t->twos++;
     errno = e;
     return p;
 }

@@ -99,7 +99,7 @@ static void reset_producer(hl_thread_t *t) {
     t->data = t->chunk_lim = NULL;
     atomic_store(&t->data_lim, NULL);
     t->chunk = NULL;
-    t->steps = 0;
+    t->steps = t->twos = 0;
     memset(&t->enc, 0, sizeof t->enc);
     atomic_store(&t->waited_ns, 0);
     atomic_store(&t->active, 0);
@@ -174,7 +174,7 @@ void hl_threads_fork_child(hl_thread_t *self) {
         t_start.valid = 0;
         self->tid = hl_os_gettid();
         give_index(self, 0, 0, 0);
-        self->steps = 0;
+        self->steps = self->twos = 0;
         atomic_store(&self->data_lim, NULL);
         memset(&self->enc, 0, sizeof self->enc);
     }

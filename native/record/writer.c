@@ -58,6 +58,7 @@ static uint64_t round_no;
 static uint32_t threads_defined, stacks_defined;
 static uint64_t last_flush_ns;
 static uint64_t waited_done; /* waited_ns of threads recycled */
+static uint64_t rows_done;   /* rows of threads recycled */
 static hl_clock_t clk = {0, 0, 1ull << 32};
 #ifndef HL_BUSY_SLEEP_NS
 #define HL_BUSY_SLEEP_NS 200000
@@ -283,6 +284,7 @@ static void recycle(void) {
             c = n;
         }
         waited_done += atomic_load(&t->waited_ns);
+        rows_done += t->steps - t->twos;
         t->cchunk = NULL;
         t->cdata = 0;
         t->bfirst = 0;
@@ -429,17 +431,23 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     uint64_t busy = 0;
     for (;;) {
         drain_all();
-        busy = close_for_good ? inflight() : 0;
-        if (!busy || hl_now_ns() >= deadline) break;
+        busy = inflight();
+        if (!close_for_good || !busy || hl_now_ns() >= deadline) break;
         hl_os_sleep_ns(50000);
     }
     drain_all();
     int rc = -1;
     if (ensure_open() && !W_broken) {
-        uint64_t waited = waited_done;
+        /* the rows written: every thread's count (they are all written now;
+         * a thread still inside a hook adds its row to neither) */
+        uint64_t waited = waited_done, rows = rows_done;
         for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
-            if (atomic_load(&t->state) != TS_FREE) waited += atomic_load(&t->waited_ns);
+            if (atomic_load(&t->state) != TS_FREE) {
+                waited += atomic_load(&t->waited_ns);
+                rows += t->steps - t->twos;
+            }
         hl_end_t e = {.reason = (uint64_t)reason,
+                      .events = rows,
                       .status = status,
                       .end_ns = hl_os_realtime_ns(),
                       .unrecorded = atomic_load(&hl_unrecorded),
@@ -527,7 +535,7 @@ void hl_fork_child(pid_t parent) {
     }
     hl_edges_reset();
     hl_modules_new_trace();
-    waited_done = 0;
+    waited_done = rows_done = 0;
     /* the parent's trace as it was at the fork, for the INHERITED block */
     P_fd = W_fd >= 0 ? hl_os_reopen_read(W_fd) : -1;
     P_len = P_fd >= 0 ? hl_writer_bytes(W) : 0;

@@ -145,6 +145,7 @@ static int64_t blk_thread = -1;
 static uint64_t blk_round;
 static uint8_t blk_data[1 << 24];
 static size_t blk_len;
+static uint64_t total_rows;
 static uint8_t inh[1 << 20];
 static size_t inh_len, inh_n;
 static int inh_open;
@@ -198,6 +199,7 @@ static void row_v2(tok_t *t, int n) {
     if (blk_len + HL_ENC_MAX_ROW > sizeof blk_data) die("block too big");
     uint8_t *end = hl_enc_row(blk_data + blk_len, &encs[blk_thread], &r);
     blk_len = (size_t)(end - blk_data);
+    total_rows++;
 }
 
 /* Stacks the writer was given, for interning by frames as the Rust writer does. */
@@ -403,6 +405,7 @@ int main(int argc, char **argv) {
             e.end_ns = num(t, n, "end_ns");
             e.unrecorded = num(t, n, "unrecorded");
             if (v2) {
+                e.events = total_rows;
                 e.lost = num(t, n, "lost");
                 e.waited_ns = num(t, n, "waited_ns");
                 e.inflight = num(t, n, "inflight");
