@@ -100,9 +100,9 @@ fn main() {
     flip[ev2 + BLOCK_HEADER_LEN + 3] ^= 0x04;
     write_err(dir, "bitflip", &flip, "checksum mismatch");
 
-    let mut v2 = basic.clone();
-    v2[8] = 2;
-    write_err(dir, "version2", &v2, "version 2");
+    let mut v3 = basic.clone();
+    v3[8] = 3;
+    write_err(dir, "version3", &v3, "version 3");
 
     write_err(dir, "not-a-trace", b"a b 10\nf 0\n", "not a heaplab trace");
 

@@ -268,6 +268,31 @@ pub struct Event {
     pub after: [Option<Dep>; 2],
 }
 
+impl Default for Event {
+    /// A malloc of 0 bytes with nothing set: for building events in tests
+    /// with `..Event::default()`.
+    fn default() -> Self {
+        Event {
+            index: 0,
+            kind: Kind::Malloc,
+            thread: 0,
+            time: 0,
+            size: 0,
+            align: 0,
+            id: None,
+            old: None,
+            old_size: 0,
+            stack: 0,
+            failed: false,
+            inherited: false,
+            thread_seq: 0,
+            old_thread: 0,
+            old_seq: 0,
+            after: [None, None],
+        }
+    }
+}
+
 /// An event for a writer: the writer assigns ids and indices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {

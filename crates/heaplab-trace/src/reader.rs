@@ -289,8 +289,9 @@ impl<R: Read> TraceReader<R> {
     /// `Err` with [`Problem::CutShort`] after its last item.
     pub fn next_item(&mut self) -> Result<Option<Item>, TraceError> {
         loop {
-            if let Some(it) = self.queue.pop_front() {
-                if let Item::Event(_) = it {
+            if let Some(mut it) = self.queue.pop_front() {
+                if let Item::Event(e) = &mut it {
+                    e.index = self.handed;
                     self.handed += 1;
                 }
                 return Ok(Some(it));
