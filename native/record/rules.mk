@@ -27,7 +27,12 @@ $(LIBDIR)/libheaplab-count.so: $(RECORD_DIR)/tests/count_preload.c | dirs
 
 RECORD_TESTS_C  := $(basename $(notdir $(wildcard $(RECORD_DIR)/tests/t_*.c)))
 RECORD_TESTS_CC := $(basename $(notdir $(wildcard $(RECORD_DIR)/tests/t_*.cc)))
-RECORD_TESTBIN  := $(addprefix $(BINDIR)/record-,$(RECORD_TESTS_C) $(RECORD_TESTS_CC))
+RECORD_TESTBIN  := $(addprefix $(BINDIR)/record-,$(RECORD_TESTS_C) $(RECORD_TESTS_CC)) \
+                   $(BINDIR)/record-spawnjoin
+
+# the benchmark's threads-that-come-and-go program, recorded 50 times by the tests
+$(BINDIR)/record-spawnjoin: $(NATIVE)/../bench/progs/spawnjoin.c | dirs
+	$(CC) $(CFLAGS) -O2 -o $@ $< -lpthread
 
 $(BINDIR)/record-t_%: $(RECORD_DIR)/tests/t_%.c | dirs
 	$(CC) $(CFLAGS) -O1 -fno-builtin -Wno-use-after-free -Wno-alloc-size-larger-than -o $@ $< -lpthread

@@ -318,6 +318,28 @@ pub fn run(a: Args) -> Result<i32> {
         _ => 128,
     };
 
+    // A recording that lost events says so, and fails even if the program
+    // did not: the agent's END counts what it could not record, and a
+    // program that exited without its trace's END lost the end of it.
+    let main_trace = summarize(&out);
+    let mut lost = main_trace.end.as_ref().map_or(0, |e| e.lost);
+    for c in child_traces(&out)? {
+        lost += summarize(&c).end.as_ref().map_or(0, |e| e.lost);
+    }
+    let unfinished = status.code().is_some() && main_trace.bytes > 0 && main_trace.end.is_none();
+    let incomplete = lost > 0 || unfinished;
+    if incomplete {
+        eprintln!(
+            "heaplab record: the recording is INCOMPLETE: {}",
+            if lost > 0 {
+                format!("{lost} events were lost (see the agent's messages above)")
+            } else {
+                format!("{} has no END block although the program exited", out.display())
+            }
+        );
+    }
+    let code = if incomplete && code == 0 { 1 } else { code };
+
     if !a.quiet {
         let how = match (status.code(), status.signal()) {
             (Some(c), _) => format!("exited with status {c}"),
