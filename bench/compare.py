@@ -38,10 +38,12 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEAPLAB = os.path.join(ROOT, "target/release/heaplab")
-REPLAY = os.path.join(ROOT, "build/bin/heaplab-replay")
-BUMP = os.path.join(ROOT, "build/lib/libheaplab-test-bump.so")
+from heaplab_layout import LAYOUT
+
+ROOT = str(LAYOUT.root)
+HEAPLAB = str(LAYOUT.heaplab)
+REPLAY = str(LAYOUT.bin("heaplab-replay"))
+BUMP = str(LAYOUT.lib("libheaplab-test-bump.so"))
 WORKLOADS = ["perl-wc", "make-n", "python"]
 
 

@@ -38,10 +38,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-AGENT = ROOT / "build/lib/libheaplab-record.so"
-DUMP = ROOT / "build/bin/hltrace-dump"
-HEAPLAB = ROOT / "target/release/heaplab"
+from heaplab_layout import LAYOUT
+
+ROOT = LAYOUT.root
+AGENT = LAYOUT.lib("libheaplab-record.so")
+DUMP = LAYOUT.bin("hltrace-dump")
+HEAPLAB = LAYOUT.heaplab
 
 
 def prepare(name, scale, cache):

@@ -41,9 +41,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-HEAPLAB = ROOT / "target/release/heaplab"
-VGLIB = ROOT / "build/lib/valgrind"
+from heaplab_layout import LAYOUT
+
+ROOT = LAYOUT.root
+HEAPLAB = LAYOUT.heaplab
+VGLIB = LAYOUT.valgrind_lib
 SIM = ROOT / "target/release/examples/sim_refs"
 
 

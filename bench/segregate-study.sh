@@ -27,7 +27,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-hl=$root/target/release/heaplab
+layout() { python3 "$root/bench/heaplab_layout.py" "$1"; }
+hl=$(layout heaplab)
 WORKLOADS=${WORKLOADS:-"perl-wc gawk-wc sqlite make-n python"}
 REC_SCALE=${REC_SCALE:-0.05}
 RUN_SCALE=${RUN_SCALE:-1}
@@ -36,7 +37,7 @@ OUT=${OUT:-$root/out/segregate-study}
 FORCE=${FORCE:-0}
 
 [ -x "$hl" ] || { echo "segregate-study: $hl is not built (run make)" >&2; exit 1; }
-[ -e "$root/build/lib/valgrind" ] || { echo "segregate-study: the Valgrind tool is not built (run make)" >&2; exit 1; }
+[ -e "$(layout valgrind)" ] || { echo "segregate-study: the Valgrind tool is not built (run make)" >&2; exit 1; }
 mkdir -p "$OUT/traces"
 cd "$root"
 log=$OUT/commands.txt
@@ -74,7 +75,7 @@ for w in $WORKLOADS; do
     done
     test_cmd=$("$hl" workloads "$w" --variant 3 --scale "$RUN_SCALE")
     run "$hl segregate --train $OUT/traces/$w-1.hltrace --threshold $OUT/traces/$w-2.hltrace \
-        --test $OUT/traces/$w-3.hltrace --out $OUT/$w --json $OUT/$w.json --report $OUT/$w \
+        --test $OUT/traces/$w-3.hltrace -o $OUT/$w --json $OUT/$w.json --report $OUT/$w \
         --run-test \"$test_cmd\" --cwd $root --repeats $REPEATS >$OUT/$w.txt"
     jsons+=("$OUT/$w.json")
 done

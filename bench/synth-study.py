@@ -40,8 +40,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HEAPLAB = os.path.join(ROOT, "target", "release", "heaplab")
+from heaplab_layout import LAYOUT, zoo_names as _zoo_names
+
+ROOT = str(LAYOUT.root)
+HEAPLAB = str(LAYOUT.heaplab)
 SHORT = {"perl-wc": "perl", "make-n": "make", "python": "py"}
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 
@@ -73,13 +75,7 @@ def workload(name, variant, scale, cache):
 
 
 def zoo_names():
-    reg = os.path.join(ROOT, "native", "alloc", "registry.txt")
-    names = []
-    for line in open(reg):
-        line = line.strip()
-        if line and not line.startswith("#"):
-            names.append(line.split("|")[0].strip())
-    return names
+    return _zoo_names()
 
 
 def run(a):

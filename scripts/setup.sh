@@ -28,3 +28,11 @@ if ! command -v cargo >/dev/null; then
     echo "setup: cargo is not on PATH; install Rust with rustup (https://rustup.rs) and retry" >&2
     exit 1
 fi
+
+# `make test` checks formatting and clippy: their components, when rustup
+# manages the toolchain (a distribution's cargo ships them as packages).
+if command -v rustup >/dev/null; then
+    for c in rustfmt clippy; do
+        rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >&2
+    done
+fi

@@ -3,11 +3,13 @@
  * needs: memory (mmap, never malloc), the trace files, clocks, /proc.
  *
  * Trace file names: the first process of a recording claims OUT (it must be
- * absent or empty: `heaplab record` truncates it first); every other process
- * (fork children, programs it execs or spawns) writes OUT.<pid>, or
- * OUT.<pid>.N when that exists (an exec keeps the pid). The claim holds an
- * flock while checking the size and writing the header, so two processes
- * never both take OUT.
+ * absent or empty); every other process (fork children, programs it execs or
+ * spawns) writes OUT.<pid>, or OUT.<pid>.N when that exists (an exec keeps the
+ * pid). The claim holds an flock while checking the size and writing the
+ * header, so two processes never both take OUT. `heaplab record` points OUT
+ * into a private directory it made and moves the traces into place after the
+ * run; here every trace is opened O_NOFOLLOW (never written through a
+ * symbolic link) and created 0600 (traces hold command lines and paths).
  */
 #include "agent.h"
 
@@ -168,7 +170,7 @@ static int sink_check(hl_sink_t *s) {
     struct stat st;
     if (fstat(s->fd, &st) == 0 && (uint64_t)st.st_dev == s->dev && (uint64_t)st.st_ino == s->ino)
         return 0;
-    int fd = open(s->path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    int fd = open(s->path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 600);
     if (high >= 0) {
@@ -208,7 +210,7 @@ int hl_os_write(void *ctx, const void *buf, size_t len) {
  * releases after writing the header. Returns the descriptor, or -1. */
 int hl_os_open_trace(const char *out, int claim_root, char *path_out, size_t path_size) {
     if (claim_root) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        int fd = open(out, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
             struct stat st;
             while (flock(fd, LOCK_EX) && errno == EINTR) {
@@ -233,7 +235,7 @@ int hl_os_open_trace(const char *out, int claim_root, char *path_out, size_t pat
         } else {
             path_out[n] = 0;
         }
-        int fd = open(path_out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        int fd = open(path_out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
             while (flock(fd, LOCK_EX) && errno == EINTR) {
             }

@@ -25,8 +25,8 @@ SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werr
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
               -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
 # The shim's lock-free front end hook (HL_FRONT_H) lets the prediction run
-# before the lock; a shim without it gets the prediction under the lock.
-SEG_FRONT := $(if $(shell grep -l HL_FRONT_MALLOC $(NATIVE)/alloc/shim.c 2>/dev/null),-DHL_FRONT_H='"seg_front.h"',-DHL_SEG_NO_FRONT)
+# before the lock.
+SEG_FRONT := -DHL_FRONT_H='"seg_front.h"'
 
 $(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)

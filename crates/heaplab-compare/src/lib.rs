@@ -21,7 +21,7 @@
 //!
 //! ```no_run
 //! use heaplab_compare::*;
-//! let tools = Tools::from_home(std::path::Path::new("."));
+//! let tools = Tools::discover().unwrap();
 //! let allocs = alloc::resolve(&["glibc".into(), "firstfit".into()], &tools).unwrap();
 //! let opts = Options::default();
 //! let traces = vec![std::path::PathBuf::from("perl.hltrace")];
@@ -31,15 +31,15 @@
 //!
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
-pub mod alloc;
-pub mod callgrind;
 pub mod lab;
 pub mod live;
 pub mod measure;
 pub mod record;
 pub mod replay;
 pub mod report;
-pub mod tools;
+
+// The plumbing these modules use lives in heaplab-plumb; the old paths stay.
+pub use heaplab_plumb::{alloc, callgrind, tools};
 
 pub use alloc::{Allocator, Source};
 pub use measure::{compare, Options};

@@ -133,10 +133,10 @@ fn run_once(
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own child, not yet waited for (std's Child is never
-    // waited on: it is dropped below without wait); status and ru are valid
-    // out-pointers for the duration of the call.
     let r = loop {
+        // SAFETY: pid is our own child, not yet waited for (std's Child is never
+        // waited on: it is dropped below without wait); status and ru are valid
+        // out-pointers for the duration of the call.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
         if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             break r;
@@ -337,7 +337,8 @@ pub fn live(
             let _ = std::fs::remove_file(file(a, &format!("stdout.{r}")).with_extension("stderr"));
         }
     }
-    let _ = std::fs::remove_dir(&tools.work_dir);
+    // The work directory itself is the tools' private one: it goes when they
+    // do (removing it here could let a parallel call recreate it unprivate).
     Ok(records)
 }
 

@@ -1,6 +1,6 @@
 //! Measures one allocator on one trace (a development aid, not a test):
 //!   cargo run --release -p heaplab-refs --example measure_one -- TRACE [ALLOCATOR]
-use heaplab_compare::{alloc, Tools};
+use heaplab_plumb::{alloc, Tools};
 use heaplab_refs::measure::{events_only, measure, SimSpec};
 use heaplab_refs::vg::VgTools;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
-    let tools = Tools::from_home(&root);
+    let tools = Tools::new(&heaplab_plumb::Layout::checkout(&root)).unwrap();
     let vg = VgTools::from_lib_dir(&root.join("build/lib"));
     let allocs = alloc::resolve(&[args.get(2).cloned().unwrap_or("glibc".into())], &tools).unwrap();
     let trace = PathBuf::from(&args[1]);

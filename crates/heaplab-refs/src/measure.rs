@@ -23,7 +23,7 @@
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
 use anyhow::{bail, Context, Result};
-use heaplab_compare::Allocator;
+use heaplab_plumb::Allocator;
 use heaplab_sim::config::CacheConfig;
 use heaplab_sim::{
     drive, Access, AccessSource, CacheResult, CacheSweep, Kind, Mode, Next, PageCurve, PageSim,
@@ -234,7 +234,7 @@ impl<T: Read, R: Read> AccessSource for MeasureSource<T, R> {
 /// Writes `dst`: `src` without its REFS blocks (what the replayer needs,
 /// without making it read the references twice under Valgrind).
 pub fn events_only(src: &Path, dst: &Path) -> Result<()> {
-    let mut r = TraceReader::open(src).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut r = TraceReader::open(src)?;
     let out = std::io::BufWriter::new(
         File::create(dst).with_context(|| format!("creating {}", dst.display()))?,
     );
@@ -381,7 +381,7 @@ pub fn measure_with_args<T: Send + 'static>(
     cmd.stdout(Stdio::null()).stderr(File::create(&err_path)?);
     let trace_path = trace.to_path_buf();
     let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| -> Result<T> {
-        let refs = RefsReader::open(&trace_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let refs = RefsReader::open(&trace_path)?;
         if !refs.has_refs() {
             bail!(
                 "{} holds no references: record it with `heaplab record --refs`",
@@ -421,12 +421,8 @@ type Simulated = (MeasureStats, Vec<CacheResult>, Vec<PageCurve>);
 fn simulate(src: &mut Merged, spec: &SimSpec) -> Result<Simulated> {
     let mut sweep = (!spec.caches.is_empty())
         .then(|| CacheSweep::new(&spec.caches, &[Mode::Unified, Mode::Split]));
-    let mut pages: Vec<PageSim> = spec
-        .page_sizes
-        .iter()
-        .map(|&p| PageSim::new(p))
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut pages: Vec<PageSim> =
+        spec.page_sizes.iter().map(|&p| PageSim::new(p)).collect::<Result<_, _>>()?;
     let mut sims: Vec<&mut dyn Simulator> = Vec::new();
     if let Some(s) = sweep.as_mut() {
         sims.push(s);

@@ -20,6 +20,8 @@ use crate::heapmap::HeapMap;
 use crate::raw::{self, ctl, RawReader, Rec};
 use crate::vg::{self, Ended, Scratch, VgTools};
 use anyhow::{bail, Context, Result};
+use heaplab_plumb::output::OutputFile;
+use heaplab_plumb::scratch::ScratchDir;
 use heaplab_trace::format::{kind, BLOCK_SKIPPABLE};
 use heaplab_trace::refs::{self, RefsStats};
 use heaplab_trace::{
@@ -28,6 +30,7 @@ use heaplab_trace::{
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
@@ -587,7 +590,9 @@ pub fn record(
         extra.extend(e.split_whitespace().map(String::from));
     }
     let cmd = vg::command(tools, "heaplab", &fifo, &extra, command);
-    let file = File::create(out).with_context(|| format!("cannot create {}", out.display()))?;
+    // Written beside `out` and renamed into place (never through a link),
+    // 0600: a trace holds command lines and paths.
+    let file = OutputFile::create_mode(out, 0o600)?;
     let argv: Vec<Vec<u8>> = command.iter().map(|a| a.as_encoded_bytes().to_vec()).collect();
     let exe = vg::resolve_program(&command[0]).map(|p| p.display().to_string());
     let conv = Converter::new(BufWriter::with_capacity(1 << 20, file), argv, exe, opts.clone());
@@ -599,13 +604,16 @@ pub fn record(
     let (conv, fed) = res;
     if let Err(e) = fed {
         // keep what was written readable up to here
-        let _ = conv.finish(ended);
+        if let Ok((w, _)) = conv.finish(ended) {
+            if let Ok(f) = w.into_inner() {
+                let _ = f.commit();
+            }
+        }
         return Err(e.context("reading the tool's stream"));
     }
-    let (mut w, mut summary) =
+    let (w, mut summary) =
         conv.finish(ended).with_context(|| format!("recording {}", vg::show(command)))?;
-    w.flush()?;
-    drop(w);
+    w.into_inner().map_err(|e| e.into_error()).context("writing the trace")?.commit()?;
     summary.trace_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
     Ok((ended, summary))
 }
@@ -621,6 +629,8 @@ pub const RING_SEGMENT_BYTES: u64 = 4 << 20;
 /// crosses the kernel.
 pub struct Ring {
     pub path: PathBuf,
+    /// The private directory holding the file, removed after it.
+    _dir: ScratchDir,
     base: *const u8,
     len: usize,
     seg_bytes: u64,
@@ -637,22 +647,21 @@ impl Ring {
         use std::os::unix::io::AsRawFd;
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
-        let dir = if Path::new("/dev/shm").is_dir() {
+        let parent = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
         } else {
             std::env::temp_dir()
         };
-        let path = dir.join(format!(
-            "heaplab-ring-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        // A private directory (mkdtemp, 0700) holds the file, created
+        // exclusively: nothing planted at a predictable name is followed.
+        let dir = ScratchDir::new_in(&parent, "heaplab-ring-")?;
+        let path = dir.join(&format!("ring-{}", N.fetch_add(1, Ordering::Relaxed)));
         let len = 4096 + segs * seg_bytes;
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .mode(0o600)
             .open(&path)
             .with_context(|| format!("creating {}", path.display()))?;
         let mut hdr = Vec::with_capacity(24);
@@ -678,7 +687,7 @@ impl Ring {
             let _ = std::fs::remove_file(&path);
             return Err(e).with_context(|| format!("mapping {}", path.display()));
         }
-        Ok(Ring { path, base: p as *const u8, len: len as usize, seg_bytes, segs })
+        Ok(Ring { path, _dir: dir, base: p as *const u8, len: len as usize, seg_bytes, segs })
     }
 
     /// The first `bytes` of segment `i`, as words.

@@ -15,7 +15,7 @@
 use crate::measure::{self, Cell, MeasureStats, SimSpec};
 use crate::vg::VgTools;
 use anyhow::Result;
-use heaplab_compare::Allocator;
+use heaplab_plumb::Allocator;
 use heaplab_sim::config::{fmt_bytes, CacheConfig};
 use heaplab_sim::{CacheResult, Mode, Part};
 use serde::Serialize;
@@ -311,8 +311,7 @@ pub fn run(
     let scratch = crate::vg::Scratch::new("locality")?;
     let events = scratch.dir.join("events.hltrace");
     measure::events_only(trace, &events)?;
-    let meta =
-        heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?.meta().clone();
+    let meta = heaplab_trace::TraceReader::open(trace)?.meta().clone();
     let mut results = Vec::new();
     let mut failed = Vec::new();
     for (i, a) in opts.allocators.iter().enumerate() {

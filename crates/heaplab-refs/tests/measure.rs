@@ -3,7 +3,7 @@
 //! marked, and the simulators fed from it agree exactly with the naive
 //! oracles. Needs `make -C native`.
 
-use heaplab_compare::{alloc, Tools};
+use heaplab_plumb::{alloc, Tools};
 use heaplab_refs::measure::{events_only, measure_with, Merged};
 use heaplab_refs::record::{self, Options};
 use heaplab_refs::vg::{Ended, VgTools};
@@ -50,7 +50,7 @@ fn trace() -> &'static (PathBuf, PathBuf) {
 
 /// Every access of the merged stream, and the stream's counts.
 fn merged(allocator: &str) -> (heaplab_refs::measure::MeasureStats, Vec<Access>) {
-    let tools = Tools::from_home(&root());
+    let tools = Tools::new(&heaplab_plumb::Layout::checkout(&root())).unwrap();
     let a = alloc::resolve(&[allocator.to_string()], &tools).unwrap().remove(0);
     let (t, ev) = trace();
     measure_with(&vg(), &tools.replay, t, ev, &a, |src: &mut Merged| {

@@ -17,10 +17,11 @@
 
 use crate::classes::Class;
 use crate::predictors::{Kind, Predictor};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+use heaplab_plumb::cbuild::{CBuild, Unit};
+use heaplab_plumb::Layout;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 /// The C file of a predictor table.
@@ -95,41 +96,13 @@ pub struct Built {
     pub seconds: f64,
 }
 
-/// Compiles tables against the checkout's `native/`.
+/// Compiles tables against the tree's `native/` with the zoo's flags
+/// (heaplab-plumb's C builder).
 pub struct Builder {
-    native: PathBuf,
+    cb: CBuild,
     obj: PathBuf,
-    cc: String,
     core: Option<Vec<PathBuf>>,
     pub commands: Vec<String>,
-}
-
-fn show(cmd: &Command) -> String {
-    let mut s = cmd.get_program().to_string_lossy().to_string();
-    for a in cmd.get_args() {
-        let a = a.to_string_lossy();
-        if a.contains([' ', '"', '\'']) {
-            s.push_str(&format!(" '{a}'"));
-        } else {
-            s.push(' ');
-            s.push_str(&a);
-        }
-    }
-    s
-}
-
-fn run(cmd: &mut Command) -> Result<String> {
-    let shown = show(cmd);
-    let out = cmd.output().with_context(|| format!("cannot run {shown}"))?;
-    if !out.status.success() {
-        bail!(
-            "the build failed ({}):\n  {shown}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(shown)
 }
 
 fn newer(obj: &Path, srcs: &[PathBuf]) -> bool {
@@ -140,59 +113,36 @@ fn newer(obj: &Path, srcs: &[PathBuf]) -> bool {
 }
 
 impl Builder {
-    /// `native`: the checkout's `native/`; objects go to `out/obj`.
-    pub fn new(native: &Path, out: &Path) -> Result<Builder> {
-        for f in [
-            "segregate/segregated.c",
-            "segregate/seg_os.c",
-            "segregate/seg.h",
-            "common/hl_unwind.c",
-            "alloc/shim.c",
-            "alloc/platform.c",
-            "alloc/pad.c",
-        ] {
-            if !native.join(f).exists() {
-                bail!(
-                    "{} is missing: heaplab segregate builds with the sources of native/ (set HEAPLAB_HOME to a heaplab checkout)",
-                    native.join(f).display()
-                );
-            }
-        }
+    /// `layout`: the tree whose `native/` is built; objects go to `out/obj`.
+    pub fn new(layout: &Layout, out: &Path) -> Result<Builder> {
+        let mut cb = CBuild::zoo(layout)?;
+        cb.require(
+            &[
+                "segregate/segregated.c",
+                "segregate/seg_os.c",
+                "segregate/seg.h",
+                "common/hl_unwind.c",
+                "alloc/shim.c",
+                "alloc/platform.c",
+                "alloc/pad.c",
+            ],
+            "heaplab segregate",
+        )?;
+        cb.include(layout.native.join("segregate"));
         let obj = out.join("obj");
         std::fs::create_dir_all(&obj).with_context(|| format!("creating {}", obj.display()))?;
-        let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or("gcc".into());
-        Ok(Builder { native: native.to_path_buf(), obj, cc, core: None, commands: Vec::new() })
+        Ok(Builder { cb, obj, core: None, commands: Vec::new() })
     }
 
-    fn flags(&self) -> Vec<String> {
-        let mut f: Vec<String> = "-std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC \
-             -fno-strict-aliasing -fvisibility=hidden -Werror -Wshadow -Wstrict-prototypes \
-             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
-             -ftls-model=initial-exec"
-            .split_whitespace()
-            .map(String::from)
-            .collect();
-        for d in ["common", "alloc", "segregate"] {
-            f.push(format!("-I{}", self.native.join(d).display()));
-        }
-        f
-    }
-
-    /// The front-end flag: the shim's hook when it has one.
-    fn front(&self) -> String {
-        let shim = std::fs::read_to_string(self.native.join("alloc/shim.c")).unwrap_or_default();
-        if shim.contains("HL_FRONT_MALLOC") {
-            "-DHL_FRONT_H=\"seg_front.h\"".into()
-        } else {
-            "-DHL_SEG_NO_FRONT".into()
-        }
+    fn take_commands(&mut self) {
+        self.commands.append(&mut self.cb.commands);
     }
 
     fn core(&mut self) -> Result<Vec<PathBuf>> {
         if let Some(c) = &self.core {
             return Ok(c.clone());
         }
-        let n = &self.native;
+        let n = self.cb.native.clone();
         let headers: Vec<PathBuf> = [
             "segregate/seg.h",
             "segregate/seg_front.h",
@@ -204,7 +154,8 @@ impl Builder {
         .iter()
         .map(|h| n.join(h))
         .collect();
-        let front = self.front();
+        // The shim's lock-free front end runs the prediction before the lock.
+        let front = "-DHL_FRONT_H=\"seg_front.h\"".to_string();
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
             (n.join("segregate/segregated.c"), "segregated", vec![front.clone()]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
@@ -218,18 +169,19 @@ impl Builder {
             (n.join("alloc/pad.c"), "pad", vec![]),
         ];
         let mut objs = Vec::new();
+        let mut stale = Vec::new();
         for (src, stem, extra) in units {
             let o = self.obj.join(format!("{stem}.o"));
             let mut deps = headers.clone();
             deps.push(src.clone());
             if !newer(&o, &deps) {
-                let mut c = Command::new(&self.cc);
-                c.args(self.flags()).args(&extra).arg("-c").arg(&src).arg("-o").arg(&o);
-                let shown = run(&mut c)?;
-                self.commands.push(shown);
+                stale.push(Unit { src, obj: o.clone(), extra });
             }
             objs.push(o);
         }
+        let r = self.cb.compile(&stale, 1);
+        self.take_commands();
+        r?;
         self.core = Some(objs.clone());
         Ok(objs)
     }
@@ -240,20 +192,18 @@ impl Builder {
         let start = self.commands.len();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let table = dir.join(format!("{name}_table.c"));
-        std::fs::write(&table, table_c).with_context(|| format!("writing {}", table.display()))?;
+        heaplab_plumb::output::write(&table, table_c)?;
         let core = self.core()?;
         let o = self.obj.join(format!("{name}_table.o"));
-        let mut c = Command::new(&self.cc);
-        c.args(self.flags()).arg("-c").arg(&table).arg("-o").arg(&o);
-        self.commands.push(run(&mut c)?);
+        let r = self.cb.compile(&[Unit { src: table.clone(), obj: o.clone(), extra: vec![] }], 1);
+        self.take_commands();
+        r?;
         let so = dir.join(format!("lib{name}.so"));
-        let mut link = Command::new(&self.cc);
-        link.args(["-shared", "-Wl,-z,now", "-Wl,--no-undefined", "-o"])
-            .arg(&so)
-            .args(&core)
-            .arg(&o)
-            .args(["-lunwind", "-ldl"]);
-        self.commands.push(run(&mut link)?);
+        let mut objects = core;
+        objects.push(o);
+        let r = self.cb.link_shared(&so, &objects, &["-lunwind", "-ldl"]);
+        self.take_commands();
+        r?;
         Ok(Built {
             name: name.to_string(),
             table,

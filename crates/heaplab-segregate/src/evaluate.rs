@@ -17,8 +17,8 @@
 //! the addresses it chose.
 
 use anyhow::{bail, Context, Result};
-use heaplab_compare::alloc::Source;
-use heaplab_compare::Allocator;
+use heaplab_plumb::alloc::Source;
+use heaplab_plumb::Allocator;
 use heaplab_refs::measure::{measure_with_args, MeasureStats, Merged, OTHER_BIT};
 use heaplab_refs::vg::VgTools;
 use heaplab_sim::config::CacheConfig;
@@ -145,8 +145,8 @@ fn collect(src: &mut Merged, caches: &[CacheConfig], keep: bool) -> Result<Colle
     let mut kept = Vec::new();
     let mut all = CacheSweep::new(caches, &[Mode::Unified]);
     let mut heap = CacheSweep::new(caches, &[Mode::Unified]);
-    let mut p4 = PageSim::new(4096).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut p8 = PageSim::new(8192).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut p4 = PageSim::new(4096)?;
+    let mut p8 = PageSim::new(8192)?;
     let mut pages: HashMap<u64, PageRefs> = HashMap::new();
     let (mut last_page, mut last) = (u64::MAX, PageRefs::default());
     let mut buf = Vec::with_capacity(1 << 16);
@@ -246,7 +246,7 @@ pub fn sp_events(src: &Path, dst: &Path) -> Result<()> {
     if sp.is_empty() {
         bail!("{}: no stack depths recorded (the SP stream): record it again with `heaplab record --refs`", src.display());
     }
-    let mut r = TraceReader::open(src).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut r = TraceReader::open(src)?;
     let out = std::io::BufWriter::new(
         std::fs::File::create(dst).with_context(|| format!("creating {}", dst.display()))?,
     );

@@ -1,5 +1,6 @@
 //! Segregating heap objects by predicted reference behaviour and lifetime
-//! (Seidl and Zorn, ASPLOS 1998: paper `001` in `shared/papers`).
+//! (Seidl and Zorn, "Segregating Heap Objects by Reference Behavior and
+//! Lifetime", ASPLOS 1998: paper 001).
 //!
 //! ```text
 //!   training trace ──▶ objects ──┐

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 /// The real program on its test input, for the run-time figures.
 #[derive(Debug, Clone)]
 pub struct Program {
-    /// A shell command line (`sh -c`), e.g. the one `heaplab workloads NAME --variant 3` prints.
-    pub command: String,
+    /// The program, e.g. the line `heaplab workloads NAME --variant 3` prints:
+    /// split into words and run without a shell.
+    pub command: heaplab_plumb::process::CommandLine,
     pub cwd: PathBuf,
     /// Rounds of the wall-time comparison.
     pub repeats: usize,
@@ -43,8 +44,8 @@ pub struct Options {
     pub search_budget: usize,
     /// Libraries, tables and scratch files.
     pub out_dir: PathBuf,
-    /// The checkout's `native/` and `build/`.
-    pub native: PathBuf,
+    /// The tree: `native/` (the sources built here) and the zoo's flags.
+    pub layout: heaplab_plumb::Layout,
     pub replay: PathBuf,
     pub vg: VgTools,
     pub caches: Vec<CacheConfig>,
@@ -132,7 +133,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         trained.push(tr);
     }
     // emit
-    let mut b = Builder::new(&o.native, &o.out_dir)?;
+    let mut b = Builder::new(&o.layout, &o.out_dir)?;
     let about = format!("trained on {}\nthresholds {} ({})", o.train.display(), t, choice.how);
     let mut libs = Vec::new();
     let default = Predictor::untrained(Kind::Default);

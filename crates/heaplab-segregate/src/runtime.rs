@@ -12,7 +12,8 @@
 //!   output compared with glibc's.
 
 use anyhow::{bail, Context, Result};
-use heaplab_compare::callgrind;
+use heaplab_plumb::callgrind;
+use heaplab_plumb::process::CommandLine;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -43,22 +44,35 @@ pub struct LookupCost {
     pub callgrind_out: PathBuf,
 }
 
-fn shell(cmd: &str, cwd: &Path, preload: Option<&Path>, env: &[(String, String)]) -> Command {
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(cmd).current_dir(cwd);
+/// The program as an argument vector (never a shell), in `cwd`, with
+/// `preload` loaded.
+/// LD_PRELOAD splits on spaces and colons: a library whose path holds one
+/// would silently not load.
+fn preloadable(lib: &Path) -> Result<()> {
+    let s = lib.as_os_str().to_string_lossy();
+    if s.contains([' ', ':']) {
+        bail!(
+            "LD_PRELOAD cannot hold {}: it contains a space or a colon (choose another -o)",
+            lib.display()
+        );
+    }
+    Ok(())
+}
+
+fn command(cmd: &CommandLine, cwd: &Path, preload: Option<&Path>) -> Result<Command> {
+    let mut c = cmd.command();
+    c.current_dir(cwd).stdin(cmd.stdin(cwd)?);
     c.env_remove("LD_PRELOAD");
     if let Some(p) = preload {
+        preloadable(p)?;
         c.env("LD_PRELOAD", p);
     }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
+    Ok(c)
 }
 
 /// Runs `cmd` under callgrind with `library` preloaded and reads the lookup's cost.
 pub fn lookup_cost(
-    cmd: &str,
+    cmd: &CommandLine,
     cwd: &Path,
     library: &Path,
     default_library: Option<&Path>,
@@ -75,7 +89,8 @@ pub fn lookup_cost(
     }
     if lookups == 0 {
         bail!(
-            "callgrind saw no call of hl_seg_front in `{cmd}` with {}: is it a segmented allocator with a stack predictor?",
+            "callgrind saw no call of hl_seg_front in `{}` with {}: is it a segmented allocator with a stack predictor?",
+            cmd.text,
             library.display()
         );
     }
@@ -91,7 +106,7 @@ pub fn lookup_cost(
     let rl = r.and_then(|v| v["runtime_lookups"].as_u64()).unwrap_or(0);
     Ok(LookupCost {
         library: library.display().to_string(),
-        command: cmd.to_string(),
+        command: cmd.text.clone(),
         lookups,
         lookup_instructions: incl,
         per_lookup: incl as f64 / lookups as f64,
@@ -108,31 +123,35 @@ pub fn lookup_cost(
 
 /// One callgrind run of the program: its profile, and the allocator's report.
 fn callgrind_run(
-    cmd: &str,
+    cmd: &CommandLine,
     cwd: &Path,
     library: &Path,
     scratch: &Path,
     tag: &str,
 ) -> Result<(callgrind::Profile, Option<serde_json::Value>)> {
+    preloadable(library)?;
     let dir = scratch.join(format!("callgrind-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let report = dir.join("report.jsonl");
-    let cg_cmd = format!(
-        "valgrind --tool=callgrind -q --trace-children=yes --callgrind-out-file={}/cg.%p sh -c {}",
-        dir.display(),
-        shell_quote(cmd)
-    );
-    let out = shell(&cg_cmd, cwd, None, &[])
+    let mut out_file = std::ffi::OsString::from("--callgrind-out-file=");
+    out_file.push(dir.join("cg.%p"));
+    let mut c = Command::new("valgrind");
+    c.args(["--tool=callgrind", "-q", "--trace-children=yes"])
+        .arg(out_file)
+        .args(&cmd.argv)
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(cmd.stdin(cwd)?)
         .env("LD_PRELOAD", library)
         .env("HEAPLAB_SEG_REPORT", &report)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .context("running valgrind --tool=callgrind")?;
+        .stderr(Stdio::piped());
+    let out = c.output().context("running valgrind --tool=callgrind")?;
     if !out.status.success() {
         bail!(
-            "`{cmd}` under callgrind with {} failed ({}): {}",
+            "`{}` under callgrind with {} failed ({}): {}",
+            cmd.text,
             library.display(),
             out.status,
             String::from_utf8_lossy(&out.stderr)
@@ -143,7 +162,7 @@ fn callgrind_run(
                 .join(" | ")
         );
     }
-    // The program's own output file is the largest (the shell's is small).
+    // The program's own output file is the largest (a wrapper's, env's say, is small).
     let mut best: Option<(u64, PathBuf)> = None;
     for e in std::fs::read_dir(&dir)? {
         let p = e?.path();
@@ -164,10 +183,6 @@ fn callgrind_run(
     });
     let _ = std::fs::remove_dir_all(&dir);
     Ok((prof, rep))
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// One allocator's wall times.
@@ -208,7 +223,7 @@ fn median(v: &[f64]) -> f64 {
 /// Runs `cmd` with glibc and each library, `repeats` rounds, interleaved.
 /// The first of `libs` named "DEFAULT" is the second baseline.
 pub fn wall(
-    cmd: &str,
+    cmd: &CommandLine,
     cwd: &Path,
     libs: &[(String, PathBuf)],
     repeats: usize,
@@ -225,15 +240,15 @@ pub fn wall(
             let out = scratch.join(format!("wall.{name}.out"));
             let f = std::fs::File::create(&out)?;
             let t0 = Instant::now();
-            let st = shell(cmd, cwd, lib.as_deref(), &[])
+            let st = command(cmd, cwd, lib.as_deref())?
                 .stdout(f)
                 .stderr(Stdio::null())
                 .status()
-                .with_context(|| format!("running `{cmd}`"))?;
+                .with_context(|| format!("running `{}`", cmd.text))?;
             secs[i].push(t0.elapsed().as_secs_f64());
             status[i] = st.code().unwrap_or(-1);
             if i == 0 && round == 0 && !st.success() {
-                bail!("`{cmd}` fails with glibc ({st}): fix the command first");
+                bail!("`{}` fails with glibc ({st}): fix the command first", cmd.text);
             }
             if i > 0 {
                 let a = std::fs::read(&out)?;
@@ -260,5 +275,5 @@ pub fn wall(
             exit_status: status[i],
         })
         .collect();
-    Ok(WallTimes { command: cmd.to_string(), repeats, rows })
+    Ok(WallTimes { command: cmd.text.clone(), repeats, rows })
 }

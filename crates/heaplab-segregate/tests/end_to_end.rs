@@ -119,7 +119,7 @@ fn segregate_a_real_program_end_to_end() {
     assert!(!sp.table.is_empty(), "SP learned nothing from the recorded depths");
 
     // Emit.
-    let mut b = Builder::new(&root().join("native"), &dir.0).unwrap();
+    let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
     let c = emit::table_c(&stack, 4, 3, "end-to-end test");
     let lib_stack = b.build("stack", &c, &dir.0).unwrap().so;
     let def = Predictor::untrained(Kind::Default);
@@ -335,7 +335,7 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     let stack = Predictor::train(Kind::Stack { depth: 3 }, &p, &t, &TrainOptions::default());
     let offline = counts(&stack.predict_all(&p));
     assert!(offline[1] + offline[2] + offline[3] > 0, "nothing predicted: {offline:?}");
-    let mut b = Builder::new(&root().join("native"), &dir.0).unwrap();
+    let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
     let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0).unwrap().so;
     let report = dir.0.join("report.jsonl");
     let glibc = Command::new(&sqlite).args([":memory:", sql]).output().unwrap();

@@ -20,18 +20,18 @@
 //!     traces: vec![PathBuf::from("perl-1.hltrace"), PathBuf::from("perl-2.hltrace")],
 //!     options: Options { name: "custom_perl".into(), ..Options::default() },
 //!     out_dir: PathBuf::from("out/custom_perl"),
-//!     native_dir: PathBuf::from("native"),
+//!     layout: heaplab_plumb::Layout::get().unwrap().clone(),
 //!     command_line: "heaplab synth ...".into(),
 //! })
 //! .unwrap();
 //! println!("{} lists, unit {}", out.plan.lists.len(), out.plan.unit.chosen);
 //! ```
 //!
-//! Synthesized allocators are found by name through a registry directory
-//! (`build/synth` in the checkout, or `$HEAPLAB_SYNTH_REGISTRY`): an entry
-//! `NAME` is a symbolic link to the output directory, which holds
-//! `libNAME.so`. `heaplab compare` reads it (crates/heaplab-compare,
-//! `alloc.rs`).
+//! Synthesized allocators are found by name through the per-user registry
+//! (`heaplab_plumb::registry`: `~/.local/share/heaplab/synth`, or
+//! `$HEAPLAB_SYNTH_REGISTRY`): an entry `NAME` is a symbolic link to the
+//! output directory, which holds `libNAME.so`; `heaplab synth` registers it
+//! and every allocator name is resolved by `heaplab_plumb::alloc`.
 
 pub mod build;
 pub mod emit;
@@ -48,8 +48,8 @@ pub struct Request {
     pub options: plan::Options,
     /// Where NAME.c, NAME.h, libNAME.so, libNAME.a and decisions.json go.
     pub out_dir: PathBuf,
-    /// The checkout's `native/` (the zoo's sources).
-    pub native_dir: PathBuf,
+    /// The tree whose zoo sources and flags the allocator is built with.
+    pub layout: heaplab_plumb::Layout,
     /// How the user asked (recorded in the comments and decisions.json).
     pub command_line: String,
 }
@@ -65,7 +65,7 @@ pub struct Outcome {
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    heaplab_plumb::output::write(path, text)
 }
 
 /// Measures, plans, writes the C and decisions.json, and builds.
@@ -83,7 +83,7 @@ pub fn synthesize(req: &Request) -> Result<Outcome> {
     let decisions = dir.join("decisions.json");
     // Written before the build too, so that a failed build leaves the plan.
     write(&decisions, &serde_json::to_string_pretty(&p)?)?;
-    let built = build::build(name, &dir, &req.native_dir)?;
+    let built = build::build(name, &dir, &req.layout)?;
     p.outputs = Some(serde_json::json!({
         "header": header, "source": source, "shared_object": built.so, "archive": built.archive,
         "build_commands": built.commands, "build_seconds": built.seconds,
@@ -91,25 +91,4 @@ pub fn synthesize(req: &Request) -> Result<Outcome> {
     }));
     write(&decisions, &(serde_json::to_string_pretty(&p)? + "\n"))?;
     Ok(Outcome { plan: p, header, source, decisions, built })
-}
-
-/// Makes `registry/NAME` point at `dir` (replacing an older entry), so that
-/// `heaplab compare --allocators NAME` finds `dir/libNAME.so`.
-pub fn register(registry: &Path, name: &str, dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(registry)
-        .with_context(|| format!("creating the registry {}", registry.display()))?;
-    let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
-    let entry = registry.join(name);
-    let tmp = registry.join(format!(".{name}.{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&dir, &tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    std::fs::rename(&tmp, &entry).with_context(|| format!("creating {}", entry.display()))?;
-    Ok(entry)
-}
-
-/// The shared object registered under `name`, if any.
-pub fn lookup(registry: &Path, name: &str) -> Option<PathBuf> {
-    let so = registry.join(name).join(format!("lib{name}.so"));
-    so.exists().then_some(so)
 }

@@ -33,7 +33,7 @@ impl Measured {
 
 /// Profiles one trace at every unit of [`UNITS`] in one pass.
 pub fn profile_trace(path: &Path) -> Result<(Vec<Profile>, String)> {
-    let mut r = TraceReader::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut r = TraceReader::open(path)?;
     let time_unit = r.meta().time_unit_ns;
     let command = r.meta().command_line();
     let mut builders: Vec<ProfileBuilder> =

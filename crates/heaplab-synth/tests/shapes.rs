@@ -95,7 +95,7 @@ fn build(dir: &Path, traces: &[PathBuf], options: Options) -> Outcome {
         traces: traces.to_vec(),
         options,
         out_dir: dir.join("out"),
-        native_dir: root().join("native"),
+        layout: heaplab_plumb::Layout::checkout(&root()),
         command_line: "heaplab synth (test)".into(),
     })
     .unwrap_or_else(|e| panic!("{e:#}"))

@@ -5,19 +5,23 @@
 //! one module under `cmd/`, holding its clap `Args` and a `run` function that
 //! returns the process exit code.
 
+mod cli;
 mod cmd;
 mod human;
-mod paths;
 mod symbols;
 mod workloads;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// A laboratory for heap allocators: record what a program asks of malloc,
 /// compare allocators on that recording, and synthesize one made for it.
 #[derive(Parser)]
 #[command(name = "heaplab", version, about, long_about = None, arg_required_else_help = true)]
 struct Cli {
+    /// Replace a symbolic link found where an output goes (the link itself,
+    /// never the file it points to); without it such outputs are refused.
+    #[arg(long, global = true)]
+    force: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,6 +71,17 @@ enum Command {
         about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)"
     )]
     Synth(cmd::synth::Args),
+    #[command(about = "Print a shell completion script (bash, zsh, fish, elvish, powershell)")]
+    Completions(cmd::completions::Args),
+    #[command(
+        about = "Write heaplab's man pages (heaplab.1 and one per command) into a directory"
+    )]
+    Man(cmd::completions::ManArgs),
+}
+
+/// The whole command line, for completions and man pages.
+pub fn command() -> clap::Command {
+    Cli::command()
 }
 
 fn main() {
@@ -76,6 +91,7 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    heaplab_plumb::output::set_force(cli.force);
     let result = match cli.command {
         Command::Record(a) => cmd::record::run(a),
         Command::Stats(a) => cmd::stats::run(a),
@@ -90,6 +106,8 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Segregate(a) => cmd::segregate::run(a),
         Command::Synth(a) => cmd::synth::run(a),
+        Command::Completions(a) => cmd::completions::run(a),
+        Command::Man(a) => cmd::completions::man(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

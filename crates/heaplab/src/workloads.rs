@@ -252,7 +252,7 @@ impl Workload {
         }
         let dir = cache.join(format!("{}-v{variant}-x{scale}", self.name));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let home = crate::paths::home().join("workloads");
+        let home = heaplab_plumb::Layout::get()?.workloads.clone();
         let n = |base: f64| ((base * scale) as usize).max(1);
         let p = |s: &Path| s.display().to_string();
         let prepared = match self.name {

@@ -26,7 +26,7 @@ fn stats_table_matches_the_golden_file() {
 
 #[test]
 fn stats_json_has_the_documented_fields() {
-    let out = heaplab(&["stats", "--json", "testdata/vectors/basic.hltrace"]);
+    let out = heaplab(&["stats", "testdata/vectors/basic.hltrace", "--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for k in ["allocations", "frees", "reallocs", "peak_live_bytes", "peak_live_objects"] {
@@ -108,8 +108,8 @@ fn convert_round_trips_rep_and_dump() {
         std::fs::read_to_string(&back).unwrap(),
         "500\n2\n5\n1\na 0 100\na 1 200\nr 0 300\nf 1\nf 0\n"
     );
-    let a = heaplab(&["stats", "--json", t.to_str().unwrap()]);
-    let c = heaplab(&["stats", "--json", t2.to_str().unwrap()]);
+    let a = heaplab(&["stats", t.to_str().unwrap(), "--json"]);
+    let c = heaplab(&["stats", t2.to_str().unwrap(), "--json"]);
     assert_eq!(
         text(&a.stdout).replace(t.to_str().unwrap(), ""),
         text(&c.stdout).replace(t2.to_str().unwrap(), "")
@@ -125,4 +125,63 @@ fn bad_flags_say_what_would_have_been_right() {
     assert!(text(&out.stderr).contains("use .hltrace, .rep, .script or .txt"));
     let out = heaplab(&["stats", "--weighting", "bytes", "x"]);
     assert!(text(&out.stderr).contains("runs") && text(&out.stderr).contains("allocations"));
+}
+
+/// One convention (issue 18): `--json [FILE]` with no FILE, or `-`, is
+/// standard output (`compare --json -` used to write a file named `-`); a
+/// FILE is written; an input taken for the flag's value is refused, not
+/// overwritten.
+#[test]
+fn json_with_no_file_or_a_dash_goes_to_stdout() {
+    let d = std::env::temp_dir().join(format!("heaplab-cli-json-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let v = root().join("testdata/vectors/basic.hltrace");
+    let v = v.to_str().unwrap();
+    let compare = ["compare", "--allocators", "glibc", "--repeat", "0", "--no-instructions"];
+    for json in [&["--json"][..], &["--json", "-"][..]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_heaplab"))
+            .current_dir(&d)
+            .args(compare)
+            .arg(v)
+            .args(json)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let recs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(recs[0]["allocator"], "glibc");
+        // the table went to stderr, and no file named `-` was made
+        assert!(text(&o.stderr).contains("glibc"), "{}", text(&o.stderr));
+        assert!(!d.join("-").exists());
+    }
+    let f = d.join("s.json");
+    let o = heaplab(&["stats", v, "--json", f.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("allocations"),
+        "the table goes to stdout when JSON goes to a file"
+    );
+    let _: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    // `stats --json a.hltrace b.hltrace`: clap takes a.hltrace as the FILE
+    let before = std::fs::read(v).unwrap();
+    let o = heaplab(&["stats", "--json", v, v]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("that is an input"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(v).unwrap(), before);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Completions and man pages come from the command's own flags.
+#[test]
+fn completions_and_man_pages_are_generated() {
+    let o = heaplab(&["completions", "bash"]);
+    assert!(o.status.success());
+    let s = text(&o.stdout);
+    assert!(s.contains("heaplab") && s.contains("--stack-depth"), "{}", &s[..s.len().min(300)]);
+    let d = std::env::temp_dir().join(format!("heaplab-cli-man-{}", std::process::id()));
+    let o = heaplab(&["man", d.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(d.join("heaplab-record.1")).unwrap();
+    assert!(page.contains(".TH") && page.contains("stack\\-depth"), "{page}");
+    assert!(d.join("heaplab.1").exists());
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -21,8 +21,9 @@ fn python(args: &[&str]) -> String {
 /// Compares `heaplab stats --json` with the Python profile of the same trace.
 pub fn assert_profiles_agree(trace: &Path, unit: u64) {
     let out = Command::new(env!("CARGO_BIN_EXE_heaplab"))
-        .args(["stats", "--json", "--unit", &unit.to_string()])
+        .args(["stats", "--unit", &unit.to_string()])
         .arg(trace)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -102,8 +102,10 @@ fn run_stats_report_the_allocators_own_counters() {
         "my @a = map { 'x' x 100 } 1 .. 20000; print scalar(@a), qq{\\n}",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "20000\n");
-    let line = text(&o.stderr);
+    // --json with no FILE: standard output, after the program's own output
+    let out = text(&o.stdout);
+    let (program, line) = out.split_once('\n').unwrap();
+    assert_eq!(program, "20000");
     let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
     let h = &v["heaplab"];
     assert_eq!(h["allocator"], "quickfit");

@@ -173,3 +173,27 @@ fn bad_input_is_named() {
     let o = heaplab(&["segregate", "--train", p(a)]);
     assert!(text(&o.stderr).contains("--threshold"), "{}", text(&o.stderr));
 }
+
+/// Issue 17, class 1: the test trace's name (the default output directory
+/// comes from it) never reaches a shell: a trace named `t;touch INJECTED;x`
+/// runs no `touch`.
+#[test]
+fn a_hostile_test_trace_name_runs_nothing() {
+    let [a, b, c] = traces();
+    let d = dir().join("hostile");
+    std::fs::create_dir_all(&d).unwrap();
+    let evil = d.join("t;touch INJECTED;x.hltrace");
+    std::fs::copy(c, &evil).unwrap();
+    let prog = root().join("build/bin/seg-workload");
+    let o = Command::new(env!("CARGO_BIN_EXE_heaplab"))
+        .current_dir(&d)
+        .args(["segregate", "--train", p(a), "--threshold", p(b), "--test", p(&evil)])
+        .args(["--no-measure", "--predictor", "stack", "--repeats", "0", "--run-test"])
+        .arg(format!("{} 14", prog.display()))
+        .output()
+        .unwrap();
+    assert!(!d.join("INJECTED").exists(), "the trace's name ran a command");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // the default output directory is named after the trace, in plain characters
+    assert!(d.join("out/segregate/t_touch_INJECTED_x/libstack.so").exists());
+}

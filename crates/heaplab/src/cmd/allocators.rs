@@ -6,69 +6,73 @@
 //! `include_str!`, so adding an allocator is one line there. This module also
 //! resolves the allocator names that `heaplab run` accepts.
 
-use crate::paths;
 use anyhow::{bail, Result};
+use heaplab_plumb::registry::{self, ZooEntry as Entry};
+use heaplab_plumb::{alloc, Layout, Tools};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// The registry, as built into this binary.
-pub const REGISTRY: &str = include_str!("../../../../native/alloc/registry.txt");
+/// The papers the zoo follows, by the number the registry's references use:
+/// (number, authors, title, where and when).
+pub const PAPERS: [(&str, &str, &str, &str); 5] = [
+    (
+        "000",
+        "Dirk Grunwald, Benjamin Zorn, Robert Henderson",
+        "Improving the Cache Locality of Memory Allocation",
+        "PLDI 1993",
+    ),
+    (
+        "001",
+        "Matthew L. Seidl, Benjamin G. Zorn",
+        "Segregating Heap Objects by Reference Behavior and Lifetime",
+        "ASPLOS 1998",
+    ),
+    (
+        "002",
+        "Dirk Grunwald, Benjamin Zorn",
+        "CUSTOMALLOC: Efficient Synthesized Memory Allocators",
+        "1992",
+    ),
+    (
+        "003",
+        "Mehran Rezaei, Krishna M. Kavi",
+        "Intelligent memory manager: reducing cache pollution due to memory management functions",
+        "2005",
+    ),
+    (
+        "004",
+        "a design note for a teaching heap allocator",
+        "an implicit free list with next fit",
+        "(course material)",
+    ),
+];
 
-/// One line of the registry.
+/// A paper cited as authors, *title*, venue.
 #[derive(Debug, Clone, Serialize)]
-pub struct Entry {
-    pub name: String,
-    /// Other algorithm files it is built on (quickfit: gnugpp).
-    pub links: Vec<String>,
-    pub description: String,
-    pub reference: String,
+pub struct Paper {
+    pub number: &'static str,
+    pub authors: &'static str,
+    pub title: &'static str,
+    pub venue: &'static str,
 }
 
-/// Parses registry text: `name | links | description | reference` per line,
-/// `#` comments and blank lines ignored.
-pub fn parse(text: &str) -> Result<Vec<Entry>> {
-    let mut out: Vec<Entry> = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let f: Vec<&str> = l.split('|').map(str::trim).collect();
-        if f.len() != 4 {
-            bail!(
-                "registry.txt line {}: expected 4 fields separated by '|' \
-                 (name | links | description | reference), found {}",
-                i + 1,
-                f.len()
-            );
-        }
-        let name = f[0];
-        if name.is_empty()
-            || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            bail!("registry.txt line {}: the name {name:?} must match [a-z0-9_]+", i + 1);
-        }
-        if out.iter().any(|e| e.name == name) {
-            bail!("registry.txt line {}: {name} is listed twice", i + 1);
-        }
-        out.push(Entry {
-            name: name.to_string(),
-            links: f[1].split_whitespace().map(String::from).collect(),
-            description: f[2].to_string(),
-            reference: f[3].to_string(),
-        });
-    }
-    Ok(out)
+/// The papers a registry reference ("000 §2.1; 002 §4") cites.
+pub fn papers_of(reference: &str) -> Vec<Paper> {
+    PAPERS
+        .iter()
+        .filter(|p| reference.split(';').any(|r| r.trim().starts_with(p.0)))
+        .map(|&(number, authors, title, venue)| Paper { number, authors, title, venue })
+        .collect()
 }
 
-/// The allocators of this build.
+/// The allocators of this tree (`native/alloc/registry.txt`).
 pub fn registry() -> Result<Vec<Entry>> {
-    parse(REGISTRY)
+    registry::zoo(Layout::get()?)
 }
 
 /// The shared object of a zoo allocator.
-pub fn library(name: &str) -> PathBuf {
-    paths::lib(&format!("libheaplab-{name}.so"))
+pub fn library(name: &str) -> Result<PathBuf> {
+    Ok(Layout::get()?.zoo_so(name))
 }
 
 /// How to run a program on one allocator.
@@ -102,13 +106,13 @@ pub fn resolve(spec: &str) -> Result<Choice> {
     if is_path && !std::path::Path::new(spec).is_file() {
         bail!("no such shared object: {spec}");
     }
-    let tools = heaplab_compare::tools::Tools::from_home(&paths::home());
-    let mut found = heaplab_compare::alloc::resolve(&[spec.to_string()], &tools)?;
+    let tools = Tools::discover()?;
+    let mut found = alloc::resolve(&[spec.to_string()], &tools)?;
     let Some(a) = found.pop() else { bail!("no allocator {spec:?}; see `heaplab allocators`") };
     if let Some(why) = &a.missing {
         bail!("allocator {}: {why}", a.name);
     }
-    let heaplab = a.source == heaplab_compare::alloc::Source::Heaplab;
+    let heaplab = a.source == alloc::Source::Heaplab;
     // The name as given: compare labels a path by its file stem.
     let name = if is_path { spec.to_string() } else { a.name };
     Ok(Choice { name, preload: a.preload, env: a.env, heaplab })
@@ -116,11 +120,13 @@ pub fn resolve(spec: &str) -> Result<Choice> {
 
 /// List every allocator heaplab builds, with its description and paper.
 ///
-/// The papers are in `/work/shared/papers` (their README names them): 000
-/// Grunwald, Zorn, Henderson 1993; 002 Grunwald and Zorn (CUSTOMALLOC) 1992;
-/// 003 Rezaei and Kavi 2005; 004 a teaching allocator's design note. Run a
-/// program on one with `heaplab run --allocator NAME -- PROG ARGS...`; the
-/// tunables are in docs/allocators.md.
+/// References name papers by number and section: 000 Grunwald, Zorn and
+/// Henderson, "Improving the Cache Locality of Memory Allocation" (PLDI
+/// 1993); 002 Grunwald and Zorn, "CUSTOMALLOC: Efficient Synthesized Memory
+/// Allocators" (1992); 003 Rezaei and Kavi, "Intelligent memory manager:
+/// reducing cache pollution due to memory management functions" (2005); 004 a
+/// teaching allocator's design note. Run a program on one with `heaplab run
+/// --allocator NAME -- PROG ARGS...`; the tunables are in docs/allocators.md.
 ///
 /// Examples:
 ///   heaplab allocators
@@ -128,31 +134,39 @@ pub fn resolve(spec: &str) -> Result<Choice> {
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
-    /// Print a JSON array (name, description, reference, links, library, built).
-    #[arg(long)]
-    json: bool,
+    /// Write a JSON array (name, description, reference, papers, links,
+    /// library, built) to FILE (no FILE, or -: standard output, instead of the table).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
 struct Row<'a> {
     #[serde(flatten)]
     entry: &'a Entry,
+    papers: Vec<Paper>,
     library: String,
     built: bool,
 }
 
 pub fn run(a: Args) -> Result<i32> {
     let reg = registry()?;
-    let rows: Vec<Row> = reg
-        .iter()
-        .map(|e| {
-            let lib = library(&e.name);
-            Row { entry: e, built: lib.exists(), library: lib.display().to_string() }
-        })
-        .collect();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(0);
+    let mut rows: Vec<Row> = Vec::new();
+    for e in &reg {
+        let lib = library(&e.name)?;
+        rows.push(Row {
+            entry: e,
+            papers: papers_of(&e.reference),
+            built: lib.exists(),
+            library: lib.display().to_string(),
+        });
+    }
+    let json = crate::cli::dest("json", &a.json, &[])?;
+    if let Some(d) = &json {
+        d.write(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
+        if d.is_stdout() {
+            return Ok(0);
+        }
     }
     let w = |f: &dyn Fn(&Row) -> usize| rows.iter().map(f).max().unwrap_or(0);
     let wn = w(&|r| r.entry.name.len()).max(4);
@@ -170,11 +184,15 @@ pub fn run(a: Args) -> Result<i32> {
         );
     }
     println!(
-        "\n{} allocators, each build/lib/libheaplab-NAME.so. `heaplab run --allocator X` also \
+        "\n{} allocators, each {}. `heaplab run --allocator X` also \
          takes glibc, jemalloc, mimalloc, tcmalloc,\nNAME+padN (every object padded by N bytes, \
-         paper 000 Table 6) and a path to any malloc .so. Papers: /work/shared/papers.",
-        rows.len()
+         paper 000 Table 6) and a path to any malloc .so.\n\nPapers:",
+        rows.len(),
+        library("NAME")?.display()
     );
+    for (n, authors, title, venue) in PAPERS {
+        println!("  {n}  {authors}, \"{title}\", {venue}");
+    }
     Ok(0)
 }
 
@@ -183,7 +201,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_built_in_registry_parses_and_names_files_that_exist() {
+    fn the_registry_parses_and_names_files_that_exist() {
         let reg = registry().unwrap();
         assert!(reg.len() >= 4);
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../native/alloc");
@@ -194,19 +212,15 @@ mod tests {
             }
             assert!(!e.description.is_empty() && !e.reference.is_empty());
             assert!(!e.description.ends_with('.'), "{}: no trailing period", e.name);
+            assert!(
+                !papers_of(&e.reference).is_empty(),
+                "{}: no paper for {:?}",
+                e.name,
+                e.reference
+            );
         }
         let q = reg.iter().find(|e| e.name == "quickfit").unwrap();
         assert_eq!(q.links, vec!["gnugpp".to_string()]);
-    }
-
-    #[test]
-    fn bad_registry_lines_are_reported_with_their_line() {
-        let e = parse("# c\nok | | d | r\nbad | d | r\n").unwrap_err().to_string();
-        assert!(e.contains("line 3") && e.contains("4 fields"), "{e}");
-        let e = parse("Bad | | d | r\n").unwrap_err().to_string();
-        assert!(e.contains("[a-z0-9_]+"), "{e}");
-        let e = parse("a | | d | r\na | | d | r\n").unwrap_err().to_string();
-        assert!(e.contains("twice"), "{e}");
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! `--live`, on the real program). The work is in `heaplab-compare`; this
 //! module parses flags, shows progress and writes the outputs.
 
-use crate::paths;
+use crate::cli::{self, Dest};
 use anyhow::{bail, Context, Result};
 use heaplab_compare::{alloc, live, measure, record, report, Progress, Tools};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What `heaplab compare --help` says (main.rs passes it as long_about).
@@ -28,6 +29,10 @@ that say so, and the exit status is 1.
 Examples:
   heaplab compare perl.hltrace make.hltrace --report out/cmp
   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
+  heaplab compare t.hltrace --allocators bsd,glibc --json | jq '.[].instr_per_malloc'
+
+--json [FILE] and --csv [FILE] write to FILE, or with no FILE (or -) to
+standard output; the table then goes to stderr.
   heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt"#;
 
 /// Flags of `heaplab compare`.
@@ -44,11 +49,11 @@ pub struct Args {
     /// Parallel replays (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
-    /// Write the records as JSON (docs/compare.md).
-    #[arg(long, value_name = "FILE")]
+    /// Write the records as JSON (docs/compare.md) to FILE (no FILE, or -: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
-    /// Write the records as CSV.
-    #[arg(long, value_name = "FILE")]
+    /// Write the records as CSV to FILE (no FILE, or -: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     csv: Option<PathBuf>,
     /// Write DIR/report.html: the figures and every record, one self-contained page.
     #[arg(long, value_name = "DIR")]
@@ -109,23 +114,20 @@ impl Progress for Bar {
     }
 }
 
-/// The tools, with scratch files under the system's temporary directory.
-pub fn tools() -> Tools {
-    Tools::from_home(&paths::home())
+/// The tools, with scratch files in a fresh private directory.
+pub fn tools() -> Result<Tools> {
+    Tools::discover()
 }
 
 /// The tools with a replay time limit (0: none).
-pub fn tools_with_timeout(secs: u64) -> Tools {
-    let mut t = tools();
+pub fn tools_with_timeout(secs: u64) -> Result<Tools> {
+    let mut t = tools()?;
     t.timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
-    t
+    Ok(t)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    heaplab_plumb::output::write(path, text)
 }
 
 /// Runs the trace comparison and writes the outputs; returns the records.
@@ -135,20 +137,28 @@ pub fn compare_traces(
     traces: &[PathBuf],
     allocators: &[String],
     opts: &measure::Options,
-    json: Option<&Path>,
-    csv: Option<&Path>,
+    json: Option<&Dest>,
+    csv: Option<&Dest>,
     report_dir: Option<&Path>,
     command: &str,
 ) -> Result<Vec<record::Record>> {
     let mut allocs = alloc::resolve(allocators, tools)?;
     let added = alloc::add_baselines(&mut allocs, tools);
+    // where the results go, checked before minutes of measuring
+    for d in [json, csv].into_iter().flatten() {
+        if let Dest::File(p) = d {
+            heaplab_plumb::output::check(p)?;
+        }
+    }
     let bar = Bar::new();
     if opts.keep_scratch {
+        tools.keep_scratch();
         eprintln!("heaplab compare: scratch files in {}", tools.work_dir.display());
     }
     let records = measure::compare(tools, traces, &allocs, opts, &bar)?;
     bar.0.finish_and_clear();
-    print!("{}", record::table(&records));
+    let mut out = cli::text(json.is_some_and(Dest::is_stdout) || csv.is_some_and(Dest::is_stdout));
+    write!(out, "{}", record::table(&records))?;
     let mut notes = Vec::new();
     if !added.is_empty() {
         notes.push(format!("Added as baselines: {}.", added.join(", ")));
@@ -172,20 +182,20 @@ pub fn compare_traces(
         ),
         _ => {}
     }
-    println!();
+    writeln!(out)?;
     for n in &notes {
-        println!("{n}");
+        writeln!(out, "{n}")?;
     }
-    if let Some(p) = json {
-        write(p, &serde_json::to_string_pretty(&records)?)?;
+    if let Some(d) = json {
+        d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;
     }
-    if let Some(p) = csv {
-        write(p, &record::to_csv(&records))?;
+    if let Some(d) = csv {
+        d.write(&record::to_csv(&records))?;
     }
     if let Some(d) = report_dir {
         let page = report::html(&records, command, &notes);
-        write(&d.join("report.html"), &page)?;
-        println!("report: {}", d.join("report.html").display());
+        let p = cli::write_report(d, &page)?;
+        writeln!(out, "report: {}", p.display())?;
     }
     Ok(records)
 }
@@ -211,6 +221,12 @@ pub fn run(a: Args) -> Result<i32> {
     if !a.program.is_empty() {
         bail!("a program after `--` needs --live");
     }
+    let json = cli::dest("json", &a.json, &a.traces)?;
+    let csv = cli::dest("csv", &a.csv, &a.traces)?;
+    if json.as_ref().is_some_and(Dest::is_stdout) && csv.as_ref().is_some_and(Dest::is_stdout) {
+        bail!("--json and --csv cannot both go to standard output");
+    }
+    let inputs = heaplab_plumb::input::prepare(&a.traces)?;
     let opts = measure::Options {
         repeat: a.repeat,
         jobs,
@@ -219,12 +235,12 @@ pub fn run(a: Args) -> Result<i32> {
         keep_scratch: a.keep_scratch,
     };
     let records = compare_traces(
-        &tools_with_timeout(a.timeout),
-        &a.traces,
+        &tools_with_timeout(a.timeout)?,
+        &inputs.paths,
         &a.allocators,
         &opts,
-        a.json.as_deref(),
-        a.csv.as_deref(),
+        json.as_ref(),
+        csv.as_ref(),
         a.report.as_deref(),
         &command_line(),
     )?;
@@ -240,7 +256,9 @@ pub fn run(a: Args) -> Result<i32> {
 }
 
 fn run_live(a: &Args, jobs: usize) -> Result<i32> {
-    let tools = tools_with_timeout(a.timeout);
+    let json = cli::dest("json", &a.json, &[])?;
+    let csv = cli::dest("csv", &a.csv, &[])?;
+    let tools = tools_with_timeout(a.timeout)?;
     let mut allocs = alloc::resolve(&a.allocators, &tools)?;
     alloc::add_baselines(&mut allocs, &tools);
     let mut env = Vec::new();
@@ -259,12 +277,13 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
     let bar = Bar::new();
     let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;
     bar.0.finish_and_clear();
-    println!("heaplab compare --live: {}\n", a.program.join(" "));
-    print!("{}", live::table(&records));
-    if let Some(p) = &a.json {
-        write(p, &serde_json::to_string_pretty(&records)?)?;
+    let mut out = cli::text(cli::any_stdout(&[&json, &csv]));
+    writeln!(out, "heaplab compare --live: {}\n", a.program.join(" "))?;
+    write!(out, "{}", live::table(&records))?;
+    if let Some(d) = &json {
+        d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;
     }
-    if let Some(p) = &a.csv {
+    if let Some(d) = &csv {
         let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
         for r in &records {
             let f = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
@@ -288,7 +307,7 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
                 r.error.clone().unwrap_or_default().replace('"', "\"\"")
             ));
         }
-        write(p, &o)?;
+        d.write(&o)?;
     }
     if let Some(p) = &a.program_cost {
         let c = live::program_cost(&records)?;

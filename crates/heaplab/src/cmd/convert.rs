@@ -2,10 +2,10 @@
 //! allocator courses use, chosen by file extension.
 
 use anyhow::{bail, Context, Result};
+use heaplab_plumb::output::OutputFile;
 use heaplab_trace::dump::{run_script, write_dump};
 use heaplab_trace::rep::{self, TextFormat};
 use heaplab_trace::{Codec, Item, NewEvent, TraceReader, TraceWriter, WriterOptions};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -54,11 +54,8 @@ pub fn run(a: Args) -> Result<i32> {
         codec: if a.no_compress { Codec::None } else { Codec::Zstd(3) },
         ..WriterOptions::default()
     };
-    let create = |p: &Path| {
-        File::create(p)
-            .with_context(|| format!("cannot create {}", p.display()))
-            .map(BufWriter::new)
-    };
+    // a pipe or FIFO is read once, into a private file
+    let (input, _spool) = heaplab_plumb::input::prepare_one(&a.input)?;
     let read_text = |p: &Path| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
     };
@@ -68,7 +65,7 @@ pub fn run(a: Args) -> Result<i32> {
         Fmt::Trace => None,
         Fmt::Rep | Fmt::Script => {
             let tf = if from == Fmt::Rep { TextFormat::Rep } else { TextFormat::Script };
-            let ops = rep::parse(&read_text(&a.input)?, tf)
+            let ops = rep::parse(&read_text(&input)?, tf)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.input.display()))?;
             Some(
                 rep::ops_to_trace(&ops, &a.input.display().to_string(), Vec::new(), opts)
@@ -76,25 +73,22 @@ pub fn run(a: Args) -> Result<i32> {
             )
         }
         Fmt::Dump => Some(
-            run_script(&read_text(&a.input)?)
+            run_script(&read_text(&input)?)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.input.display()))?,
         ),
     };
     let code = match &trace_bytes {
         Some(b) => {
             if to == Fmt::Trace {
-                let mut f = create(&a.output)?;
-                f.write_all(b)?;
-                f.flush()?;
+                heaplab_plumb::output::write(&a.output, b)?;
                 0
             } else {
-                let mut r =
-                    TraceReader::new(&b[..], &a.input).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let mut r = TraceReader::new(&b[..], &a.input)?;
                 convert_from_trace(&mut r, to, &a.output, opts)?
             }
         }
         None => {
-            let mut r = TraceReader::open(&a.input).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut r = TraceReader::open(&input)?;
             convert_from_trace(&mut r, to, &a.output, opts)?
         }
     };
@@ -107,9 +101,8 @@ fn convert_from_trace<R: std::io::Read>(
     out: &Path,
     opts: WriterOptions,
 ) -> Result<i32> {
-    let mut f = BufWriter::new(
-        File::create(out).with_context(|| format!("cannot create {}", out.display()))?,
-    );
+    // written beside `out` and renamed into place (never through a link)
+    let mut f = BufWriter::new(OutputFile::create(out)?);
     let result = match to {
         Fmt::Dump => write_dump(r, &mut f).map_err(|e| e.to_string()),
         Fmt::Rep | Fmt::Script => {
@@ -142,7 +135,7 @@ fn convert_from_trace<R: std::io::Read>(
         }
         Fmt::Trace => rewrite(r, f.get_mut(), opts),
     };
-    f.flush()?;
+    f.into_inner().map_err(|e| e.into_error())?.commit()?;
     match result {
         Ok(()) => Ok(0),
         Err(e) => {

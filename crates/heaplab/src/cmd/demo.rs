@@ -3,13 +3,16 @@
 //! compares every allocator (heaplab's and the peers) on those traces and
 //! writes the report (`heaplab compare`, `heaplab-compare`).
 
+use crate::cli::{self, Dest};
 use crate::cmd::stats::profile_trace;
 use crate::human;
 use crate::workloads::{self, Workload};
 use anyhow::{bail, Context, Result};
+use heaplab_plumb::record::{self, Outcome, Request, Settings};
+use heaplab_plumb::{output, Layout};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 /// Record the bundled workloads (perl, make, python3, sqlite3 on generated
 /// inputs), print what each asks of malloc, then compare every allocator on
@@ -19,7 +22,13 @@ use std::process::{Command, Stdio};
 #[derive(clap::Args)]
 pub struct Args {
     /// Where traces, program output and reports go.
-    #[arg(long, default_value = "out/demo")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        alias = "out",
+        value_name = "DIR",
+        default_value = "out/demo"
+    )]
     out: PathBuf,
     /// Input size relative to the default (1.0; 0.25 with --quick).
     #[arg(long)]
@@ -53,8 +62,9 @@ pub struct Args {
     /// Call-stack depth to record.
     #[arg(long, default_value_t = 8)]
     stack_depth: u32,
-    /// Also write the profiles as JSON.
-    #[arg(long, value_name = "FILE")]
+    /// Also write the profiles as JSON to FILE (no FILE, or -: standard output,
+    /// the tables then go to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
 }
 
@@ -67,7 +77,9 @@ pub fn run(a: Args) -> Result<i32> {
     let scale = a.scale.unwrap_or(if a.quick { 0.25 } else { 1.0 });
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let inputs = a.out.join("inputs");
-    let exe = std::env::current_exe()?;
+    let json = cli::dest("json", &a.json, &[])?;
+    let layout = Layout::get()?;
+    let settings = Settings { stack_depth: a.stack_depth, ..Settings::default() };
     let pb = ProgressBar::new(chosen.len() as u64 * 2);
     pb.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
@@ -78,33 +90,35 @@ pub fn run(a: Args) -> Result<i32> {
         pb.set_message(format!("{}: preparing and recording", w.name));
         let prep = w.prepare(&inputs, 1, scale)?;
         let trace = a.out.join(format!("{}.hltrace", w.name));
-        let stdout = a.out.join(format!("{}.stdout", w.name));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("record")
-            .arg("-o")
-            .arg(&trace)
-            .arg("--stack-depth")
-            .arg(a.stack_depth.to_string())
-            .arg("--");
-        cmd.args(&prep.argv).envs(prep.env.iter().cloned());
-        cmd.stdout(std::fs::File::create(&stdout)?).stderr(Stdio::piped());
-        if let Some(i) = &prep.stdin {
-            cmd.stdin(std::fs::File::open(i)?);
-        }
-        let out = cmd.output().context("running heaplab record")?;
+        let stdout = output::OutputFile::create(&a.out.join(format!("{}.stdout", w.name)))?;
+        let argv: Vec<std::ffi::OsString> = prep.argv.iter().map(Into::into).collect();
+        let req = Request {
+            output: &trace,
+            settings: &settings,
+            command: &argv,
+            env: prep.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            stdin: match &prep.stdin {
+                Some(i) => Some(std::fs::File::open(i)?.into()),
+                None => Some(std::process::Stdio::null()),
+            },
+            stdout: Some(stdout.try_clone()?.into()),
+        };
+        let rec = match record::record(layout, req)? {
+            Outcome::Recorded(r) => r,
+            Outcome::NotStarted { message, .. } => {
+                pb.finish_and_clear();
+                bail!("recording {}: {}: {message}", w.name, prep.argv[0]);
+            }
+        };
+        stdout.commit()?;
         pb.inc(1);
-        if !out.status.success() {
+        if rec.ended.code() != 0 {
             pb.finish_and_clear();
-            bail!(
-                "recording {} failed ({}):\n{}",
-                w.name,
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+            bail!("recording {}: {} {}", w.name, prep.argv[0], rec.ended.describe());
         }
         pb.set_message(format!("{}: profiling", w.name));
         // The program's own trace, not a wrapper's (see main_trace).
-        let main = main_trace(&a.out, w.name)?;
+        let main = main_trace(&rec.traces)?;
         let (p, _meta, err) = profile_trace(&main, 8, 16)?;
         if let Some(e) = err {
             bail!("{e}");
@@ -116,8 +130,15 @@ pub fn run(a: Args) -> Result<i32> {
     }
     pb.finish_and_clear();
 
-    println!("heaplab demo: what each workload asks of malloc (traces in {})\n", a.out.display());
-    println!(
+    let mut out = cli::text(cli::any_stdout(&[&json]));
+    let out = &mut out;
+    writeln!(
+        out,
+        "heaplab demo: what each workload asks of malloc (traces in {})\n",
+        a.out.display()
+    )?;
+    writeln!(
+        out,
         "{:<10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8} {:>11} {:>9}",
         "workload",
         "events",
@@ -128,9 +149,10 @@ pub fn run(a: Args) -> Result<i32> {
         "top-4",
         "trace",
         "B/event"
-    );
+    )?;
     for (w, p, size) in &rows {
-        println!(
+        writeln!(
+            out,
             "{:<10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8} {:>11} {:>9.2}",
             w.name,
             human::count(p.events),
@@ -141,9 +163,12 @@ pub fn run(a: Args) -> Result<i32> {
             human::pct(p.top_coverage["4"]),
             human::bytes(*size),
             *size as f64 / p.events.max(1) as f64
-        );
+        )?;
     }
-    println!("\nmost frequent size classes (R = 8 bytes): class bytes × share of allocations");
+    writeln!(
+        out,
+        "\nmost frequent size classes (R = 8 bytes): class bytes × share of allocations"
+    )?;
     for (w, p, _) in &rows {
         let top: Vec<String> = p
             .size_classes
@@ -151,15 +176,15 @@ pub fn run(a: Args) -> Result<i32> {
             .take(6)
             .map(|c| format!("{}×{}", c.size, human::pct(c.share)))
             .collect();
-        println!("{:<10} {}", w.name, top.join("  "));
+        writeln!(out, "{:<10} {}", w.name, top.join("  "))?;
     }
-    println!("\nmore: target/release/heaplab stats {}/NAME.hltrace", a.out.display());
-    if let Some(j) = &a.json {
+    writeln!(out, "\nmore: heaplab stats {}/NAME.hltrace", a.out.display())?;
+    if let Some(d) = &json {
         let profiles: Vec<_> = rows
             .iter()
             .map(|(w, p, _)| serde_json::json!({"workload": w.name, "profile": p}))
             .collect();
-        std::fs::write(j, serde_json::to_string_pretty(&profiles)?)?;
+        d.write(&(serde_json::to_string_pretty(&profiles)? + "\n"))?;
     }
     if a.no_compare {
         return Ok(0);
@@ -193,14 +218,14 @@ pub fn run(a: Args) -> Result<i32> {
         footprint: true,
         keep_scratch: false,
     };
-    let tools = crate::cmd::compare::tools_with_timeout(a.timeout);
+    let tools = crate::cmd::compare::tools_with_timeout(a.timeout)?;
     let records = crate::cmd::compare::compare_traces(
         &tools,
         &traces,
         &a.allocators,
         &opts,
-        Some(&a.out.join("compare.json")),
-        Some(&a.out.join("compare.csv")),
+        Some(&Dest::File(a.out.join("compare.json"))),
+        Some(&Dest::File(a.out.join("compare.csv"))),
         Some(&a.out.join("report")),
         &format!("heaplab demo --scale {scale} --repeat {repeat}"),
     )?;
@@ -229,15 +254,12 @@ fn program_costs(
     timeout: u64,
 ) -> Result<()> {
     use heaplab_compare::{alloc, live};
-    let tools = crate::cmd::compare::tools_with_timeout(timeout);
+    let tools = crate::cmd::compare::tools_with_timeout(timeout)?;
     let glibc = alloc::resolve(&["glibc".into()], &tools)?;
     let jobs = heaplab_compare::cores();
     let results = heaplab_compare::parallel(traces.len(), jobs, |i| -> Result<()> {
         let (main, prep) = &mains[i];
-        let meta = heaplab_trace::TraceReader::open(main)
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .meta()
-            .clone();
+        let meta = heaplab_trace::TraceReader::open(main)?.meta().clone();
         let mut argv: Vec<String> =
             meta.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         if let (Some(exe), false) = (&meta.executable, argv.is_empty()) {
@@ -255,8 +277,8 @@ fn program_costs(
             bail!("{}: {}", argv.join(" "), r.error.clone().unwrap_or_default());
         }
         let cost = live::program_cost(&recs)?;
-        std::fs::write(
-            heaplab_compare::measure::ProgramCost::sidecar(&traces[i]),
+        output::write(
+            &heaplab_compare::measure::ProgramCost::sidecar(&traces[i]),
             serde_json::to_string_pretty(&cost)?,
         )?;
         Ok(())
@@ -268,23 +290,15 @@ fn program_costs(
 /// The trace of the workload's program itself: `heaplab record` writes one
 /// trace per process, and a workload started through a wrapper (env, a
 /// shell, pyenv's shim) leaves the program's trace under a child's name
-/// (NAME.hltrace.PID[.N]). The one with the most bytes is the program's.
-fn main_trace(out: &std::path::Path, name: &str) -> Result<PathBuf> {
-    let prefix = format!("{name}.hltrace");
+/// (NAME.hltrace.PID[.N]). Of the traces this recording wrote, the one with
+/// the most bytes is the program's.
+fn main_trace(traces: &[PathBuf]) -> Result<PathBuf> {
     let mut best: Option<(u64, PathBuf)> = None;
-    for e in std::fs::read_dir(out)? {
-        let e = e?;
-        let f = e.file_name().to_string_lossy().to_string();
-        if f == prefix || f.starts_with(&format!("{prefix}.")) {
-            let len = e.metadata()?.len();
-            let better = match &best {
-                None => true,
-                Some(b) => len > b.0,
-            };
-            if better {
-                best = Some((len, e.path()));
-            }
+    for t in traces {
+        let len = std::fs::metadata(t)?.len();
+        if best.as_ref().is_none_or(|b| len > b.0) {
+            best = Some((len, t.clone()));
         }
     }
-    best.map(|b| b.1).with_context(|| format!("no trace {prefix} in {}", out.display()))
+    best.map(|b| b.1).context("the recording wrote no trace (a static or setuid program?)")
 }

@@ -36,22 +36,29 @@ pub struct Args {
     /// Parallel check-mode replays (default: the number of cores).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
-    /// Print one JSON record per (file, allocator) instead of the table.
-    #[arg(long)]
-    json: bool,
+    /// Write one JSON record per (file, allocator) to FILE (no FILE, or -:
+    /// standard output, instead of the table).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let tools = tools();
+    let json = crate::cli::dest("json", &a.json, &a.files)?;
+    let inputs = heaplab_plumb::input::prepare(&a.files)?;
+    let tools = tools()?;
     let allocs = alloc::resolve(&a.allocators, &tools)?;
     let bar = Bar::new();
     let jobs = a.jobs.map(|j| j as usize).unwrap_or_else(heaplab_compare::cores);
-    let recs = lab::lab(&tools, &a.files, &allocs, a.repeat as usize, jobs, &bar)?;
+    let recs = lab::lab(&tools, &inputs.paths, &allocs, a.repeat as usize, jobs, &bar)?;
     bar.0.finish_and_clear();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&recs)?);
-    } else {
-        print!("{}", lab::table(&recs));
+    match &json {
+        Some(d) => {
+            d.write(&(serde_json::to_string_pretty(&recs)? + "\n"))?;
+            if !d.is_stdout() {
+                print!("{}", lab::table(&recs));
+            }
+        }
+        None => print!("{}", lab::table(&recs)),
     }
     let missing: Vec<&str> =
         allocs.iter().filter(|x| x.missing.is_some()).map(|x| x.name.as_str()).collect();

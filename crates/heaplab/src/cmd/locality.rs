@@ -2,9 +2,9 @@
 //! trace recorded with references (papers 000 §4 and 003 §5). The work lives
 //! in `heaplab-refs` (measure, study, report); this is flags and output.
 
-use crate::paths;
+use crate::cli::Dest;
 use anyhow::{bail, Context, Result};
-use heaplab_compare::{alloc, Tools};
+use heaplab_plumb::{alloc, output, Layout, Tools};
 use heaplab_refs::measure::SimSpec;
 use heaplab_refs::study::{self, Options};
 use heaplab_refs::{report, vg::VgTools};
@@ -62,8 +62,9 @@ pub struct Args {
     /// Write report.html (figures and tables) into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// Write every result as JSON to FILE (`-`: stdout, the tables then go to stderr).
-    #[arg(long, value_name = "FILE")]
+    /// Write every result as JSON to FILE (no FILE, or -: standard output,
+    /// the tables then go to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// Say nothing while measuring.
     #[arg(short, long)]
@@ -74,13 +75,15 @@ pub fn run(a: Args) -> Result<i32> {
     if !a.trace.exists() {
         bail!("{}: no such file", a.trace.display());
     }
-    let tools = Tools::from_home(&paths::home());
+    let json = crate::cli::dest("json", &a.json, std::slice::from_ref(&a.trace))?;
+    let (trace, _input) = heaplab_plumb::input::prepare_one(&a.trace)?;
+    let layout = Layout::get()?;
+    let tools = Tools::new(layout)?;
     tools.check_replay()?;
-    let vg = VgTools::from_lib_dir(&paths::build_dir().join("lib"));
+    let vg = VgTools::new(layout);
     vg.check("heaplab-measure")?;
     {
-        let r =
-            heaplab_trace::refs::RefsReader::open(&a.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let r = heaplab_trace::refs::RefsReader::open(&trace)?;
         if !r.has_refs() {
             bail!(
                 "{} has no references (its META options lack refs=1): record it with `heaplab record --refs -o {} -- PROG ...`",
@@ -91,13 +94,15 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let allocators = alloc::resolve(&a.allocators, &tools)?;
     // where the results go, checked before minutes of measuring
-    if let Some(p) = a.json.as_ref().filter(|p| p.as_os_str() != "-") {
+    if let Some(Dest::File(p)) = &json {
+        output::check(p)?;
         if let Some(d) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
     }
     if let Some(dir) = &a.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        output::check(&dir.join("report.html"))?;
     }
     let caches: Vec<CacheConfig> = if a.caches.trim() == "none" {
         Vec::new()
@@ -114,7 +119,7 @@ pub fn run(a: Args) -> Result<i32> {
     };
     let n = opts.allocators.len();
     let quiet = a.quiet;
-    let result = study::run(&vg, &tools.replay, &a.trace, &opts, |i, name, r| {
+    let result = study::run(&vg, &tools.replay, &trace, &opts, |i, name, r| {
         if quiet {
             return;
         }
@@ -131,25 +136,12 @@ pub fn run(a: Args) -> Result<i32> {
     })?;
 
     let text = report::text(&result);
-    let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if let Some(p) = &a.json {
-        let doc = serde_json::to_string_pretty(&result)?;
-        if to_stdout {
-            println!("{doc}");
-        } else {
-            std::fs::write(p, doc + "\n").with_context(|| format!("writing {}", p.display()))?;
-        }
+    if let Some(d) = &json {
+        d.write(&(serde_json::to_string_pretty(&result)? + "\n"))?;
     }
-    if to_stdout {
-        std::io::stderr().write_all(text.as_bytes())?;
-    } else {
-        std::io::stdout().write_all(text.as_bytes())?;
-    }
+    crate::cli::text(crate::cli::any_stdout(&[&json])).write_all(text.as_bytes())?;
     if let Some(dir) = &a.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("report.html");
-        std::fs::write(&path, report::html(&result))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let path = crate::cli::write_report(dir, &report::html(&result))?;
         if !quiet {
             eprintln!("heaplab locality: wrote {}", path.display());
         }

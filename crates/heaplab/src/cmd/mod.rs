@@ -2,6 +2,7 @@
 
 pub mod allocators;
 pub mod compare;
+pub mod completions;
 pub mod convert;
 pub mod demo;
 pub mod lab;

@@ -8,15 +8,14 @@
 //! the program.
 
 use super::allocators::{self, Choice};
+use crate::cli::{self, Dest};
 use anyhow::{Context, Result};
+use heaplab_plumb::process::{self, Foreground};
+use heaplab_plumb::scratch::ScratchDir;
 use serde_json::Value;
 use std::ffi::OsString;
-use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Instant;
 
 /// Run a program on one of heaplab's allocators (or another malloc).
 ///
@@ -41,9 +40,10 @@ pub struct Args {
     /// calls) and the program's wall time and peak RSS on stderr.
     #[arg(long)]
     stats: bool,
-    /// With --stats: print them as one JSON object instead.
-    #[arg(long, requires = "stats")]
-    json: bool,
+    /// With --stats: write them as one JSON object to FILE instead (no FILE,
+    /// or -: standard output, after the program's own output).
+    #[arg(long, requires = "stats", value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
     /// Run the allocator's invariant checker after every N heap operations
     /// (HEAPLAB_CHECK; slow: try 1000, or 1 to catch a bug at once).
     #[arg(long, value_name = "N")]
@@ -51,36 +51,6 @@ pub struct Args {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROG ARGS")]
     command: Vec<OsString>,
-}
-
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; pid is the child we started.
-        unsafe {
-            libc::kill(pid, sig);
-        }
-    }
-}
-
-/// What a shell prints and returns when it cannot start `prog`.
-fn spawn_failure(prog: &OsString, e: &io::Error) -> (String, i32) {
-    let name = prog.to_string_lossy();
-    match e.kind() {
-        io::ErrorKind::NotFound if !name.contains('/') => ("command not found".into(), 127),
-        io::ErrorKind::NotFound => ("No such file or directory".into(), 127),
-        io::ErrorKind::PermissionDenied if Path::new(prog).is_dir() => {
-            ("Is a directory".into(), 126)
-        }
-        io::ErrorKind::PermissionDenied => ("Permission denied".into(), 126),
-        _ => (e.to_string(), 126),
-    }
-}
-
-fn stats_file() -> PathBuf {
-    std::env::temp_dir().join(format!("heaplab-run-{}.stats", std::process::id()))
 }
 
 /// The line the program itself wrote (children that exit normally write theirs too).
@@ -97,16 +67,21 @@ fn mib(v: &Value, k: &str) -> String {
         .map_or("?".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0))
 }
 
-fn report(c: &Choice, stats: Option<&Value>, wall: f64, maxrss_kib: i64, json: bool) {
-    if json {
+fn report(
+    c: &Choice,
+    stats: Option<&Value>,
+    wall: f64,
+    maxrss_kib: i64,
+    json: Option<&Dest>,
+) -> Result<()> {
+    if let Some(d) = json {
         let mut o = serde_json::json!({
             "allocator": c.name,
             "wall_seconds": wall,
             "max_rss_bytes": maxrss_kib * 1024,
         });
         o["heaplab"] = stats.cloned().unwrap_or(Value::Null);
-        eprintln!("{o}");
-        return;
+        return d.write(&format!("{o}\n"));
     }
     eprintln!(
         "heaplab run: {}: wall {:.3} s, peak RSS {:.1} MiB",
@@ -141,6 +116,7 @@ fn report(c: &Choice, stats: Option<&Value>, wall: f64, maxrss_kib: i64, json: b
             c.name
         ),
     }
+    Ok(())
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -166,68 +142,30 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(n) = a.check {
         cmd.env("HEAPLAB_CHECK", n.to_string());
     }
-    let stats_path = stats_file();
-    if a.stats {
-        let _ = std::fs::remove_file(&stats_path);
-        cmd.env("HEAPLAB_STATS", &stats_path);
+    let json = cli::dest("json", &a.json, &[])?;
+    // The allocator writes its statistics at exit into a fresh private
+    // directory (not a predictable name in $TMPDIR), removed afterwards.
+    let scratch = if a.stats { Some(ScratchDir::new("run")?) } else { None };
+    let stats_path = scratch.as_ref().map(|d| d.join("stats"));
+    if let Some(p) = &stats_path {
+        cmd.env("HEAPLAB_STATS", p);
     }
-    // SAFETY: between fork and exec the child only restores default signal
-    // dispositions, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-
-    let start = Instant::now();
-    let child = match cmd.spawn() {
-        Ok(c) => c,
+    let finished = match (Foreground { default_int_quit: true }).run(&mut cmd) {
+        Ok(f) => f,
         Err(e) => {
-            let (msg, code) = spawn_failure(prog, &e);
+            let (msg, code) = process::spawn_failure(prog, &e);
             eprintln!("heaplab run: {}: {msg}", prog.to_string_lossy());
             return Ok(code);
         }
     };
-    let pid = child.id() as i32;
-    // Like a shell waiting for a foreground job: ^C and ^\ reach the program
-    // through the terminal's process group; TERM and HUP sent to us are passed on.
-    CHILD.store(pid, Ordering::Relaxed);
-    // SAFETY: installing dispositions for signals; `forward` only calls kill.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, forward as extern "C" fn(libc::c_int) as libc::sighandler_t);
-        libc::signal(libc::SIGHUP, forward as extern "C" fn(libc::c_int) as libc::sighandler_t);
-    }
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero rusage is a valid value to be overwritten.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waiting for our own child; status and ru are valid out-pointers.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if r == pid {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e).context("waiting for the program");
-        }
-    }
-    let wall = start.elapsed().as_secs_f64();
-    drop(child); // already reaped by wait4
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        1
-    };
-    if a.stats {
-        let s = read_stats(&stats_path, pid);
-        let _ = std::fs::remove_file(&stats_path);
-        report(&choice, s.as_ref(), wall, ru.ru_maxrss, a.json);
+    let code = finished.ended.code();
+    let wall = finished.wall.as_secs_f64();
+    let maxrss = finished.rusage.ru_maxrss;
+    finished.signals.release();
+    if let Some(p) = &stats_path {
+        let s = read_stats(p, finished.pid);
+        drop(scratch);
+        report(&choice, s.as_ref(), wall, maxrss, json.as_ref())?;
     }
     Ok(code)
 }

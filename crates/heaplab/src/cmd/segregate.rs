@@ -2,10 +2,11 @@
 //! segregation of heap objects by predicted reference density and lifetime
 //! (paper 001). The work lives in `heaplab-segregate`; this is flags and output.
 
-use crate::paths;
+use crate::cli::{self, Dest};
 use anyhow::{bail, Context, Result};
-use heaplab_compare::Tools;
-use heaplab_refs::vg::VgTools;
+use heaplab_plumb::process::CommandLine;
+use heaplab_plumb::vg::VgTools;
+use heaplab_plumb::{Layout, Tools};
 use heaplab_segregate::classes::Thresholds;
 use heaplab_segregate::pipeline::{self, Options, Program};
 use heaplab_segregate::predictors::{Kind, TrainOptions};
@@ -36,14 +37,17 @@ use std::path::PathBuf;
 /// With --run-test CMD it also runs the real program on its test input with
 /// the STACK library, which predicts at run time from its own call stack:
 /// the lookup's instructions per malloc (callgrind), and the wall time
-/// against DEFAULT and glibc, with the output checked against glibc's.
+/// against DEFAULT and glibc, with the output checked against glibc's. CMD
+/// is split into words as a shell would split them, but no shell runs it:
+/// quotes, NAME=VALUE before the program and a final `< FILE` are
+/// understood; pipes, `;`, `$` and globs are refused.
 ///
 /// --combine puts the JSON files of several programs into one report.
 ///
 /// Examples:
 ///   heaplab segregate --train perl1.hltrace --threshold perl2.hltrace --test perl3.hltrace
 ///   heaplab segregate --train a.hltrace --threshold b.hltrace --test c.hltrace \
-///       --predictor stack,stack:1,path,random --report out/seg-perl --json out/seg-perl.json
+///       --predictor stack,stack:1,path,random -o out/seg-perl --report out/seg-perl --json out/seg-perl.json
 ///   heaplab segregate ... --run-test "$(heaplab workloads perl-wc --variant 3 --scale 0.05)"
 ///   heaplab segregate --combine out/seg-*.json --report out/seg-all
 #[derive(clap::Args)]
@@ -83,8 +87,9 @@ pub struct Args {
     /// Share of a key's training objects that must share its class for the key to predict it.
     #[arg(long, value_name = "F", default_value_t = 0.9)]
     purity: f64,
-    /// Where the emitted tables and libraries go (default: out/segregate/TEST-STEM).
-    #[arg(long, value_name = "DIR")]
+    /// Where the emitted tables, libraries and measurement files go
+    /// (default: out/segregate/TEST-STEM).
+    #[arg(short = 'o', long = "output", alias = "out", value_name = "DIR")]
     out: Option<PathBuf>,
     /// Caches to simulate (SIZE:LINE:ASSOC,...).
     #[arg(long, value_name = "SPEC", default_value = "32K:32:1,256K:32:1,32K:64:8,1M:64:8")]
@@ -92,8 +97,8 @@ pub struct Args {
     /// Train, emit and score predictions only; do not measure on the test trace.
     #[arg(long)]
     no_measure: bool,
-    /// The real program on its test input, as a shell command line, for the
-    /// run-time lookup cost and the wall times.
+    /// The real program on its test input, as one command line (run without
+    /// a shell), for the run-time lookup cost and the wall times.
     #[arg(long, value_name = "CMD")]
     run_test: Option<String>,
     /// The directory --run-test runs in.
@@ -114,8 +119,9 @@ pub struct Args {
     /// Write report.html (tables and figures) into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// Write every result as JSON to FILE (`-`: stdout, the tables then go to stderr).
-    #[arg(long, value_name = "FILE")]
+    /// Write every result as JSON to FILE (no FILE, or -: standard output,
+    /// the tables then go to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// Say nothing while working.
     #[arg(short, long)]
@@ -126,32 +132,24 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-fn write_out(a: &Args, entries: &[Entry], json: &serde_json::Value) -> Result<i32> {
+fn write_out(
+    a: &Args,
+    entries: &[Entry],
+    json: &serde_json::Value,
+    dest: Option<&Dest>,
+) -> Result<i32> {
     let text = report::text_report(entries);
-    let to_stdout = a.json.as_deref() != Some(std::path::Path::new("-"));
-    if to_stdout {
-        print!("{text}");
-    } else {
-        eprint!("{text}");
-    }
-    if let Some(j) = &a.json {
-        let body = serde_json::to_string_pretty(json)?;
-        if j.as_os_str() == "-" {
-            println!("{body}");
-        } else {
-            std::fs::write(j, body + "\n").with_context(|| format!("writing {}", j.display()))?;
-        }
+    cli::text(dest.is_some_and(Dest::is_stdout)).write_all(text.as_bytes())?;
+    if let Some(d) = dest {
+        d.write(&(serde_json::to_string_pretty(json)? + "\n"))?;
     }
     if let Some(dir) = &a.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let title = if entries.len() == 1 {
             format!("heaplab segregate: {}", entries[0].label)
         } else {
             "heaplab segregate".to_string()
         };
-        let path = dir.join("report.html");
-        std::fs::write(&path, report::html(entries, &title, &command_line()))
-            .with_context(|| format!("writing {}", path.display()))?;
+        let path = cli::write_report(dir, &report::html(entries, &title, &command_line()))?;
         if !a.quiet {
             eprintln!("heaplab segregate: wrote {}", path.display());
         }
@@ -161,6 +159,13 @@ fn write_out(a: &Args, entries: &[Entry], json: &serde_json::Value) -> Result<i3
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    let inputs: Vec<PathBuf> = [&a.train, &a.threshold, &a.test]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .chain(a.combine.clone())
+        .collect();
+    let dest = cli::dest("json", &a.json, &inputs)?;
     if !a.combine.is_empty() {
         let mut entries = Vec::new();
         let mut all = Vec::new();
@@ -176,15 +181,20 @@ pub fn run(a: Args) -> Result<i32> {
             all.push(v.clone());
             entries.push(Entry { label, study: v });
         }
-        return write_out(&a, &entries, &serde_json::Value::Array(all));
+        return write_out(&a, &entries, &serde_json::Value::Array(all), dest.as_ref());
     }
-    let (train, threshold, test) =
-        (a.train.clone().unwrap(), a.threshold.clone().unwrap(), a.test.clone().unwrap());
-    for p in [&train, &threshold, &test] {
+    let given = [a.train.clone(), a.threshold.clone(), a.test.clone()];
+    let Some(given) = given.into_iter().collect::<Option<Vec<PathBuf>>>() else {
+        bail!("--train, --threshold and --test are all needed (or --combine)");
+    };
+    for p in &given {
         if !p.exists() {
             bail!("{}: no such file", p.display());
         }
     }
+    let spooled = heaplab_plumb::input::prepare(&given)?;
+    let (train, threshold, test) =
+        (spooled.paths[0].clone(), spooled.paths[1].clone(), spooled.paths[2].clone());
     if !(0.5..=1.0).contains(&a.purity) {
         bail!("--purity {}: a share from 0.5 to 1", a.purity);
     }
@@ -203,18 +213,27 @@ pub fn run(a: Args) -> Result<i32> {
     let thresholds = a.thresholds.as_deref().map(Thresholds::parse).transpose()?;
     let caches = heaplab_sim::config::parse_cache_spec(&a.caches)
         .map_err(|e| anyhow::anyhow!("--caches: {e}"))?;
-    let home = paths::home();
-    let tools = Tools::from_home(&home);
-    let vg = VgTools::from_lib_dir(&paths::build_dir().join("lib"));
+    let layout = Layout::get()?;
+    let tools = Tools::new(layout)?;
+    let vg = VgTools::new(layout);
     if !a.no_measure {
         tools.check_replay()?;
         vg.check("heaplab-measure")?;
     }
-    let stem =
-        test.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "test".into());
+    // The default directory is named after the test trace, in characters a
+    // path in LD_PRELOAD can hold (no space, no colon) and a reader can see.
+    let stem: String = given[2]
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "test".into())
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-+".contains(c) { c } else { '_' })
+        .collect();
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("out/segregate").join(&stem));
-    let program = a.run_test.as_ref().map(|c| Program {
-        command: c.clone(),
+    let run_test =
+        a.run_test.as_deref().map(CommandLine::parse).transpose().context("--run-test")?;
+    let program = run_test.map(|c| Program {
+        command: c,
         cwd: a
             .cwd
             .clone()
@@ -232,8 +251,8 @@ pub fn run(a: Args) -> Result<i32> {
         train_options: TrainOptions { purity: a.purity },
         search_budget: a.budget,
         out_dir: out,
-        native: home.join("native"),
-        replay: paths::bin("heaplab-replay"),
+        layout: layout.clone(),
+        replay: tools.replay.clone(),
         vg,
         caches,
         measure: !a.no_measure,
@@ -249,5 +268,5 @@ pub fn run(a: Args) -> Result<i32> {
     let study = pipeline::run(&o, &mut log)?;
     let v = serde_json::to_value(&study)?;
     let entries = vec![Entry { label: report::label_of(&study.program), study: v.clone() }];
-    write_out(&a, &entries, &v)
+    write_out(&a, &entries, &v, dest.as_ref())
 }

@@ -13,7 +13,7 @@ use heaplab_sim::{
 use heaplab_trace::refs::RefsReader;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -76,9 +76,9 @@ pub struct Args {
     /// Simulate instruction fetches (label 2) too, in the same caches.
     #[arg(long)]
     ifetch: bool,
-    /// Write the results as JSON to FILE (`-` for stdout; the table then
-    /// goes to stderr).
-    #[arg(long, value_name = "FILE")]
+    /// Write the results as JSON to FILE (no FILE, or -: standard output;
+    /// the table then goes to stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
     /// The input format: din text, a heaplab trace with references, or
     /// auto (a file that starts with a trace's magic bytes is a trace).
@@ -126,21 +126,69 @@ fn parse_pages(s: &str) -> Result<PageSpec, String> {
     config::parse_page_spec(s).map(PageSpec).map_err(|e| e.to_string())
 }
 
+/// An input read once from a pipe (stdin, `<(...)`, a FIFO): its first
+/// bytes, already read, and the rest.
+struct Stream {
+    head: Vec<u8>,
+    rest: Box<dyn Read>,
+}
+
+fn open_stream(a: &Args, stdin: bool) -> Result<Option<Stream>> {
+    let p = a.input.to_string_lossy();
+    let ours = ["/dev/stdin", "/dev/fd/", "/proc/self/fd/"].iter().any(|x| p.starts_with(x));
+    if !stdin && !ours && !heaplab_plumb::input::is_stream(&a.input) {
+        return Ok(None);
+    }
+    let mut rest: Box<dyn Read> = if stdin {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(&a.input)
+                .with_context(|| format!("cannot open {}", a.input.display()))?,
+        )
+    };
+    let mut head = vec![0u8; 8];
+    let mut n = 0;
+    while n < head.len() {
+        match rest.read(&mut head[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    head.truncate(n);
+    Ok(Some(Stream { head, rest }))
+}
+
 pub fn run(a: Args) -> Result<i32> {
     let stdin = a.input.as_os_str() == "-";
     let name = if stdin { "<stdin>".to_string() } else { a.input.display().to_string() };
-    let format = match a.format {
-        Format::Auto if !stdin && looks_like_trace(&a.input) => Format::Hltrace,
-        Format::Auto => Format::Din,
-        f => f,
+    let json = crate::cli::dest("json", &a.json, std::slice::from_ref(&a.input))?;
+    // A pipe is read once: its first bytes say what it is; a trace is then
+    // copied to a private file (its reader seeks), din text streams on.
+    let mut stream = open_stream(&a, stdin)?;
+    let format = match (a.format, &stream) {
+        (Format::Auto, Some(s)) if s.head == heaplab_trace::format::FILE_MAGIC => Format::Hltrace,
+        (Format::Auto, None) if looks_like_trace(&a.input) => Format::Hltrace,
+        (Format::Auto, _) => Format::Din,
+        (f, _) => f,
     };
+    let mut spool = None;
     let mut din_src;
     let mut refs_src;
     let src: &mut dyn Input = if format == Format::Hltrace {
-        if stdin {
-            anyhow::bail!("a heaplab trace must be a file, not stdin (din text can come on stdin)");
-        }
-        let refs = RefsReader::open(&a.input).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let path = match stream.take() {
+            Some(mut s) => {
+                let dir = heaplab_plumb::scratch::ScratchDir::new("input")?;
+                let mut f = dir.create("trace")?;
+                f.write_all(&s.head)?;
+                std::io::copy(&mut s.rest, &mut f).with_context(|| format!("reading {name}"))?;
+                let p = dir.join("trace");
+                spool = Some(dir);
+                p
+            }
+            None => a.input.clone(),
+        };
+        let refs = RefsReader::open(&path)?;
         if !refs.has_refs() {
             anyhow::bail!(
                 "{name} holds no reference stream: record it with `heaplab record --refs`"
@@ -149,16 +197,22 @@ pub fn run(a: Args) -> Result<i32> {
         refs_src = TraceInput(RefsSource::new(refs));
         &mut refs_src
     } else {
-        let reader: Box<dyn BufRead> = if stdin {
-            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()))
-        } else {
-            let f = std::fs::File::open(&a.input).with_context(|| format!("cannot open {name}"))?;
-            Box::new(BufReader::with_capacity(1 << 20, f))
+        let reader: Box<dyn BufRead> = match stream.take() {
+            Some(s) => Box::new(BufReader::with_capacity(
+                1 << 20,
+                std::io::Cursor::new(s.head).chain(s.rest),
+            )),
+            None => {
+                let f =
+                    std::fs::File::open(&a.input).with_context(|| format!("cannot open {name}"))?;
+                Box::new(BufReader::with_capacity(1 << 20, f))
+            }
         };
         let fetches = if a.ifetch { Fetches::Simulate } else { Fetches::Skip };
         din_src = DinInput(DinSource::new(reader, name.clone()).fetches(fetches));
         &mut din_src
     };
+    let _spool = spool;
 
     let modes: &[Mode] = if a.split { &[Mode::Unified, Mode::Split] } else { &[Mode::Unified] };
     let mut sweep = (!a.caches.0.is_empty()).then(|| CacheSweep::new(&a.caches.0, modes));
@@ -183,30 +237,13 @@ pub fn run(a: Args) -> Result<i32> {
     let caches = sweep.as_ref().map(|s| s.results()).unwrap_or_default();
     let curves: Vec<PageCurve> = pages.iter().map(|p| p.curve()).collect();
 
-    let to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if let Some(path) = &a.json {
+    if let Some(d) = &json {
         let doc = json_doc(&name, src.format(), &stats, &caches, &curves, a.ifetch);
-        if to_stdout {
-            let mut out = std::io::stdout().lock();
-            serde_json::to_writer(&mut out, &doc)?;
-            writeln!(out)?;
-        } else {
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            );
-            serde_json::to_writer(&mut f, &doc)?;
-            writeln!(f)?;
-            f.flush().with_context(|| format!("writing {}", path.display()))?;
-        }
+        d.write(&(serde_json::to_string(&doc)? + "\n"))?;
     }
     let mut text = Vec::new();
     print_tables(&mut text, &name, src.format(), &stats, &caches, &curves, a.rows)?;
-    if to_stdout {
-        std::io::stderr().write_all(&text)?;
-    } else {
-        std::io::stdout().write_all(&text)?;
-    }
+    crate::cli::text(crate::cli::any_stdout(&[&json])).write_all(&text)?;
     if secs > 0.0 && stats.accesses > 0 {
         // On stderr: it changes from run to run.
         eprintln!(
@@ -500,7 +537,7 @@ struct TraceInput<R: std::io::Read>(RefsSource<R>);
 
 impl<R: std::io::Read> Input for TraceInput<R> {
     fn drive(&mut self, sims: &mut [&mut dyn Simulator]) -> Result<()> {
-        drive(&mut self.0, sims).map_err(|e| anyhow::anyhow!("{e}"))?;
+        drive(&mut self.0, sims)?;
         Ok(())
     }
     fn stats(&self) -> DinStats {

@@ -1,9 +1,10 @@
 //! `heaplab stats`: the CUSTOMALLOC measurement table (paper 002 §2.1) of one
 //! trace, or of several runs merged into one profile.
 
+use crate::cli;
 use crate::human;
 use crate::symbols::Symbolizer;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::ValueEnum;
 use heaplab_trace::profile::{Profile, ProfileBuilder, Weighting};
 use heaplab_trace::{Meta, TraceReader};
@@ -32,11 +33,12 @@ pub struct Args {
     /// Allocation unit R in bytes (8, 16 or 32 in the paper; any power of two).
     #[arg(long, default_value_t = 8, value_parser = parse_unit)]
     unit: u64,
-    /// Print the profile as JSON on stdout instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Also write the size-class table as CSV to this file.
-    #[arg(long, value_name = "FILE")]
+    /// Write the profile as JSON to FILE (no FILE, or -: standard output,
+    /// instead of the table).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
+    /// Also write the size-class table as CSV to FILE (no FILE, or -: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     csv: Option<PathBuf>,
     /// How merged runs count: each run equally, or each allocation equally.
     #[arg(long, value_enum, default_value_t = WeightArg::Runs)]
@@ -69,10 +71,7 @@ pub fn profile_trace(
     unit: u64,
     max_sites: usize,
 ) -> Result<(Profile, Meta, Option<String>)> {
-    let mut r = match TraceReader::open(path) {
-        Ok(r) => r,
-        Err(e) => anyhow::bail!("{e}"),
-    };
+    let mut r = TraceReader::open(path)?;
     let mut b = ProfileBuilder::new(unit, r.meta().time_unit_ns);
     let err = loop {
         match r.next_event() {
@@ -91,11 +90,17 @@ pub fn profile_trace(
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    let json = cli::dest("json", &a.json, &a.traces)?;
+    let csv = cli::dest("csv", &a.csv, &a.traces)?;
+    if cli::any_stdout(&[&json]) && cli::any_stdout(&[&csv]) {
+        anyhow::bail!("--json and --csv cannot both go to standard output");
+    }
+    let inputs = heaplab_plumb::input::prepare(&a.traces)?;
     let mut profiles = Vec::new();
     let mut code = 0;
     let mut headers = Vec::new();
-    for t in &a.traces {
-        let (p, m, err) = profile_trace(t, a.unit, a.sites.max(64))?;
+    for (t, path) in a.traces.iter().zip(&inputs.paths) {
+        let (p, m, err) = profile_trace(path, a.unit, a.sites.max(64))?;
         if let Some(e) = err {
             eprintln!("heaplab stats: {e}");
             eprintln!(
@@ -116,22 +121,23 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         Profile::merge(&profiles, weighting, a.sites.max(64)).map_err(anyhow::Error::msg)?
     };
-    if let Some(csv) = &a.csv {
-        write_csv(&p, csv).with_context(|| format!("writing {}", csv.display()))?;
+    if let Some(d) = &csv {
+        let mut v = Vec::new();
+        write_csv(&p, &mut v)?;
+        d.write(&String::from_utf8_lossy(&v))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if a.json {
-        serde_json::to_writer_pretty(&mut out, &p)?;
-        writeln!(out)?;
-    } else {
+    if let Some(d) = &json {
+        d.write(&(serde_json::to_string_pretty(&p)? + "\n"))?;
+    }
+    if !cli::any_stdout(&[&json, &csv]) {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
         print_table(&mut out, &p, &headers, a.classes, a.sites)?;
     }
     Ok(code)
 }
 
-fn write_csv(p: &Profile, path: &Path) -> Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+fn write_csv(p: &Profile, f: &mut impl Write) -> Result<()> {
     writeln!(f, "size,allocs,share,frees,max_live,mean_live,mean_free_list,bytes")?;
     for c in &p.size_classes {
         writeln!(

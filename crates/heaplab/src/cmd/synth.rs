@@ -1,12 +1,13 @@
 //! `heaplab synth`: an allocator synthesized for a program from the traces of
 //! its runs (paper 002, CUSTOMALLOC). The work is in `heaplab-synth`.
 
+use crate::cli;
 use crate::cmd::allocators;
-use crate::paths;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use heaplab_plumb::{registry, Layout};
 use heaplab_synth::plan::{Allocator, Dispatch, Options, Variant};
-use heaplab_synth::{register, synthesize, Request};
+use heaplab_synth::{synthesize, Request};
 use std::path::PathBuf;
 
 /// Synthesize an allocator made for a program (paper 002, CUSTOMALLOC) from
@@ -78,10 +79,13 @@ pub struct Args {
     /// Fast or general per class: the heuristic, or all one way (002 Table 5).
     #[arg(long, value_enum, default_value_t = VariantArg::Heuristic)]
     variant: VariantArg,
-    /// Print decisions.json on stdout instead of the summary.
-    #[arg(long)]
-    json: bool,
-    /// Do not register NAME for `heaplab compare --allocators NAME`.
+    /// Also write decisions.json to FILE (no FILE, or -: standard output,
+    /// instead of the summary).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    json: Option<PathBuf>,
+    /// Do not register NAME for `heaplab compare --allocators NAME` (the
+    /// registry is per user: $XDG_DATA_HOME/heaplab/synth, else
+    /// ~/.local/share/heaplab/synth, or $HEAPLAB_SYNTH_REGISTRY).
     #[arg(long)]
     no_register: bool,
 }
@@ -107,17 +111,9 @@ fn parse_unit(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Where `heaplab synth` registers names and `heaplab compare` looks them up.
-pub fn registry_dir() -> PathBuf {
-    match std::env::var_os("HEAPLAB_SYNTH_REGISTRY") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => paths::build_dir().join("synth"),
-    }
-}
-
 /// custom_PROGRAM from the first trace's command line.
 fn default_name(trace: &PathBuf) -> Result<String> {
-    let r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let r = heaplab_trace::TraceReader::open(trace)?;
     let prog =
         r.meta().argv.first().map(|a| String::from_utf8_lossy(a).to_string()).unwrap_or_default();
     let base = prog.rsplit('/').next().unwrap_or("").to_ascii_lowercase();
@@ -127,9 +123,11 @@ fn default_name(trace: &PathBuf) -> Result<String> {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    let json = cli::dest("json", &a.json, &a.traces)?;
+    let inputs = heaplab_plumb::input::prepare(&a.traces)?;
     let name = match a.name {
         Some(n) => n,
-        None => default_name(&a.traces[0])?,
+        None => default_name(&inputs.paths[0])?,
     };
     let zoo: Vec<String> = allocators::registry()?.into_iter().map(|e| e.name).collect();
     heaplab_synth::plan::check_name(&name, &zoo)?;
@@ -156,24 +154,25 @@ pub fn run(a: Args) -> Result<i32> {
         .collect::<Vec<_>>()
         .join(" ");
     let out = synthesize(&Request {
-        traces: a.traces,
+        traces: inputs.paths.clone(),
         options,
         out_dir: a.out.clone(),
-        native_dir: paths::home().join("native"),
+        layout: Layout::get()?.clone(),
         command_line,
     })?;
     let registered = if a.no_register {
         None
     } else {
-        Some(
-            register(&registry_dir(), &name, out.built.so.parent().expect("a directory")).context(
-                "registering the name (use --no-register to skip, or set HEAPLAB_SYNTH_REGISTRY)",
-            )?,
-        )
+        let dir = registry::synth_dir()?;
+        Some(registry::register(&dir, &name, out.built.so.parent().expect("a directory")).context(
+            "registering the name (use --no-register to skip, or set HEAPLAB_SYNTH_REGISTRY)",
+        )?)
     };
-    if a.json {
-        println!("{}", std::fs::read_to_string(&out.decisions)?.trim_end());
-        return Ok(0);
+    if let Some(d) = &json {
+        d.write(&(std::fs::read_to_string(&out.decisions)?.trim_end().to_string() + "\n"))?;
+        if d.is_stdout() {
+            return Ok(0);
+        }
     }
     let p = &out.plan;
     println!(

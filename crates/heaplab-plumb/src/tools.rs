@@ -1,22 +1,30 @@
-//! Where the native pieces are: the replayer, the allocators, the registry.
+//! Where the native pieces are (the replayer, the allocators, the registry),
+//! and a comparison's private scratch directory.
 
-use std::path::{Path, PathBuf};
+use crate::layout::Layout;
+use crate::scratch::ScratchDir;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Paths to what `make` built, and to the registry of heaplab's allocators.
 #[derive(Debug, Clone)]
 pub struct Tools {
-    /// `build/bin/heaplab-replay`.
+    /// `heaplab-replay`.
     pub replay: PathBuf,
-    /// `build/lib`, which holds `libheaplab-NAME.so`.
+    /// The directory that holds `libheaplab-NAME.so`.
     pub lib_dir: PathBuf,
     /// `native/alloc/registry.txt` (the list of heaplab's allocators).
     pub registry: PathBuf,
+    /// Where `heaplab synth` registers synthesized allocators by name.
+    pub synth_registry: PathBuf,
     /// Directories searched for the peer allocators' shared objects
     /// (`$HEAPLAB_PEER_DIRS`, colon-separated, replaces the default list).
     pub peer_dirs: Vec<PathBuf>,
     /// `valgrind`, found on PATH.
     pub valgrind: PathBuf,
-    /// Where scratch files (callgrind output, converted traces) go.
+    /// Where scratch files (callgrind output, converted traces) go: a fresh
+    /// private directory (mode 0700), removed when the last clone of these
+    /// tools is dropped.
     pub work_dir: PathBuf,
     /// The replayer's decoded-ops cache (`--ops-cache`), so that the many runs
     /// of one trace decode it once; None: every run decodes.
@@ -26,19 +34,23 @@ pub struct Tools {
     pub timeout: Option<std::time::Duration>,
     /// The same for a replay under callgrind (None: ten times `timeout`).
     pub callgrind_timeout: Option<std::time::Duration>,
+    scratch: Arc<ScratchDir>,
 }
 
 impl Tools {
-    /// The layout of a checkout (or `$HEAPLAB_HOME`) rooted at `home`.
-    pub fn from_home(home: &Path) -> Tools {
-        let work_dir = std::env::temp_dir().join(format!("heaplab-compare-{}", std::process::id()));
-        Tools {
+    /// The tools of a tree, with a fresh private scratch directory.
+    pub fn new(layout: &Layout) -> anyhow::Result<Tools> {
+        let scratch = Arc::new(ScratchDir::new("compare")?);
+        let work_dir = scratch.dir.clone();
+        Ok(Tools {
             ops_cache: Some(work_dir.join("ops")),
             timeout: None,
             callgrind_timeout: None,
-            replay: home.join("build/bin/heaplab-replay"),
-            lib_dir: home.join("build/lib"),
-            registry: home.join("native/alloc/registry.txt"),
+            replay: layout.bin_file("heaplab-replay"),
+            lib_dir: layout.lib.clone(),
+            registry: layout.registry(),
+            synth_registry: crate::registry::synth_dir()
+                .unwrap_or_else(|_| layout.root.join("build/synth")),
             peer_dirs: match std::env::var_os("HEAPLAB_PEER_DIRS") {
                 Some(dirs) => std::env::split_paths(&dirs).collect(),
                 None => [
@@ -54,7 +66,13 @@ impl Tools {
             },
             valgrind: PathBuf::from("valgrind"),
             work_dir,
-        }
+            scratch,
+        })
+    }
+
+    /// The tools of this process's tree (see [`Layout::get`]).
+    pub fn discover() -> anyhow::Result<Tools> {
+        Tools::new(Layout::get()?)
     }
 
     /// Fails with a message saying how to build the replayer when it is absent.
@@ -73,9 +91,24 @@ impl Tools {
         self.callgrind_timeout.or(self.timeout.map(|t| t * 10))
     }
 
-    /// Removes the work directory and everything in it (the ops cache included).
+    /// Empties the work directory (the ops cache included); the directory
+    /// itself stays, private, until the tools are dropped.
     pub fn clean(&self) {
-        let _ = std::fs::remove_dir_all(&self.work_dir);
+        if let Ok(rd) = std::fs::read_dir(&self.work_dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                let _ = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
+
+    /// Leaves the work directory in place after heaplab exits (`--keep-scratch`).
+    pub fn keep_scratch(&self) {
+        self.scratch.keep();
     }
 
     /// Whether `valgrind` runs.

@@ -9,13 +9,11 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::fs::File;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -29,9 +27,14 @@ pub struct VgTools {
 }
 
 impl VgTools {
-    /// The folder under a checkout's `build/lib`.
+    /// The folder under a tree's library directory.
     pub fn from_lib_dir(lib_dir: &Path) -> VgTools {
         VgTools { valgrind: PathBuf::from("valgrind"), lib: lib_dir.join("valgrind") }
+    }
+
+    /// The tool of a tree.
+    pub fn new(layout: &crate::layout::Layout) -> VgTools {
+        VgTools { valgrind: PathBuf::from("valgrind"), lib: layout.valgrind_lib() }
     }
 
     /// Fails with what to do when the tool (`tool` = heaplab or
@@ -59,66 +62,10 @@ impl VgTools {
 }
 
 /// A private directory for the FIFO, removed on drop.
-pub struct Scratch {
-    pub dir: PathBuf,
-}
-
-impl Scratch {
-    pub fn new(tag: &str) -> Result<Scratch> {
-        use std::sync::atomic::AtomicU64;
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "heaplab-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Scratch { dir })
-    }
-
-    /// Makes a FIFO named `name` in the directory.
-    pub fn fifo(&self, name: &str) -> Result<PathBuf> {
-        let p = self.dir.join(name);
-        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).context("FIFO path")?;
-        // SAFETY: c is a valid NUL-terminated path; mkfifo does not keep the pointer.
-        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("mkfifo {}", p.display()));
-        }
-        Ok(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+pub use crate::scratch::ScratchDir as Scratch;
 
 /// How the child ended, as a shell would report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exit(i32),
-    Signal(i32),
-}
-
-impl Ended {
-    pub fn from_status(s: ExitStatus) -> Ended {
-        match (s.code(), s.signal()) {
-            (Some(c), _) => Ended::Exit(c),
-            (None, Some(sig)) => Ended::Signal(sig),
-            _ => Ended::Exit(128),
-        }
-    }
-    /// The shell's exit code: the status, or 128 + signal.
-    pub fn code(self) -> i32 {
-        match self {
-            Ended::Exit(c) => c,
-            Ended::Signal(s) => 128 + s,
-        }
-    }
-}
+pub use crate::process::Ended;
 
 /// Runs `cmd` (valgrind with the tool, writing to `fifo`) while `consume`
 /// reads the FIFO on another thread; returns how the child ended and what
@@ -195,14 +142,4 @@ pub fn show(args: &[OsString]) -> String {
 }
 
 /// `PROG` as the shell would find it (for the trace's executable field).
-pub fn resolve_program(prog: &OsStr) -> Option<PathBuf> {
-    let p = Path::new(prog);
-    if p.as_os_str().as_bytes().contains(&b'/') {
-        return std::fs::canonicalize(p).ok();
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(p))
-        .find(|c| c.is_file())
-        .and_then(|c| std::fs::canonicalize(c).ok())
-}
+pub use crate::process::resolve_program;

@@ -12,7 +12,7 @@
 //! | `NAME` | `build/lib/libheaplab-NAME.so` |
 //! | `NAME+padN` | NAME with `HEAPLAB_PAD=N` (the pad layer, paper 000 Table 6) |
 //! | `PATH.so` or `LABEL=PATH.so` | any malloc in a shared object (yours) |
-//! | `NAME` of a synthesized allocator | `heaplab synth`'s `DIR/libNAME.so`, found through the registry `build/synth/NAME` (or `$HEAPLAB_SYNTH_REGISTRY/NAME`), a link to DIR |
+//! | `NAME` of a synthesized allocator | `heaplab synth`'s `DIR/libNAME.so`, found through the per-user registry (`~/.local/share/heaplab/synth/NAME`, or `$HEAPLAB_SYNTH_REGISTRY/NAME`), a link to DIR (crate::registry) |
 //!
 //! A synthesized allocator, by name or by path (a `.so` beside a
 //! `decisions.json`), is built on heaplab's shim and platform layer, so it
@@ -77,18 +77,10 @@ pub const PEERS: [(&str, &str, &str); 3] = [
 /// `libheaplab-NAME.so` files in the library directory.
 pub fn zoo_names(tools: &Tools) -> Vec<String> {
     if let Ok(text) = std::fs::read_to_string(&tools.registry) {
-        let names: Vec<String> = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| {
-                l.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            })
-            .filter_map(|l| l.split('|').next())
-            .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
-            .collect();
-        if !names.is_empty() {
-            return names;
+        if let Ok(entries) = crate::registry::parse_zoo(&text) {
+            if !entries.is_empty() {
+                return entries.into_iter().map(|e| e.name).collect();
+            }
         }
     }
     let mut names: Vec<String> = std::fs::read_dir(&tools.lib_dir)
@@ -153,18 +145,10 @@ fn peer(name: &str, tools: &Tools) -> Allocator {
     }
 }
 
-/// Where `heaplab synth` registers the names of synthesized allocators.
-pub fn synth_registry(tools: &Tools) -> PathBuf {
-    match std::env::var_os("HEAPLAB_SYNTH_REGISTRY") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => tools.lib_dir.join("../synth"),
-    }
-}
-
 /// The synthesized allocator registered as `name`, if any.
 fn synthesized(name: &str, tools: &Tools) -> Option<Allocator> {
-    let so = synth_registry(tools).join(name).join(format!("lib{name}.so"));
-    so.exists().then(|| Allocator {
+    let so = crate::registry::lookup(&tools.synth_registry, name)?;
+    Some(Allocator {
         name: name.to_string(),
         source: Source::Heaplab,
         preload: Some(std::fs::canonicalize(&so).unwrap_or(so)),
@@ -280,23 +264,26 @@ pub fn add_baselines(allocs: &mut Vec<Allocator>, tools: &Tools) -> Vec<String> 
 mod tests {
     use super::*;
 
-    fn tools(name: &str) -> Tools {
-        let dir =
-            std::env::temp_dir().join(format!("heaplab-alloc-test-{}-{name}", std::process::id()));
+    /// A fake tree in a scratch directory: a registry of two, firstfit built.
+    fn tools(_name: &str) -> (crate::scratch::ScratchDir, Tools) {
+        let d = crate::scratch::ScratchDir::new("alloc-test").unwrap();
+        let dir = d.dir.clone();
         std::fs::create_dir_all(dir.join("lib")).unwrap();
         std::fs::write(dir.join("registry.txt"), "# c\nfirstfit | | d | r\nbsd | | d | r\n")
             .unwrap();
         std::fs::write(dir.join("lib/libheaplab-firstfit.so"), "").unwrap();
-        let mut t = Tools::from_home(&dir);
+        let mut t = Tools::new(&crate::layout::Layout::checkout(&dir)).unwrap();
         t.registry = dir.join("registry.txt");
         t.lib_dir = dir.join("lib");
+        t.synth_registry = dir.join("synth");
         t.peer_dirs = vec![dir.join("nowhere")];
-        t
+        (d, t)
     }
 
     #[test]
     fn all_lists_zoo_then_peers_and_marks_what_cannot_run() {
-        let a = resolve(&["all".into()], &tools("all")).unwrap();
+        let (_d, t) = tools("all");
+        let a = resolve(&["all".into()], &t).unwrap();
         let names: Vec<&str> = a.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["firstfit", "bsd", "glibc", "jemalloc", "mimalloc", "tcmalloc"]);
         assert!(a[0].missing.is_none());
@@ -306,7 +293,7 @@ mod tests {
 
     #[test]
     fn names_pads_paths_and_errors() {
-        let t = tools("names");
+        let (_d, t) = tools("names");
         let a =
             resolve(&["firstfit+pad8,glibc".into(), "mine=/no/such/libx.so".into()], &t).unwrap();
         assert_eq!(a[0].name, "firstfit+pad8");
@@ -320,12 +307,12 @@ mod tests {
 
     #[test]
     fn synthesized_allocators_by_name_and_by_path() {
-        let t = tools("synth");
+        let (_d, t) = tools("synth");
         let dir = t.lib_dir.join("../out/custom_x");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("libcustom_x.so"), "").unwrap();
         std::fs::write(dir.join("decisions.json"), "{}").unwrap();
-        let reg = synth_registry(&t);
+        let reg = t.synth_registry.clone();
         std::fs::create_dir_all(&reg).unwrap();
         let _ = std::fs::remove_file(reg.join("custom_x"));
         std::os::unix::fs::symlink(dir.canonicalize().unwrap(), reg.join("custom_x")).unwrap();
@@ -340,7 +327,7 @@ mod tests {
 
     #[test]
     fn baselines_are_added_once() {
-        let t = tools("baselines");
+        let (_d, t) = tools("baselines");
         let mut a = resolve(&["bsd".into()], &t).unwrap();
         assert_eq!(add_baselines(&mut a, &t), ["glibc", "firstfit"]);
         assert!(add_baselines(&mut a, &t).is_empty());
