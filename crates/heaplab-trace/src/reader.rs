@@ -514,9 +514,20 @@ impl<R: Read> TraceReader<R> {
         let v2 = self.version >= 2;
         let r = match h.kind {
             kind::META => Err("a second META block".to_string()),
-            kind::MODULES => self.decode_modules(&raw),
-            kind::STACKS => self.decode_stacks(&raw),
-            kind::THREADS => self.decode_threads(&raw),
+            // a block is all or nothing: none of a bad block's definitions
+            // is handed out (as the C reader does)
+            kind::MODULES | kind::STACKS | kind::THREADS => {
+                let queued = self.queue.len();
+                let r = match h.kind {
+                    kind::MODULES => self.decode_modules(&raw),
+                    kind::STACKS => self.decode_stacks(&raw),
+                    _ => self.decode_threads(&raw),
+                };
+                if r.is_err() {
+                    self.queue.truncate(queued);
+                }
+                r
+            }
             kind::EVENTS if v2 => {
                 if let Some(round) = Merge::peek_round(&raw) {
                     self.merge.close_before(round);

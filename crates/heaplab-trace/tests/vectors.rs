@@ -127,5 +127,12 @@ fn bad_vectors_give_the_expected_error() {
         );
         assert_eq!(e.offset.to_string(), field("offset="), "{n}: {msg}");
         assert_eq!(e.events_read.to_string(), field("events="), "{n}: {msg}");
+        // what comes out before the error: a bad block gives none of its items
+        let prefix = dir().join(format!("{n}.txt"));
+        if prefix.exists() {
+            let (got, err) = dump(&path);
+            assert!(err.is_some(), "{n}");
+            assert_eq!(got, fs::read_to_string(prefix).unwrap(), "{n}: before the error");
+        }
     }
 }

@@ -2,7 +2,8 @@
 # The C side of the test-vector contract (testdata/vectors/README.md):
 #  - hltrace-dump decodes every good vector to exactly its .txt (a NAME-zstd
 #    vector without its own .txt to NAME.txt);
-#  - on every bad vector it fails with the .err's offset, event count and phrase;
+#  - on every bad vector it fails with the .err's offset, event count and phrase
+#    (and prints exactly NAME.txt before, when there is one);
 #  - the C writer rebuilds every uncompressed vector from its script byte for
 #    byte, and a compressed one to a trace that decodes to the same dump
 #    (NAME.script.txt: version 1, written by the Rust writer too;
@@ -35,10 +36,14 @@ for f in "${vectors[@]}"; do
         offset=$(sed -n 's/.*offset=\([0-9]*\).*/\1/p' <<<"$spec")
         events=$(sed -n 's/.*events=\([0-9]*\).*/\1/p' <<<"$spec")
         phrase=${spec#*problem=}
-        "$bin/hltrace-dump" "$f" >/dev/null 2>"$tmp/err"
+        "$bin/hltrace-dump" "$f" >"$tmp/out" 2>"$tmp/err"
         rc=$?
         msg=$(cat "$tmp/err")
-        if [ $rc -eq 0 ]; then
+        if [ -f "$dir/$name.txt" ] && ! cmp -s "$tmp/out" "$dir/$name.txt"; then
+            # what comes out before the error: a bad block gives none of its items
+            bad "$name: the dump before the error differs from $name.txt"
+            diff "$dir/$name.txt" "$tmp/out" | head -5 >&2
+        elif [ $rc -eq 0 ]; then
             bad "$name: hltrace-dump exited 0 on a bad trace"
         elif [[ "$msg" != "$f: byte $offset: "* ]]; then
             bad "$name: expected '$f: byte $offset: ...', got: $msg"
