@@ -514,8 +514,8 @@ static inline void count_unrecorded(void) {
 
 /* ---------------------------------------------------------------- the malloc API */
 
-static void *malloc_slow(size_t n);
-static void free_slow(void *p);
+static __attribute__((noinline, cold)) void *malloc_slow(size_t n);
+static __attribute__((noinline, cold)) void free_slow(void *p);
 
 HL_EXPORT void *malloc(size_t n) {
     HOOK_PROLOGUE(malloc_slow(n));
