@@ -365,23 +365,48 @@ static __attribute__((noinline)) void rec_alloc_slow(hl_thread_t *t, unsigned ki
     rec_alloc_row(t, kind, p, size, align, hl_cfg.stack_depth ? stack_id(t) : 0);
 }
 
+/* The edge field of a fast-path row in a multithreaded program: swap this
+ * step into the address's slot; an edge when the step before is another
+ * thread's and this stream does not imply it yet (hl_enc_edge, inline). */
+static inline __attribute__((always_inline)) uint8_t *fast_edge(hl_thread_t *t, uint8_t *f,
+                                                                unsigned *op, uint64_t addr) {
+    uint64_t prev = hl_edge_swap(addr, t->slot_me | (t->steps + 1));
+    uint32_t src = (uint32_t)(prev >> HL_SLOT_SHIFT) - 1;
+    if (!prev || src == t->index) return f;
+    uint64_t n = prev & HL_SLOT_STEPS;
+    hl_enc_t *e = &t->enc;
+    unsigned k = src % HL_ENC_EDGE_SLOTS;
+    uint64_t base = 0;
+    if (e->lsrc[k] == src + 1) {
+        if (e->ln[k] >= n) return f;
+        base = e->ln[k];
+    }
+    e->lsrc[k] = src + 1;
+    e->ln[k] = n;
+    *op |= HL_OP2_EDGE;
+    f = enc_u(f, src);
+    return enc_u(f, hl_zz((int64_t)(n - base)));
+}
+
 /* An allocation that has returned. The fast path has no call (so the entry
  * point keeps few registers) but for long fields: room without a stamp
- * due, one thread, no stack. */
+ * due, no stack; one thread, or several with the edge inline. */
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align) {
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    (multithreaded() | hl_cfg.stack_depth) || !p)) {
+                    hl_cfg.stack_depth || !p)) {
         rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
         return;
     }
+    unsigned op = kind;
     uint8_t *f = d + 1;
+    if (HL_UNLIKELY(multithreaded())) f = fast_edge(t, f, &op, (uintptr_t)p);
     if (kind == HL_REALLOC) *f++ = 0; /* realloc(NULL, n): old is NULL */
     f = enc_u(f, size);
     if (kind >= HL_MEMALIGN) f = enc_u(f, align);
     f = enc_new(f, t, (uintptr_t)p);
-    *d = (uint8_t)kind;
+    *d = (uint8_t)op;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
     t->steps++; /* after the row is out: END counts published rows */
@@ -407,12 +432,15 @@ static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p)
 static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    (multithreaded() | (hl_cfg.free_stacks & !!hl_cfg.stack_depth)))) {
+                    (hl_cfg.free_stacks & !!hl_cfg.stack_depth))) {
         rec_free_slow(t, (uintptr_t)p);
         return;
     }
-    uint8_t *f = enc_gone(d + 1, t, (uintptr_t)p);
-    *d = HL_FREE;
+    unsigned op = HL_FREE;
+    uint8_t *f = d + 1;
+    if (HL_UNLIKELY(multithreaded())) f = fast_edge(t, f, &op, (uintptr_t)p);
+    f = enc_gone(f, t, (uintptr_t)p);
+    *d = (uint8_t)op;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
     t->steps++;
