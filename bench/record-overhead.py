@@ -42,6 +42,7 @@ are the steadier figure.
   bench/record-overhead.py                          all workloads, 3 runs each (a few minutes)
   bench/record-overhead.py --runs 5 --workloads churn,prodcons --no-heaptrack
   bench/record-overhead.py --json out/bench/record.json
+  bench/record-overhead.py --agent ../main/build/lib/libheaplab-record.so   another build's agent
 """
 import argparse
 import json
@@ -240,8 +241,12 @@ def main():
                     help="stacks-8 with hl_unwind only (default), or also stacks-8-lu (libunwind)")
     ap.add_argument("--out", default=str(ROOT / "out/bench/record"), help="traces, programs and inputs go here")
     ap.add_argument("--json", help="also write the results as JSON")
+    ap.add_argument("--agent", default=str(AGENT),
+                    help="the agent to measure (default: this tree's build/lib/libheaplab-record.so); "
+                         "another build's, to compare")
     a = ap.parse_args()
-    for need in (AGENT, COUNTER, DUMP, HEAPLAB):
+    agent = Path(a.agent).resolve()
+    for need in (agent, COUNTER, DUMP, HEAPLAB):
         if not need.exists():
             sys.exit(f"{need} is not built: run `make` first")
     names = a.workloads.split(",")
@@ -253,7 +258,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     build_launcher(out)
     print(f"record overhead: {a.runs} runs per variant, scale {a.scale}, load average {load():.1f} at the "
-          f"start, {os.cpu_count()} CPUs", flush=True)
+          f"start, {os.cpu_count()} CPUs, agent {agent}", flush=True)
     results = []
     for name in names:
         if name in PROGS:
@@ -267,7 +272,7 @@ def main():
         traces = {}
         for v, depth, walker in rows:
             traces[v] = out / f"{name}-{v}.hltrace"
-            variants[v] = {"LD_PRELOAD": str(AGENT), "HEAPLAB_RECORD_OUT": str(traces[v]),
+            variants[v] = {"LD_PRELOAD": str(agent), "HEAPLAB_RECORD_OUT": str(traces[v]),
                            "HEAPLAB_RECORD_STACK_DEPTH": str(depth), "HEAPLAB_UNWIND": walker}
         if heaptrack:
             variants["heaptrack"] = None

@@ -8,17 +8,19 @@
  *   fast:  t_self set, not nested, recording on
  *          -> real call -> [unwind; stack id from this thread's cache]
  *          -> room in the chunk? -> op byte, [time], [edge], fields, [stack]
- *          -> publish (ops << 32 | data bytes, a release store)
- *   slow:  nested call (t_busy: from the agent itself, libunwind, a signal
- *          handler interrupting a hook) -> straight to the real function,
+ *          -> publish (the row's end into the chunk's mark, a release store)
+ *   slow:  nested call (t->active, or t_busy before the thread has a state:
+ *          from the agent itself, libunwind, a signal handler interrupting
+ *          a hook) -> straight to the real function,
  *          counted as unrecorded; before the real functions are known
  *          (dlsym may call calloc) -> the static bootstrap buffer; the first
  *          call of a thread -> start the agent, make the thread's state; a
  *          full chunk -> the next one (chunks.c; may wait for the writer).
  *
- * Cost of the fast path without stacks, single-threaded (callgrind, see
- * README.md "Cost"): TLS loads, a varint or two, ~10 stores; a time stamp
- * (rdtsc) every 64th event of the thread or after each writer pass.
+ * Cost of the fast path without stacks (callgrind, README.md "Cost"): ~70
+ * instructions a call, a TLS load, a varint or two, ~10 stores; in a
+ * multithreaded program an exchange and ~30 more; a time stamp (rdtsc) once
+ * 256 bytes of rows have passed, and after each writer pass.
  *
  * Order (docs/trace-format.md, "Order"): a free exchanges its address's slot
  * before the real free; an allocation after the real call returns; a realloc
