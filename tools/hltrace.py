@@ -70,7 +70,10 @@ def blocks(data):
     """(kind, flags, raw payload, offset) of each block, checked."""
     pos = 16
     nblock = 0
+    last_end = None  # the reason of the END block just read
     while pos < len(data):
+        if last_end is not None and last_end != 2:
+            raise TraceError("trailing data after the END block at %d" % pos)
         if len(data) - pos < 24:
             raise TraceError("truncated header at %d" % pos)
         magic, kind, codec, flags, stored, raw, number, crc = struct.unpack_from("<4sBBHIIII", data, pos)
@@ -92,6 +95,12 @@ def blocks(data):
             payload = subprocess.run(["zstd", "-d", "-c", "-q"], input=payload, capture_output=True, check=True).stdout
         if len(payload) != raw:
             raise TraceError("raw length")
+        last_end = None
+        if kind == 6:
+            try:
+                last_end = end_of(Cur(payload)).get(1)
+            except (TraceError, IndexError):
+                pass  # the caller reports a bad END
         yield kind, flags, payload, at
 
 
@@ -140,7 +149,10 @@ def read(path):
     index = 0
     nstacks = 0
     seqs = {}
+    last_end = None
     while pos < len(data):
+        if last_end is not None and last_end != 2:
+            raise TraceError("trailing data after the END block at %d" % pos)
         if len(data) - pos < 24:
             raise TraceError("truncated header at %d" % pos)
         magic, kind, codec, flags, stored, raw, number, crc = struct.unpack_from("<4sBBHIIII", data, pos)
@@ -223,7 +235,9 @@ def read(path):
                 seqs[e["thread"]] = e["thread_seq"] + 1
                 yield ("event", e)
         elif kind == 6:
-            yield ("end", end_of(c))
+            m = end_of(c)
+            last_end = m[1]
+            yield ("end", m)
         elif flags & 1:
             yield ("skipped", kind, raw)
         else:

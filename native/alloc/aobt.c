@@ -13,17 +13,8 @@
  *         +--------------------+-------+-------+-------+-------+---- ... ---+------+
  *                               \______ tree node (32 bytes) ______/          footer
  *
- *   CINUSE: this block is in use.  PINUSE: the block before it is in use, so
- *   that a free block's footer (its size, in its last word) is read only
- *   when it exists.  An in-use block has no footer: its last word is payload.
- *
- *   The heap (one emulated sbrk region)
- *
- *   base   base+8                                           brk-8          brk
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *   | pad  | block   | block   |         | block            | 0|P|CINUSE   |
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *          heap_lo (PINUSE set: nothing before it is free)   heap_hi (epilogue)
+ *   CINUSE: this block is in use.  PINUSE: the block before it is in use.
+ *   The heap around the blocks (pad word, epilogue) is btag.h's one-tag heap.
  *
  *   The free tree: a binary search tree on block addresses.  lmax and rmax
  *   are the sizes of the largest free blocks in the left and right subtrees
@@ -42,12 +33,11 @@
  *   priority field, no random state, and the same tree for the same heap
  *   in every run.
  *
- * Invariants: blocks tile [heap_lo, heap_hi) exactly; every size is a multiple
- * of 16 and at least 48; a block is a tree node iff its CINUSE bit is clear; a
- * free block's footer equals its size; every PINUSE bit equals the CINUSE bit
- * of the block before; no two free blocks are adjacent; the tree is in
- * address order in-order, in priority heap order, and every lmax/rmax is the
- * largest size in that subtree.
+ * Invariants: btag.h's (blocks tile the heap, no two free blocks touch, the
+ * tags agree) with BT_MINBLOCK = 48, aotreap.h's for the one tree, and
+ *
+ *   {blocks b : CINUSE(b) == 0} == {nodes of the tree}
+ *   max(size(b) : b free) == max(lmax(root), size(root), rmax(root))
  *
  * From the paper: free blocks in a binary search tree keyed by address; each
  * node holds the largest sizes in its left and right subtrees, so that
@@ -73,88 +63,78 @@
  */
 #include "hl_alloc.h"
 
-#define MINBLOCK 48 /* header, left, right, lmax, rmax, footer */
-
+/* The layers: btag.h's one-tag heap, the upper part of a split handed out,
+ * a block at the top grown in place, keeping the surplus; the free set is
+ * aotreap.h's treap. */
+#define BT_TAGS        1
+#define BT_MINBLOCK    48 /* header, left, right, lmax, rmax, footer */
+#define BT_REALLOC_TOP BT_GROW_KEEP
 #include "btag.h"
-
-static inline size_t max3(size_t a, size_t b, size_t c) {
-    size_t m = a > b ? a : b;
-    return m > c ? m : c;
-}
-
 #include "aotreap.h"
-typedef aot_node_t ab_node_t;
 
-static ab_node_t *root;
+static bt_heap_t heap;
+static aot_node_t *root;
 
 /* ------------------------------------------------------------------------ */
 /* The free set: one tree (btag.h calls these)                               */
 /* ------------------------------------------------------------------------ */
 
-static void fs_insert(char *b) {
-    root = t_insert(root, (ab_node_t *)b);
+static void fs_insert(bt_heap_t *h, char *b, size_t sz) {
+    root = t_insert(root, (aot_node_t *)b);
 }
-static void fs_delete(char *b) {
-    root = t_delete(root, (ab_node_t *)b);
+static void fs_delete(bt_heap_t *h, char *b) {
+    root = t_delete(root, (aot_node_t *)b);
+}
+static void fs_replace(bt_heap_t *h, char *old, char *b, size_t sz) {
+    fs_delete(h, old);
+    fs_insert(h, b, sz);
 }
 /* the node stays where it is (its address is its key): refresh the max
  * fields above it */
-static void fs_grew(char *b, size_t old) {
-    t_resized(root, (ab_node_t *)b);
+static void fs_grew(bt_heap_t *h, char *b, size_t old, size_t sz) {
+    t_resized(root, (aot_node_t *)b);
 }
-static void fs_shrank(char *b, size_t old) {
-    t_resized(root, (ab_node_t *)b);
+static void fs_shrank(bt_heap_t *h, char *b, size_t old) {
+    t_resized(root, (aot_node_t *)b);
 }
 /* Cost: one descent (three loads and compares per level) to find the block;
- * take() adds one more to refresh the max fields above it. */
-static char *fs_find(size_t need) {
+ * the split adds one more to refresh the max fields above it. */
+static char *fs_find(bt_heap_t *h, size_t need) {
     return (char *)t_first_fit(root, need);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The malloc interface                                                      */
+/* ------------------------------------------------------------------------ */
+
 static int ab_init(void) {
-    bt_init();
+    bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     return 0;
+}
+BT_ONE_HEAP(heap)
+static void *ab_memalign(size_t align, size_t n) {
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
 /* The checker                                                               */
 /* ------------------------------------------------------------------------ */
 
-static size_t check_free, check_seen;
-
-/* Check the subtree t, whose nodes must lie strictly between lo and hi and
- * have priorities no higher than `above`; returns its largest size. */
-static size_t check_tree(const ab_node_t *t, const char *lo, const char *hi, uint64_t above) {
-    if (!t) return 0;
-    const char *b = (const char *)t;
-    HL_CHECK(b >= heap_lo && b < heap_hi && ((uintptr_t)b & 15) == 8);
-    HL_CHECK(++check_seen <= check_free);                 /* no cycles, no strays */
-    HL_CHECK(b > lo && b < hi);                           /* address order */
-    HL_CHECK(prio(t) <= above);                           /* priority heap order */
-    HL_CHECK(!(t->hdr & CINUSE) && bsize(t) >= MINBLOCK); /* a free block */
-    HL_CHECK(bsize(t) <= (size_t)(heap_hi - b));
-    size_t lm = check_tree(t->left, lo, b, prio(t));
-    size_t rm = check_tree(t->right, b, hi, prio(t));
-    HL_CHECK(t->lmax == lm && t->rmax == rm); /* the max fields */
-    return max3(lm, bsize(t), rm);
-}
-
 static size_t check_largest;
-static void note_free(const char *b, size_t sz) {
+static void note_free(const bt_heap_t *h, const char *b, size_t sz) {
     check_largest = sz > check_largest ? sz : check_largest;
 }
 
 static void ab_check(void) {
-    if (!heap_hi) {
+    check_largest = 0;
+    size_t nfree = bt_check_heap(&heap, note_free), seen = 0;
+    if (!heap.hi) {
         HL_CHECK(root == NULL);
         return;
     }
-    check_largest = 0;
-    size_t nfree = bt_check_heap(note_free), largest = check_largest;
-    check_free = nfree;
-    check_seen = 0;
-    HL_CHECK(check_tree(root, heap_lo - 1, heap_hi, UINT64_MAX) == largest);
-    HL_CHECK(check_seen == nfree); /* every free block is in the tree */
+    HL_CHECK(t_check(root, heap.lo - 1, heap.hi, UINT64_MAX, BT_MINBLOCK, SIZE_MAX, &seen,
+                     nfree) == check_largest);
+    HL_CHECK(seen == nfree); /* every free block is in the tree */
 }
 
 const hl_alloc_t hl_alloc_aobt = {
@@ -163,10 +143,10 @@ const hl_alloc_t hl_alloc_aobt = {
              "each subtree: first fit in one descent, coalescing",
              "003 §2.2.1"},
     .init = ab_init,
-    .malloc = bt_malloc,
-    .free = bt_free,
-    .usable_size = bt_usable_size,
-    .realloc = bt_realloc,
-    .memalign = bt_memalign,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
+    .memalign = ab_memalign,
     .check = ab_check,
 };

@@ -1,9 +1,9 @@
 /*
  * aotreap.h: the address-ordered binary tree of free blocks with the largest
  * free size kept in every node (paper 003 §2.2.1), shared by aobt.c (one
- * tree) and sbt.c (eight, one per size range). Each includes it once and
- * defines `bsize(const void *)` (a block's size from its header word) and
- * `max3` somewhere in the file; the functions become the file's own statics.
+ * tree) and sbt.c (eight, one per size range), with its checker.  Each
+ * includes it once, after btag.h (whose bsize() reads a block's size from
+ * its header word); the functions become the file's own statics.
  *
  *   A node is the first 40 bytes of a free block (see aobt.c's drawing):
  *
@@ -12,10 +12,16 @@
  *   | hdr    | left   | right  | lmax   | rmax   |
  *   +--------+--------+--------+--------+--------+---- ...
  *
- * Invariants: in-order is address order (a node's address is its key); the
- * tree is a treap whose priorities are a fixed hash of the node's address, so
- * its shape depends only on the set of free blocks; lmax/rmax are the largest
- * block sizes in the left and right subtrees, 0 when empty.
+ * Invariants (t_check asserts them; l, r: a node's subtrees):
+ *
+ *   x in l(y)  =>  x + size(x) <= y;   x in r(y)  =>  y + size(y) <= x
+ *                                                  (in-order is address order)
+ *   prio(x) <= prio(parent(x))                     (a treap; prio is a fixed hash of
+ *                                                   the address, so the shape depends
+ *                                                   only on the set of free blocks)
+ *   lmax(y) == max(size(x) for x in l(y)), 0 if l(y) is empty; rmax likewise
+ *   smin <= size(x) <= smax                        (the range the caller gives)
+ *   nodes == the caller's count of free blocks     (with *seen)
  */
 #ifndef HL_AOTREAP_H
 #define HL_AOTREAP_H
@@ -23,9 +29,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* the including allocator's, defined further down */
-static inline size_t bsize(const void *b);
-static inline size_t max3(size_t a, size_t b, size_t c);
+#include "hl_alloc.h"
+
+static inline size_t bsize(const void *b); /* btag.h's */
+
+static inline size_t max3(size_t a, size_t b, size_t c) {
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
 
 typedef struct aot_node {
     size_t hdr; /* size | flags: the allocator's header word */
@@ -130,6 +141,33 @@ static aot_node_t *t_first_fit(aot_node_t *t, size_t need) {
         else
             t = t->right; /* rmax >= need */
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The checker                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Check the subtree t, whose nodes must be free blocks lying strictly
+ * between lo and hi, with priorities no higher than `above` and sizes in
+ * [smin, smax]; counts its nodes into *seen, which may not pass `most` (no
+ * cycles, no strays).  Returns its largest size.  The top call passes the
+ * heap's first block - 1 and its end, UINT64_MAX, *seen == 0. */
+static size_t __attribute__((unused))
+t_check(const aot_node_t *t, const char *lo, const char *hi, uint64_t above, size_t smin,
+        size_t smax, size_t *seen, size_t most) {
+    if (!t) return 0;
+    const char *b = (const char *)t;
+    HL_CHECK(((uintptr_t)b & 15) == 8);
+    HL_CHECK(++*seen <= most);                         /* no cycles, no strays */
+    HL_CHECK(b > lo && b < hi);                        /* address order */
+    HL_CHECK(prio(t) <= above);                        /* priority heap order */
+    HL_CHECK(!(t->hdr & 1));                           /* a free block (bit 0: in use) */
+    HL_CHECK(bsize(t) >= smin && bsize(t) <= smax);    /* in the caller's range */
+    HL_CHECK(bsize(t) <= (size_t)(hi - b));            /* ends before its successor */
+    size_t lm = t_check(t->left, lo, b, prio(t), smin, smax, seen, most);
+    size_t rm = t_check(t->right, b, hi, prio(t), smin, smax, seen, most);
+    HL_CHECK(t->lmax == lm && t->rmax == rm); /* the max fields */
+    return max3(lm, bsize(t), rm);
 }
 
 #endif /* HL_AOTREAP_H */

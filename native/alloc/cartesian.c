@@ -12,13 +12,9 @@
  *         +--------------+-------------+-------------+-----------------+
  *                        \__ the tree node lives in the free block ___/
  *
- *   The heap (one emulated sbrk region)
- *
- *   base  base+8                                             brk-8   brk
- *   +-----+---------+---------+-- ... --+--------------------+-------+
- *   | pad | block   | block   |         | block              | 0|USE |
- *   +-----+---------+---------+-- ... --+--------------------+-------+
- *         heap_lo                                            heap_hi (epilogue)
+ *   The heap around the blocks (pad word, epilogue) is btag.h's, in its
+ *   length-word variant: no footer and no PINUSE, so the tree finds a
+ *   block's free neighbours (fs_release below).
  *
  *   The free tree: every free block is one node, ordered two ways at once
  *   (a Cartesian tree, Vuillemin 1980):
@@ -29,10 +25,13 @@
  *            /           \                 \      b. by size as a heap:
  *   [0x0408 | 64]    [0x4008 | 96]    [0xf008 | 32]  left <= node >= right
  *
- * Invariants: blocks tile [heap_lo, heap_hi) exactly; every size is a multiple
- * of 16 and at least 32; a block is a node of the tree iff its INUSE bit is
- * clear; the tree is in address order in-order and in size heap order (so the
- * largest free block is the root); no two free blocks are adjacent.
+ * Invariants: btag.h's (blocks tile the heap, no two free blocks touch) with
+ * BT_MINBLOCK = 32, and, for the tree (ct_check):
+ *
+ *   {blocks b : INUSE(b) == 0} == {nodes of the tree}
+ *   x in left(y)  =>  x + size(x) < y;  x in right(y)  =>  y + size(y) < x   (a)
+ *   size(left(y)) <= size(y) >= size(right(y))                               (b)
+ *   size(root) == max(size(b) : b free)
  *
  * From the papers and from the SunOS implementation they describe:
  *  - free blocks in a Cartesian tree, conditions (a) and (b) of 003 §2.2.1;
@@ -71,36 +70,27 @@
 #include "hl_alloc.h"
 
 #include <stdbool.h>
-#include <string.h>
 
-#define W        8  /* the length word */
-#define MINBLOCK 32 /* length word, left, right; rounded to 16 */
-#define INUSE    ((size_t)1)
+/* The layers: btag.h's heap in its length-word variant (the tree finds the
+ * neighbours), a block at the top grown in place, keeping the surplus; the
+ * free set is the Cartesian tree, and malloc is the tree's own descent. */
+#define BT_TAGS        0
+#define BT_MINBLOCK    32 /* length word, left, right; rounded to 16 */
+#define BT_SPLIT_LOW   1
+#define BT_REALLOC_TOP BT_GROW_KEEP
+#define BT_MALLOC      ct_alloc
+#include "btag.h"
 
 typedef struct ct_node {
     size_t hdr; /* size | INUSE */
     struct ct_node *left, *right;
 } ct_node_t;
 
+static bt_heap_t heap;
 static ct_node_t *root;
-static char *heap_lo, *heap_hi; /* first block, epilogue; NULL before the first growth */
-static size_t page;
 
-static inline size_t tag_size(size_t t) {
-    return t & ~(size_t)15;
-}
-static inline size_t *hdr(void *b) {
-    return (size_t *)b;
-}
-static inline size_t bsize(const void *b) {
-    return tag_size(*(const size_t *)b);
-}
 static inline size_t weight(const ct_node_t *x) {
     return x ? bsize(x) : 0;
-}
-static inline size_t request_block(size_t n) {
-    size_t b = HL_ALIGN_UP(n + W, 16);
-    return b < MINBLOCK ? MINBLOCK : b;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -184,7 +174,7 @@ static ct_node_t **ct_find(ct_node_t *x) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Free: coalesce on the way down, then insert                              */
+/* Free: coalesce on the way down, then insert (btag.h calls these)          */
 /* ------------------------------------------------------------------------ */
 
 /* Give the `size` bytes at b back to the tree, merged with whatever free
@@ -218,45 +208,30 @@ static char *release(char *b, size_t size) {
     ct_insert((ct_node_t *)b, size);
     return b;
 }
+static char *fs_release(bt_heap_t *h, char *b, size_t sz) {
+    return release(b, sz);
+}
+
+/* b leaves the tree (realloc grows into it). */
+static void fs_delete(bt_heap_t *h, char *b) {
+    ct_delete(ct_find((ct_node_t *)b));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Heap growth                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Extend the heap by at least `want` bytes so that the break stays page
- * aligned; the new bytes (from the old epilogue on) are returned as one
- * block of *got bytes with no header written yet.  NULL if the platform says
- * no. */
-static char *extend(size_t want, size_t *got) {
-    if (!heap_hi) {
-        char *base = hl_sbrk(2 * W);
-        if (!base) return NULL;
-        heap_lo = heap_hi = base + W;
-        *hdr(heap_hi) = INUSE;
-    }
-    uintptr_t brk = (uintptr_t)heap_hi + W;
-    if (want < MINBLOCK) want = MINBLOCK;
-    size_t incr = HL_ALIGN_UP(brk + want, page) - brk;
-    if (!hl_sbrk((intptr_t)incr)) return NULL;
-    char *b = heap_hi;
-    heap_hi += incr;
-    *hdr(heap_hi) = INUSE;
-    *got = incr;
-    return b;
-}
-
 /* Grow the heap so that a free block of at least `need` bytes ends at the
- * break, by only what the topmost free block (the rightmost node) lacks;
+ * epilogue, by only what the topmost free block (the rightmost node) lacks;
  * returns that block (in the tree), or NULL. */
 static char *__attribute__((noinline)) morecore(size_t need) {
     size_t have = 0;
     ct_node_t *t = root;
     while (t && t->right)
         t = t->right;
-    if (t && (char *)t + bsize(t) == heap_hi) have = bsize(t);
-    size_t got;
-    char *b = extend(need - have, &got);
-    return b ? release(b, got) : NULL;
+    if (t && (char *)t + bsize(t) == heap.hi) have = bsize(t);
+    size_t got = bt_extend(&heap, need - have);
+    return got ? fs_release(&heap, heap.hi - got, got) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -264,14 +239,14 @@ static char *__attribute__((noinline)) morecore(size_t need) {
 /* ------------------------------------------------------------------------ */
 
 static int ct_init(void) {
-    page = hl_page_size();
+    bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     return 0;
 }
 
 /* Cost: one descent of the tree, two loads and two compares per level, then a
  * demote or a delete (another partial descent). */
 static void *ct_malloc(size_t n) {
-    size_t need = request_block(n);
+    size_t need = bt_request(n);
     if (weight(root) < need && !morecore(need)) return NULL; /* the root is the largest */
     ct_node_t **link = &root, *x = root;
     for (;;) {
@@ -286,7 +261,7 @@ static void *ct_malloc(size_t n) {
         }
     }
     size_t size = bsize(x);
-    if (size - need >= MINBLOCK) { /* the remainder keeps x's place, then sinks */
+    if (size - need >= BT_MINBLOCK) { /* the remainder keeps x's place, then sinks */
         ct_node_t *rest = (ct_node_t *)((char *)x + need);
         rest->hdr = size - need;
         rest->left = x->left;
@@ -301,97 +276,36 @@ static void *ct_malloc(size_t n) {
     return (char *)x + W;
 }
 
-static inline char *checked_block(void *p, const char *what) {
-    char *b = (char *)p - W;
-    if (HL_UNLIKELY(b < heap_lo || b >= heap_hi || ((uintptr_t)p & 15) || !(*hdr(b) & INUSE) ||
-                    bsize(b) < MINBLOCK || bsize(b) > (size_t)(heap_hi - b)))
-        hl_fatal("%s(%p): not a block in use (double free or corruption)", what, p);
-    return b;
+static void *ct_alloc(bt_heap_t *h, size_t n) { /* btag.h's BT_MALLOC */
+    return ct_malloc(n);
 }
-
 static void ct_free(void *p) {
-    char *b = checked_block(p, "free");
-    size_t size = bsize(b);
-    *hdr(b) = size; /* a stale header left inside a merged block must not read as in use */
-    release(b, size);
+    bt_free(&heap, p);
 }
-
 static size_t ct_usable_size(void *p) {
-    return bsize(checked_block(p, "malloc_usable_size")) - W;
+    return bt_usable_size(&heap, p);
 }
 
-/* Cut the in-use block b of `size` bytes down to `keep`, if the tail can
- * stand as a free block; the tail goes back through release (coalescing). */
-static void shrink(char *b, size_t size, size_t keep) {
-    HL_ASSERT(keep <= size);
-    if (size - keep < MINBLOCK) return;
-    *hdr(b) = keep | INUSE;
-    release(b + keep, size - keep);
-}
-
+/* In place if it can be (btag.h); else, when no free block fits, to the top
+ * of the heap, whole (the surplus under a page stays in it, as when a block
+ * at the top grows in place); else to a block found as malloc finds one. */
 static void *ct_realloc(void *p, size_t n) {
-    char *b = checked_block(p, "realloc");
-    size_t size = bsize(b), need = request_block(n);
-    if (need <= size) {
-        shrink(b, size, need);
-        return p;
-    }
-    char *next = b + size;
-    size_t nsize = 0;
-    if (next < heap_hi && !(*hdr(next) & INUSE)) nsize = bsize(next);
-    if (nsize && size + nsize >= need) { /* grow into the free right neighbour */
-        ct_delete(ct_find((ct_node_t *)next));
-        size += nsize;
-        *hdr(b) = size | INUSE;
-        shrink(b, size, need);
-        return p;
-    }
-    if (next + nsize == heap_hi) { /* at the top of the heap: extend it */
-        size_t got;
-        char *e = extend(need - size - nsize, &got);
-        if (e) {
-            if (nsize) ct_delete(ct_find((ct_node_t *)next));
-            size += nsize + got;
-            *hdr(b) = size | INUSE;
-            /* no shrink: the page-rounding surplus stays in the block, so that
-             * nothing can be put above it and its next growth is in place too */
-            return p;
-        }
-    }
-    if (weight(root) < need) { /* nothing fits: move to the top of the heap, whole */
+    if (bt_resize(&heap, p, n)) return p;
+    size_t need = bt_request(n);
+    if (weight(root) < need) {
         char *t = morecore(need);
         if (!t) return NULL;
         ct_delete(ct_find((ct_node_t *)t));
-        *hdr(t) = bsize(t) | INUSE; /* the surplus (under a page) stays, as above */
-        memcpy(t + W, p, size - W);
-        ct_free(p);
+        *hdr(t) = bsize(t) | INUSE;
+        memcpy(t + W, p, bt_usable((char *)p - W));
+        bt_free(&heap, p);
         return t + W;
     }
-    void *q = ct_malloc(n);
-    if (!q) return NULL;
-    memcpy(q, p, size - W);
-    ct_free(p);
-    return q;
+    return bt_move(&heap, p, n);
 }
 
-/* Over-allocate, then give back the part below the aligned payload (a free
- * block of at least MINBLOCK) and the tail. */
 static void *ct_memalign(size_t align, size_t n) {
-    size_t need = request_block(n); /* the lead taken off below leaves at least this */
-    char *p = ct_malloc(need + align + MINBLOCK);
-    if (!p) return NULL;
-    char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
-    if (q != p && (size_t)(q - p) < MINBLOCK) q += align;
-    char *b = p - W, *qb = q - W;
-    size_t size = bsize(b);
-    if (q != p) {
-        size_t lead = (size_t)(q - p);
-        *hdr(qb) = (size - lead) | INUSE;
-        release(b, lead);
-        size -= lead;
-    }
-    shrink(qb, size, need);
-    return q;
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -400,38 +314,28 @@ static void *ct_memalign(size_t align, size_t n) {
 
 /* Is x a plausible node pointer (checked before every dereference)? */
 static inline bool in_heap(const ct_node_t *x) {
-    return (const char *)x >= heap_lo && (const char *)x < heap_hi && ((uintptr_t)x & 15) == 8;
+    return (const char *)x >= heap.lo && (const char *)x < heap.hi && ((uintptr_t)x & 15) == 8;
 }
 
-/* Walk the heap in address order, then the tree in order with a Morris
- * traversal: no stack and no recursion, because the tree may be a list
- * thousands of nodes deep.  The traversal threads the right link of each
- * left subtree's last node back to its in-order successor and removes the
- * thread on the second arrival, so the tree is intact when it returns.  A
- * node arrived at by a real right link (not by a thread) is checked against
- * the node it came from; left links are never threaded. */
+static size_t free_bytes, largest;
+static void note_free(const bt_heap_t *h, const char *b, size_t sz) {
+    free_bytes += sz;
+    largest = sz > largest ? sz : largest;
+}
+
+/* Walk the heap (btag.h), then the tree in order with a Morris traversal:
+ * no stack and no recursion, because the tree may be a list thousands of
+ * nodes deep.  The traversal threads the right link of each left subtree's
+ * last node back to its in-order successor and removes the thread on the
+ * second arrival, so the tree is intact when it returns.  A node arrived at
+ * by a real right link (not by a thread) is checked against the node it
+ * came from; left links are never threaded. */
 static void ct_check(void) {
-    if (!heap_hi) {
+    free_bytes = largest = 0;
+    size_t nfree = bt_check_heap(&heap, note_free);
+    if (!heap.hi) {
         HL_CHECK(root == NULL);
         return;
-    }
-    HL_CHECK(*hdr(heap_hi) == INUSE);
-    size_t nfree = 0, free_bytes = 0, largest = 0;
-    bool prev_free = false;
-    for (char *b = heap_lo; b < heap_hi;) {
-        size_t t = *hdr(b), sz = tag_size(t);
-        HL_CHECK(((uintptr_t)b & 15) == 8);
-        HL_CHECK(sz >= MINBLOCK && (t & 14) == 0);
-        HL_CHECK(sz <= (size_t)(heap_hi - b));
-        bool is_free = !(t & INUSE);
-        HL_CHECK(!(is_free && prev_free)); /* coalescing is immediate */
-        if (is_free) {
-            nfree++;
-            free_bytes += sz;
-            largest = sz > largest ? sz : largest;
-        }
-        prev_free = is_free;
-        b += sz;
     }
     HL_CHECK(weight(root) == largest); /* the size order puts the largest at the root */
 
@@ -461,8 +365,8 @@ static void ct_check(void) {
         }
         /* visit x: its left subtree is done */
         char *xb = (char *)x;
-        HL_CHECK(!(x->hdr & INUSE) && bsize(x) >= MINBLOCK);
-        HL_CHECK(bsize(x) <= (size_t)(heap_hi - xb));
+        HL_CHECK(!(x->hdr & INUSE) && bsize(x) >= BT_MINBLOCK);
+        HL_CHECK(bsize(x) <= (size_t)(heap.hi - xb));
         HL_CHECK(last == NULL || last + bsize(last) < xb); /* (a) address order, not touching */
         HL_CHECK(weight(x->left) <= bsize(x));             /* (b), left child */
         last = xb;

@@ -61,6 +61,33 @@ struct heaplab_site; /* native/common/heaplab_site.h */
 #define HL_UNLIKELY(x)      __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------------------ */
+/* Header bits: how a layered allocator tells its blocks from gnugpp's       */
+/* ------------------------------------------------------------------------ */
+
+/* gnugpp.c (btag.h's two-tag layout) keeps every block's size, a multiple of
+ * 16, in the word just below the payload, with HL_HDR_INUSE or 0 in the low
+ * four bits (HL_HDR_LOW_BITS).  An allocator layered over gnugpp, which
+ * serves some requests itself and hands the rest to gnugpp (quickfit.c, and
+ * the runtime of every synthesized allocator, crates/heaplab-synth/c/
+ * runtime.c), writes into that same word under its own blocks a tag whose
+ * low four bits are HL_TAG_FREE, HL_TAG_USED or HL_TAG_FILL, values gnugpp
+ * never writes, so that free(p) can tell whose block p is from that one word:
+ *
+ *     payload - 8:  | size (multiple of 16)  | 0 or 1 |   gnugpp's block
+ *                   | the layered allocator's| C,D,E  |   its own (free, used, filler)
+ *                                              bits 0-3
+ *
+ * btag.h asserts that its two-tag header agrees; gnugpp's checker asserts
+ * the low bits of every header. */
+#define HL_HDR_LOW_BITS      0xFu /* the bits of a header word that are not size */
+#define HL_HDR_INUSE         0x1u /* gnugpp: the block is in use */
+#define HL_TAG_FREE          0xCu /* a layered allocator's block, free */
+#define HL_TAG_USED          0xDu /* ... in use */
+#define HL_TAG_FILL          0xEu /* ... not a block: filler up to the end of an extent */
+#define HL_TAG_IS_OWN(t)     (((unsigned)(t) & 0xCu) == 0xCu)   /* C, D, E or F: not gnugpp's */
+#define HL_TAG_IS_BLOCK(t)   (((unsigned)(t) & 0xEu) == HL_TAG_FREE) /* C or D */
+
+/* ------------------------------------------------------------------------ */
 /* The interface an algorithm implements                                     */
 /* ------------------------------------------------------------------------ */
 

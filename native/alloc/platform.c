@@ -24,6 +24,7 @@
  * path and the fatal-error path.
  */
 #define _GNU_SOURCE
+#include "hl_fmt.h"
 #include "hl_internal.h"
 
 #include <errno.h>
@@ -59,31 +60,13 @@ static uint64_t heap_bytes, heap_peak, mapped_bytes, mapped_peak, foot_peak, os_
 /* Messages                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static size_t put_str(char *buf, size_t pos, size_t cap, const char *s) {
-    if (!s) s = "(null)";
-    while (*s && pos + 1 < cap)
-        buf[pos++] = *s++;
-    return pos;
-}
-
-static size_t put_num(char *buf, size_t pos, size_t cap, unsigned long long v, int base, int neg) {
-    char tmp[32];
-    int n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[v % (unsigned)base];
-        v /= (unsigned)base;
-    } while (v);
-    if (neg && pos + 1 < cap) buf[pos++] = '-';
-    while (n && pos + 1 < cap)
-        buf[pos++] = tmp[--n];
-    return pos;
-}
-
+/* The few conversions hl_fatal needs, into buf (at most cap - 1 bytes and a
+ * NUL); returns the length written. */
 static size_t vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
-    size_t pos = 0;
-    for (const char *f = fmt; *f && pos + 1 < cap; f++) {
+    hl_str_t s = hl_str(buf, cap);
+    for (const char *f = fmt; *f && s.len + 1 < cap; f++) {
         if (*f != '%') {
-            buf[pos++] = *f;
+            hl_str_c(&s, *f);
             continue;
         }
         f++;
@@ -97,18 +80,20 @@ static size_t vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
             f++;
         }
         switch (*f) {
-        case 's':
-            pos = put_str(buf, pos, cap, va_arg(ap, const char *));
+        case 's': {
+            const char *a = va_arg(ap, const char *);
+            hl_str_puts(&s, a ? a : "(null)");
             break;
+        }
         case 'c':
-            buf[pos++] = (char)va_arg(ap, int);
+            hl_str_c(&s, (char)va_arg(ap, int));
             break;
         case 'd': {
             long long v = sz    ? (long long)va_arg(ap, ssize_t)
                           : lng ? (long long)va_arg(ap, long)
                                 : (long long)va_arg(ap, int);
-            pos = put_num(buf, pos, cap, v < 0 ? -(unsigned long long)v : (unsigned long long)v, 10,
-                          v < 0);
+            if (v < 0) hl_str_c(&s, '-');
+            hl_str_u(&s, v < 0 ? -(unsigned long long)v : (unsigned long long)v);
             break;
         }
         case 'u':
@@ -116,24 +101,23 @@ static size_t vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
             unsigned long long v = sz    ? (unsigned long long)va_arg(ap, size_t)
                                    : lng ? (unsigned long long)va_arg(ap, unsigned long)
                                          : (unsigned long long)va_arg(ap, unsigned);
-            pos = put_num(buf, pos, cap, v, *f == 'u' ? 10 : 16, 0);
+            char t[HL_FMT_MAX];
+            hl_str_putn(&s, t, *f == 'u' ? hl_fmt_u(t, v) : hl_fmt_x(t, v));
             break;
         }
         case 'p':
-            pos = put_str(buf, pos, cap, "0x");
-            pos = put_num(buf, pos, cap, (uintptr_t)va_arg(ap, void *), 16, 0);
+            hl_str_x(&s, (uintptr_t)va_arg(ap, void *));
             break;
         case '%':
-            buf[pos++] = '%';
+            hl_str_c(&s, '%');
             break;
         default:
-            pos = put_str(buf, pos, cap, "%?");
+            hl_str_puts(&s, "%?");
             if (!*f) f--;
             break;
         }
     }
-    buf[pos] = 0;
-    return pos;
+    return hl_str_held(&s);
 }
 
 size_t hl_format(char *buf, size_t cap, const char *fmt, ...) {

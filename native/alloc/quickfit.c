@@ -12,8 +12,9 @@
  *        +----------------------+-----------------------------+
  *
  *   bsize(c) = round_up(8 + 4c, 16): 16, 16, 32, 32, 32, 32, 48, 48 bytes.
- *   Any other block is gnugpp's, whose header's low four bits are 0 or 1:
- *   the tag word just below the payload names the owner (0xC/0xD: quickfit).
+ *   Any other block is gnugpp's: the tag word just below the payload names
+ *   the owner by hl_alloc.h's header-bit convention (gnugpp's headers end in
+ *   0 or 1; 0xC = HL_TAG_FREE and 0xD = HL_TAG_USED are quickfit's).
  *
  *   The fast blocks come from a bump area in quickfit's own heap, which takes
  *   HEAPLAB_QUICKFIT_CHUNK bytes at a time and is never given back:
@@ -43,9 +44,8 @@
 
 #define W        8
 #define NCLASS   8 /* 4-byte classes up to 32 bytes */
-#define TAG_FREE 0xCu
-#define TAG_USED 0xDu
-#define TAG_MASK 0xEu /* (tag & 0xE) == 0xC: a quickfit tag, used or free */
+#define TAG_FREE HL_TAG_FREE
+#define TAG_USED HL_TAG_USED
 
 extern const hl_alloc_t hl_alloc_gnugpp;
 
@@ -64,8 +64,8 @@ static char *area_lo, *bump, *end;
 static inline size_t bsize(size_t c) {
     return HL_ALIGN_UP(W + 4 * c, 16);
 }
-static inline int is_fast(uint64_t tag) {
-    return (tag & TAG_MASK) == 0xC;
+static inline int is_fast(uint64_t tag) { /* a quickfit block, used or free */
+    return HL_TAG_IS_BLOCK(tag);
 }
 
 static int qf_init(void) {
@@ -121,7 +121,7 @@ static inline uint64_t tag_of(void *p) {
 static inline qf_free_t *fast_block(void *p, const char *what) {
     qf_free_t *f = (qf_free_t *)((char *)p - W);
     uint64_t c = f->tag >> 4;
-    if (HL_UNLIKELY((char *)f < area_lo || (char *)f >= bump || (f->tag & 15) != TAG_USED ||
+    if (HL_UNLIKELY((char *)f < area_lo || (char *)f >= bump || (f->tag & HL_HDR_LOW_BITS) != TAG_USED ||
                     c == 0 || c > NCLASS))
         hl_fatal("%s(%p): not a quickfit block in use (double free or corruption)", what, p);
     return f;
@@ -170,7 +170,7 @@ static void qf_check(void) {
     for (char *b = area_lo; b < bump;) {
         uint64_t t = *(uint64_t *)b, c = t >> 4;
         HL_CHECK(is_fast(t) && c >= 1 && c <= NCLASS);
-        free_seen[c] += (t & 15) == TAG_FREE;
+        free_seen[c] += (t & HL_HDR_LOW_BITS) == TAG_FREE;
         b += bsize(c);
         HL_CHECK(b <= bump);
     }

@@ -17,10 +17,12 @@ alloc_links  = $(shell awk -F'|' -v n='$(1)' '/^[ \t]*[a-z0-9_]/ { a=$$1; gsub(/
 ALLOC_CFLAGS  := $(CFLAGS) -I$(ALLOC_DIR) -fvisibility=hidden -Werror -Wshadow -Wstrict-prototypes \
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  -ftls-model=initial-exec
-ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h $(ALLOC_DIR)/aotreap.h $(ALLOC_DIR)/btag.h $(NATIVE)/common/heaplab_site.h
+ALLOC_HEADERS := $(ALLOC_DIR)/hl_alloc.h $(ALLOC_DIR)/hl_internal.h $(ALLOC_DIR)/aotreap.h $(ALLOC_DIR)/btag.h \
+                 $(NATIVE)/common/heaplab_site.h $(NATIVE)/common/hl_fmt.h
 ALLOC_COMMON  := $(ALLOC_OBJ)/platform.o $(ALLOC_OBJ)/pad.o
 ALLOC_LIBS    := $(foreach n,$(ALLOC_NAMES),$(LIBDIR)/libheaplab-$(n).so)
-ALLOC_TESTBIN := $(BINDIR)/alloc-conform $(BINDIR)/alloc-random $(BINDIR)/alloc-threads
+ALLOC_TESTBIN := $(BINDIR)/alloc-conform $(BINDIR)/alloc-random $(BINDIR)/alloc-threads \
+                 $(BINDIR)/alloc-digest
 
 $(ALLOC_OBJ)/%.o: $(ALLOC_DIR)/%.c $(ALLOC_HEADERS) | dirs
 	@mkdir -p $(ALLOC_OBJ)
@@ -37,13 +39,16 @@ endef
 $(foreach n,$(ALLOC_NAMES),$(eval $(call ALLOC_template,$(n))))
 
 $(BINDIR)/alloc-%: $(ALLOC_DIR)/tests/%.c $(ALLOC_DIR)/tests/testlib.h $(ALLOC_DIR)/hl_alloc.h $(NATIVE)/common/heaplab_site.h | dirs
-	$(CC) $(CFLAGS) -I$(ALLOC_DIR) -O1 -fno-builtin -Werror -Wno-use-after-free -o $@ $< -ldl -lpthread
+	$(CC) $(CFLAGS) -I$(ALLOC_DIR) -O1 -fno-builtin -Werror -Wno-use-after-free $(ALLOC_TEST_LDFLAGS) -o $@ $< -ldl -lpthread
+
+# The digest test defines mmap and munmap for the preloaded allocator to call.
+$(BINDIR)/alloc-digest: ALLOC_TEST_LDFLAGS := -rdynamic
 
 .PHONY: alloc alloc-test
 alloc: $(ALLOC_LIBS) $(ALLOC_TESTBIN)
 
 ALLOCATORS  ?= $(ALLOC_NAMES)
-ALLOC_TESTS ?= info conform random threads programs
+ALLOC_TESTS ?= info conform random threads digest programs
 alloc-test: alloc
 	@ALLOC_NAMES="$(ALLOC_NAMES)" $(ALLOC_DIR)/tests/run.sh --lib $(LIBDIR) --bin $(BINDIR) \
 	    --work $(BUILD)/alloc-test --registry $(ALLOC_REGISTRY) \

@@ -14,16 +14,8 @@
  *         +--------------------+-------+-------+-------+-------+---- ... ---+------+
  *                               \______ tree node (32 bytes) ______/          footer
  *
- *   CINUSE: this block is in use.  PINUSE: the block before it is in use, so
- *   that a free block's footer is read only when it exists.
- *
- *   The heap (one emulated sbrk region)
- *
- *   base   base+8                                           brk-8          brk
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *   | pad  | block   | block   |         | block            | 0|P|CINUSE   |
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *          heap_lo (PINUSE set: nothing before it is free)   heap_hi (epilogue)
+ *   CINUSE: this block is in use.  PINUSE: the block before it is in use.
+ *   The heap around the blocks (pad word, epilogue) is btag.h's one-tag heap.
  *
  *   The eight trees, by block size (the whole block, header included):
  *
@@ -35,12 +27,11 @@
  *   empty), balanced as a treap whose priorities are a fixed hash of the
  *   node's address (see aobt.c).
  *
- * Invariants: blocks tile [heap_lo, heap_hi) exactly; every size is a multiple
- * of 16 and at least 48; a block is a node of tree[range(size)] iff its
- * CINUSE bit is clear, and of no other tree; a free block's footer equals its
- * size; every PINUSE bit equals the CINUSE bit of the block before; no two
- * free blocks are adjacent; each tree is in address order in-order, in
- * priority heap order, and every lmax/rmax is the largest size below it.
+ * Invariants: btag.h's (blocks tile the heap, no two free blocks touch, the
+ * tags agree) with BT_MINBLOCK = 48, aotreap.h's for each tree, and
+ *
+ *   {blocks b : CINUSE(b) == 0} == union of the nodes of tree[0..7]
+ *   b in tree[r]  =>  range(size(b)) == r,  range(s) = min(s / 64, 7)
  *
  * From the paper: eight trees, one per size range, ranges 64 bytes wide by
  * the block's size x ("if a chunk's size is x then 64 <= x < 128" for the
@@ -74,21 +65,20 @@
  */
 #include "hl_alloc.h"
 
-#define MINBLOCK 48 /* header, left, right, lmax, rmax, footer */
-#define NTREES   8  /* 003 §4 */
-#define RANGE    64 /* bytes of block size per tree */
-
+/* The layers: btag.h's one-tag heap, the upper part of a split handed out,
+ * a block at the top grown in place, keeping the surplus; the free set is
+ * eight of aotreap.h's treaps. */
+#define BT_TAGS        1
+#define BT_MINBLOCK    48 /* header, left, right, lmax, rmax, footer */
+#define BT_REALLOC_TOP BT_GROW_KEEP
 #include "btag.h"
-
-static inline size_t max3(size_t a, size_t b, size_t c) {
-    size_t m = a > b ? a : b;
-    return m > c ? m : c;
-}
-
 #include "aotreap.h"
-typedef aot_node_t sb_node_t;
 
-static sb_node_t *tree[NTREES]; /* tree[i]: free blocks of size in [64i, 64i+64), the last open */
+#define NTREES 8  /* 003 §4 */
+#define RANGE  64 /* bytes of block size per tree */
+
+static bt_heap_t heap;
+static aot_node_t *tree[NTREES]; /* tree[i]: free blocks of size in [64i, 64i+64), the last open */
 
 /* The tree that holds free blocks of size sz. */
 static inline unsigned range_of(size_t sz) {
@@ -100,19 +90,23 @@ static inline unsigned range_of(size_t sz) {
 /* ------------------------------------------------------------------------ */
 
 /* The segregation: which tree a free block is in follows from its size. */
-static void fs_insert(char *b) {
-    unsigned r = range_of(bsize(b));
-    tree[r] = t_insert(tree[r], (sb_node_t *)b);
+static void fs_insert(bt_heap_t *h, char *b, size_t sz) {
+    unsigned r = range_of(sz);
+    tree[r] = t_insert(tree[r], (aot_node_t *)b);
 }
-static void fs_delete(char *b) {
+static void fs_delete(bt_heap_t *h, char *b) {
     unsigned r = range_of(bsize(b));
-    tree[r] = t_delete(tree[r], (sb_node_t *)b);
+    tree[r] = t_delete(tree[r], (aot_node_t *)b);
+}
+static void fs_replace(bt_heap_t *h, char *old, char *b, size_t sz) {
+    fs_delete(h, old);
+    fs_insert(h, b, sz);
 }
 /* b, in the tree for size `old`, now has size bsize(b): refresh the max
  * fields above it, or move it to the tree of its new range. */
-static void resized(char *b, size_t old) {
-    sb_node_t *x = (sb_node_t *)b;
-    unsigned r = range_of(old), nr = range_of(bsize(x));
+static void resized(char *b, size_t old, size_t sz) {
+    aot_node_t *x = (aot_node_t *)b;
+    unsigned r = range_of(old), nr = range_of(sz);
     if (r == nr) {
         t_resized(tree[r], x);
         return;
@@ -120,77 +114,64 @@ static void resized(char *b, size_t old) {
     tree[r] = t_delete(tree[r], x); /* goes by address; x's own size is not read */
     tree[nr] = t_insert(tree[nr], x);
 }
-static void fs_grew(char *b, size_t old) {
-    resized(b, old);
+static void fs_grew(bt_heap_t *h, char *b, size_t old, size_t sz) {
+    resized(b, old, sz);
 }
-static void fs_shrank(char *b, size_t old) {
-    resized(b, old);
+static void fs_shrank(bt_heap_t *h, char *b, size_t old) {
+    resized(b, old, bsize(b));
 }
 
 /* The block to allocate `need` bytes from: first fit in the request's own
  * range, else the lowest-addressed block of the first non-empty range above
  * (every block there fits), else NULL.  Cost: a look at up to eight roots,
- * one descent of one small tree (three loads and compares per level); take()
- * adds one more to refresh the max fields. */
-static char *fs_find(size_t need) {
+ * one descent of one small tree (three loads and compares per level); the
+ * split adds one more to refresh the max fields. */
+static char *fs_find(bt_heap_t *h, size_t need) {
     unsigned r = range_of(need);
-    sb_node_t *x = t_first_fit(tree[r], need);
+    aot_node_t *x = t_first_fit(tree[r], need);
     while (!x && ++r < NTREES)
         x = t_first_fit(tree[r], need);
     return (char *)x;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The malloc interface                                                      */
+/* ------------------------------------------------------------------------ */
+
 static int sb_init(void) {
-    bt_init();
+    bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     return 0;
+}
+BT_ONE_HEAP(heap)
+static void *sb_memalign(size_t align, size_t n) {
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
 /* The checker                                                               */
 /* ------------------------------------------------------------------------ */
 
-static size_t check_free, check_seen;
-
-/* Check the subtree t of tree[r], whose nodes must lie strictly between lo
- * and hi and have priorities no higher than `above`; returns its largest
- * size. */
-static size_t check_tree(const sb_node_t *t, unsigned r, const char *lo, const char *hi,
-                         uint64_t above) {
-    if (!t) return 0;
-    const char *b = (const char *)t;
-    HL_CHECK(b >= heap_lo && b < heap_hi && ((uintptr_t)b & 15) == 8);
-    HL_CHECK(++check_seen <= check_free);                 /* no cycles, no strays */
-    HL_CHECK(b > lo && b < hi);                           /* address order */
-    HL_CHECK(prio(t) <= above);                           /* priority heap order */
-    HL_CHECK(!(t->hdr & CINUSE) && bsize(t) >= MINBLOCK); /* a free block */
-    HL_CHECK(bsize(t) <= (size_t)(heap_hi - b));
-    HL_CHECK(range_of(bsize(t)) == r); /* in the tree of its size range */
-    size_t lm = check_tree(t->left, r, lo, b, prio(t));
-    size_t rm = check_tree(t->right, r, b, hi, prio(t));
-    HL_CHECK(t->lmax == lm && t->rmax == rm); /* the max fields */
-    return max3(lm, bsize(t), rm);
-}
-
 static size_t largest[NTREES]; /* the checker's: the largest free size per range */
-static void note_free(const char *b, size_t sz) {
+static void note_free(const bt_heap_t *h, const char *b, size_t sz) {
     unsigned r = range_of(sz);
     largest[r] = sz > largest[r] ? sz : largest[r];
 }
 
 static void sb_check(void) {
-    if (!heap_hi) {
-        for (unsigned r = 0; r < NTREES; r++)
-            HL_CHECK(tree[r] == NULL);
-        return;
-    }
     for (unsigned r = 0; r < NTREES; r++)
         largest[r] = 0;
-    size_t nfree = bt_check_heap(note_free);
-    check_free = nfree;
-    check_seen = 0;
-    for (unsigned r = 0; r < NTREES; r++)
-        HL_CHECK(check_tree(tree[r], r, heap_lo - 1, heap_hi, UINT64_MAX) == largest[r]);
-    HL_CHECK(check_seen == nfree); /* every free block is in its tree */
+    size_t nfree = bt_check_heap(&heap, note_free), seen = 0;
+    for (unsigned r = 0; r < NTREES; r++) {
+        if (!heap.hi) {
+            HL_CHECK(tree[r] == NULL);
+            continue;
+        }
+        size_t lo = r * RANGE, hi = r == NTREES - 1 ? SIZE_MAX : lo + RANGE - 1;
+        lo = lo < BT_MINBLOCK ? BT_MINBLOCK : lo;
+        HL_CHECK(t_check(tree[r], heap.lo - 1, heap.hi, UINT64_MAX, lo, hi, &seen, nfree) ==
+                 largest[r]);
+    }
+    HL_CHECK(seen == nfree); /* every free block is in its tree */
 }
 
 const hl_alloc_t hl_alloc_sbt = {
@@ -199,10 +180,10 @@ const hl_alloc_t hl_alloc_sbt = {
              "64-byte size range, first fit, coalescing",
              "003 §4; 003 §2.2.1"},
     .init = sb_init,
-    .malloc = bt_malloc,
-    .free = bt_free,
-    .usable_size = bt_usable_size,
-    .realloc = bt_realloc,
-    .memalign = bt_memalign,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
+    .memalign = sb_memalign,
     .check = sb_check,
 };

@@ -13,16 +13,8 @@
  *         +--------------------+-----------+-----------+------- ... -------+------+
  *                                                                           footer
  *
- *   CINUSE: this block is in use.  PINUSE: the block before it is in use, so
- *   that a free block's footer is read only when it exists.
- *
- *   The heap (one emulated sbrk region)
- *
- *   base   base+8                                           brk-8          brk
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *   | pad  | block   | block   |         | block            | 0|P|CINUSE   |
- *   +------+---------+---------+-- ... --+------------------+--------------+
- *          heap_lo (PINUSE set: nothing before it is free)   heap_hi (epilogue)
+ *   CINUSE: this block is in use.  PINUSE: the block before it is in use.
+ *   The heap around the blocks (pad word, epilogue) is btag.h's one-tag heap.
  *
  *   The eight lists, by block size (the whole block, header included), each
  *   circular through a sentinel, most recently freed first:
@@ -32,12 +24,12 @@
  *
  *     heads[1] <-> [0x7008 | 96] <-> [0x2008 | 64] <-> [0x9008 | 112] <-> heads[1]
  *
- * Invariants: blocks tile [heap_lo, heap_hi) exactly; every size is a multiple
- * of 16 and at least 32; a block is on list range(size) iff its CINUSE bit is
- * clear, and on no other list; a free block's footer equals its size; every
- * PINUSE bit equals the CINUSE bit of the block before; no two free blocks
- * are adjacent; for every block f on a list, f->next->prev == f and
- * f->prev->next == f.
+ * Invariants: btag.h's (blocks tile the heap, no two free blocks touch, the
+ * tags agree) with BT_MINBLOCK = 32, and
+ *
+ *   {blocks b : CINUSE(b) == 0} == union of the blocks on heads[0..7]
+ *   b on heads[r]  =>  range(size(b)) == r,  range(s) = min(s / 64, 7)
+ *   f->next->prev == f && f->prev->next == f      for every f on a list
  *
  * From the paper: the structure of sbt with the trees replaced by segregated
  * doubly-linked lists, and "LIFO Best Fit" as the placement policy of each
@@ -77,17 +69,23 @@
 
 #include <stdbool.h>
 
-#define MINBLOCK 32 /* header, next, prev, footer */
-#define NLISTS   8  /* 003 §4 */
-#define RANGE    64 /* bytes of block size per list */
-
+/* The layers: btag.h's one-tag heap, the upper part of a split handed out,
+ * a block at the top grown in place, keeping the surplus; the free set is
+ * eight lists. */
+#define BT_TAGS        1
+#define BT_MINBLOCK    32 /* header, next, prev, footer */
+#define BT_REALLOC_TOP BT_GROW_KEEP
 #include "btag.h"
+
+#define NLISTS 8  /* 003 §4 */
+#define RANGE  64 /* bytes of block size per list */
 
 typedef struct sg_free {
     size_t hdr; /* size | PINUSE | CINUSE */
     struct sg_free *next, *prev;
 } sg_free_t;
 
+static bt_heap_t heap;
 static sg_free_t heads[NLISTS]; /* sentinels: heads[i].next is the most recently freed */
 
 /* The list that holds free blocks of size sz. */
@@ -99,8 +97,8 @@ static inline unsigned range_of(size_t sz) {
 /* The lists                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static inline void list_push(sg_free_t *x) { /* at the front: LIFO */
-    sg_free_t *h = &heads[range_of(bsize(x))];
+static inline void list_push(sg_free_t *x, size_t sz) { /* at the front: LIFO */
+    sg_free_t *h = &heads[range_of(sz)];
     x->next = h->next;
     x->prev = h;
     h->next->prev = x;
@@ -129,49 +127,58 @@ static sg_free_t *best_fit(unsigned r, size_t need) {
     return best;
 }
 
-/* The block to allocate `need` bytes from: best fit on the request's own
- * list, else on the first non-empty list above (every block there fits). */
-static sg_free_t *find(size_t need) {
-    unsigned r = range_of(need);
-    sg_free_t *x = best_fit(r, need);
-    while (!x && ++r < NLISTS)
-        x = best_fit(r, need);
-    return x;
-}
-
 /* ------------------------------------------------------------------------ */
 /* The free set (btag.h calls these)                                         */
 /* ------------------------------------------------------------------------ */
 
 /* A freed or coalesced block goes to the front of its list. */
-static void fs_insert(char *b) {
-    list_push((sg_free_t *)b);
+static void fs_insert(bt_heap_t *h, char *b, size_t sz) {
+    list_push((sg_free_t *)b, sz);
 }
-static void fs_delete(char *b) {
+static void fs_delete(bt_heap_t *h, char *b) {
     list_remove((sg_free_t *)b);
 }
-static void fs_grew(char *b, size_t old) {
+static void fs_replace(bt_heap_t *h, char *old, char *b, size_t sz) {
+    list_remove((sg_free_t *)old);
+    list_push((sg_free_t *)b, sz);
+}
+static void fs_grew(bt_heap_t *h, char *b, size_t old, size_t sz) {
     list_remove((sg_free_t *)b);
-    list_push((sg_free_t *)b);
+    list_push((sg_free_t *)b, sz);
 }
 /* A split keeps the remainder's place in its list unless its range changes. */
-static void fs_shrank(char *b, size_t old) {
-    if (range_of(bsize(b)) != range_of(old)) {
+static void fs_shrank(bt_heap_t *h, char *b, size_t old) {
+    size_t sz = bsize(b);
+    if (range_of(sz) != range_of(old)) {
         list_remove((sg_free_t *)b);
-        list_push((sg_free_t *)b);
+        list_push((sg_free_t *)b, sz);
     }
 }
-/* Cost: a look at up to eight list heads and a walk of one list, two loads
- * and a compare per block (the whole list unless an exact fit turns up). */
-static char *fs_find(size_t need) {
-    return (char *)find(need);
+/* Best fit on the request's own list, else on the first non-empty list
+ * above (every block there fits).  Cost: a look at up to eight list heads
+ * and a walk of one list, two loads and a compare per block (the whole list
+ * unless an exact fit turns up). */
+static char *fs_find(bt_heap_t *h, size_t need) {
+    unsigned r = range_of(need);
+    sg_free_t *x = best_fit(r, need);
+    while (!x && ++r < NLISTS)
+        x = best_fit(r, need);
+    return (char *)x;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The malloc interface                                                      */
+/* ------------------------------------------------------------------------ */
+
 static int sg_init(void) {
-    bt_init();
+    bt_init(&heap, NULL, BT_MINBLOCK, BT_MINBLOCK, hl_page_size());
     for (unsigned r = 0; r < NLISTS; r++)
         heads[r].next = heads[r].prev = &heads[r];
     return 0;
+}
+BT_ONE_HEAP(heap)
+static void *sg_memalign(size_t align, size_t n) {
+    return bt_memalign(&heap, align, n, bt_request(n));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -179,11 +186,11 @@ static int sg_init(void) {
 /* ------------------------------------------------------------------------ */
 
 static inline bool in_heap(const void *x) {
-    return (const char *)x >= heap_lo && (const char *)x < heap_hi && ((uintptr_t)x & 15) == 8;
+    return (const char *)x >= heap.lo && (const char *)x < heap.hi && ((uintptr_t)x & 15) == 8;
 }
 
 static void sg_check(void) {
-    size_t nfree = bt_check_heap(NULL);
+    size_t nfree = bt_check_heap(&heap, NULL);
     size_t listed = 0;
     for (unsigned r = 0; r < NLISTS; r++) {
         sg_free_t *h = &heads[r];
@@ -205,10 +212,10 @@ const hl_alloc_t hl_alloc_sgf = {
              "best fit within a list, coalescing",
              "003 §4"},
     .init = sg_init,
-    .malloc = bt_malloc,
-    .free = bt_free,
-    .usable_size = bt_usable_size,
-    .realloc = bt_realloc,
-    .memalign = bt_memalign,
+    .malloc = bt_one_malloc,
+    .free = bt_one_free,
+    .usable_size = bt_one_usable_size,
+    .realloc = bt_one_realloc,
+    .memalign = sg_memalign,
     .check = sg_check,
 };

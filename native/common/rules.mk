@@ -7,6 +7,7 @@
 #   build/bin/hltrace-dump       prints a trace as text (the test vectors' dump form)
 #   build/bin/hltrace-script     test tool: builds a trace from a vector script with the C writer
 #   build/bin/hltrace-selftest   test tool: round trips, every truncation, every bit flip
+#   build/bin/hl-fmt-test        test tool: hl_fmt.h (numbers to text, no malloc) against snprintf
 #   build/obj/common/hl_unwind.o the cached stack walker (hl_unwind.h), libunwind for odd
 #                                frames: linked into the agent and the segregated allocators
 #   build/bin/unwind-oracle*     test tools: hl_unwind against libunwind (C, C++, no fallback)
@@ -34,10 +35,17 @@ $(BINDIR)/hltrace-script: $(COMMON_DIR)/tests/hltrace_script.c $(HLTRACE_OBJ) | 
 $(BINDIR)/hltrace-selftest: $(COMMON_DIR)/tests/hltrace_selftest.c $(HLTRACE_OBJ) | dirs
 	$(CC) $(CFLAGS) $^ -o $@ $(HLTRACE_LIBS)
 
-ALL_TARGETS += $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest
+# hl_fmt.h (header only): the number formatter every room uses, against snprintf.
+$(BINDIR)/hl-fmt-test: $(COMMON_DIR)/tests/hl_fmt_test.c $(COMMON_DIR)/hl_fmt.h | dirs
+	$(CC) $(CFLAGS) -Werror -Wshadow -o $@ $<
+
+ALL_TARGETS += $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest \
+               $(BINDIR)/hl-fmt-test
 
 .PHONY: test-common
-test-common: $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest
+test-common: $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest \
+             $(BINDIR)/hl-fmt-test
+	$(BINDIR)/hl-fmt-test
 	$(BINDIR)/hltrace-selftest
 	$(COMMON_DIR)/tests/vectors.sh $(BINDIR) $(NATIVE)/../testdata/vectors
 

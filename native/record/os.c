@@ -12,6 +12,7 @@
  * symbolic link) and created 0600 (traces hold command lines and paths).
  */
 #include "agent.h"
+#include "hl_fmt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -114,13 +115,7 @@ size_t hl_os_readlink(const char *path, char *buf, size_t size) {
 }
 
 size_t hl_fmt_u64(char *out, uint64_t v) {
-    char tmp[24];
-    size_t n = 0;
-    do
-        tmp[n++] = (char)('0' + v % 10);
-    while (v /= 10);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
+    size_t n = hl_fmt_u(out, v);
     out[n] = 0;
     return n;
 }

@@ -14,7 +14,8 @@ RECORD_CFLAGS := $(CFLAGS) -fvisibility=hidden -ftls-model=initial-exec -Werror 
                  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
                  $(shell pkg-config --cflags libunwind 2>/dev/null)
 
-$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(HLTRACE_HDRS) $(COMMON_DIR)/hl_unwind.h | dirs
+$(RECORD_OBJ)/%.o: $(RECORD_DIR)/%.c $(RECORD_DIR)/agent.h $(HLTRACE_HDRS) $(COMMON_DIR)/hl_unwind.h \
+                  $(COMMON_DIR)/hl_fmt.h | dirs
 	@mkdir -p $(RECORD_OBJ)
 	$(CC) $(RECORD_CFLAGS) -c $< -o $@
 
@@ -22,7 +23,7 @@ $(LIBDIR)/libheaplab-record.so: $(RECORD_OBJS) $(HLTRACE_OBJ) $(HL_UNWIND_OBJ) $
 	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -Wl,--version-script=$(RECORD_DIR)/exports.map \
 	    -o $@ $(filter %.o,$^) -lunwind -lzstd -ldl -lpthread
 
-$(LIBDIR)/libheaplab-count.so: $(RECORD_DIR)/tests/count_preload.c | dirs
+$(LIBDIR)/libheaplab-count.so: $(RECORD_DIR)/tests/count_preload.c $(COMMON_DIR)/hl_fmt.h | dirs
 	$(CC) $(CFLAGS) -fno-builtin -shared -o $@ $< -ldl -lpthread
 
 RECORD_TESTS_C  := $(basename $(notdir $(wildcard $(RECORD_DIR)/tests/t_*.c)))

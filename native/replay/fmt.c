@@ -6,6 +6,7 @@
  * grows (used for messages on the crash and out-of-memory paths).
  */
 #include "rp.h"
+#include "hl_fmt.h"
 
 #include <string.h>
 
@@ -41,25 +42,14 @@ void rp_putc(rp_buf_t *b, char c) {
 }
 
 void rp_putu(rp_buf_t *b, uint64_t v) {
-    char t[24];
-    int i = sizeof t;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    rp_putn(b, t + i, sizeof t - (size_t)i);
+    char t[HL_FMT_MAX];
+    rp_putn(b, t, hl_fmt_u(t, v));
 }
 
 void rp_putx(rp_buf_t *b, uint64_t v) {
-    char t[20];
-    int i = sizeof t;
-    do {
-        t[--i] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    t[--i] = 'x';
-    t[--i] = '0';
-    rp_putn(b, t + i, sizeof t - (size_t)i);
+    char t[HL_FMT_MAX];
+    rp_putn(b, "0x", 2);
+    rp_putn(b, t, hl_fmt_x(t, v));
 }
 
 void rp_putfix(rp_buf_t *b, uint64_t num, uint64_t den, int decimals) {
@@ -73,14 +63,9 @@ void rp_putfix(rp_buf_t *b, uint64_t num, uint64_t den, int decimals) {
     unsigned __int128 q = ((unsigned __int128)num * scale * 2 + den) / ((unsigned __int128)den * 2);
     rp_putu(b, (uint64_t)(q / scale));
     if (decimals) {
+        char t[HL_FMT_MAX];
         rp_putc(b, '.');
-        uint64_t frac = (uint64_t)(q % scale);
-        char t[24];
-        for (int i = decimals - 1; i >= 0; i--) {
-            t[i] = (char)('0' + frac % 10);
-            frac /= 10;
-        }
-        rp_putn(b, t, (size_t)decimals);
+        rp_putn(b, t, hl_fmt_pad(t, (uint64_t)(q % scale), 10, (size_t)decimals));
     }
 }
 
@@ -96,9 +81,8 @@ void rp_put_jstrn(rp_buf_t *b, const char *s, size_t n) {
         } else if (c == '\t') {
             rp_puts(b, "\\t");
         } else if (c < 0x20 || c == 0x7f) {
-            char t[6] = {
-                '\\', 'u', '0', '0', "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]};
-            rp_putn(b, t, 6);
+            char t[6] = {'\\', 'u', '0', '0'};
+            rp_putn(b, t, 4 + hl_fmt_pad(t + 4, c, 16, 2));
         } else if (c < 0x80) {
             rp_putc(b, (char)c);
         } else { /* valid UTF-8 passes through; a stray byte becomes U+FFFD */

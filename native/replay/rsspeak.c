@@ -10,6 +10,8 @@
  * and writes it (in bytes, one line) to the file named by $HEAPLAB_RSS_OUT.
  * It defines no malloc and calls none: open, read, write only.
  */
+#include "hl_fmt.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,18 +39,13 @@ __attribute__((destructor)) static void report_peak(void) {
     unsigned long long kb = 0;
     while (*s >= '0' && *s <= '9')
         kb = kb * 10 + (unsigned long long)(*s++ - '0');
-    char line[32];
-    int i = sizeof line;
-    line[--i] = '\n';
-    unsigned long long b = kb * 1024;
-    do {
-        line[--i] = (char)('0' + b % 10);
-        b /= 10;
-    } while (b);
+    char line[HL_FMT_MAX + 1];
+    size_t len = hl_fmt_u(line, kb * 1024);
+    line[len++] = '\n';
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    if (write(fd, line + i, sizeof line - (size_t)i) < 0) {
+    if (write(fd, line, len) < 0) {
     }
     close(fd);
 }

@@ -21,7 +21,8 @@ REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o
 endif
 REPLAY_CFLAGS := $(CFLAGS) -Werror -Wshadow -fno-builtin-malloc -fno-builtin-calloc \
                  -fno-builtin-realloc -fno-builtin-free -fno-plt
-REPLAY_HDRS := $(REPLAY_DIR)/rp.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/heaplab_site.h $(NATIVE)/alloc/hl_alloc.h
+REPLAY_HDRS := $(REPLAY_DIR)/rp.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/heaplab_site.h $(NATIVE)/alloc/hl_alloc.h \
+               $(COMMON_DIR)/hl_fmt.h
 
 $(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.c $(REPLAY_HDRS) | dirs
 	@mkdir -p $(REPLAY_OBJ)
@@ -38,7 +39,7 @@ $(BINDIR)/heaplab-replay: $(REPLAY_OBJS) $(HLTRACE_OBJ)
 
 REPLAY_TESTLIBS := $(addprefix $(LIBDIR)/libheaplab-test-,bump.so overlap.so corrupt.so log.so)
 
-$(LIBDIR)/libheaplab-test-%.so: $(REPLAY_DIR)/tests/%.c $(REPLAY_DIR)/tests/bumpcore.h $(COMMON_DIR)/heaplab_site.h | dirs
+$(LIBDIR)/libheaplab-test-%.so: $(REPLAY_DIR)/tests/%.c $(REPLAY_DIR)/tests/bumpcore.h $(COMMON_DIR)/heaplab_site.h $(COMMON_DIR)/hl_fmt.h | dirs
 	$(CC) $(CFLAGS) -fno-builtin -shared -Wl,-z,now -o $@ $<
 
 # The site-hint path through heaplab's own shim (native/alloc/rules.mk makes
@@ -54,7 +55,7 @@ REPLAY_TESTLIBS += $(LIBDIR)/libheaplab-test-zoosite.so
 
 # Preloaded by `heaplab compare --live` beside the allocator: the program's
 # own peak RSS (VmHWM) at exit (rsspeak.c says why not wait4's).
-$(LIBDIR)/libheaplab-rsspeak.so: $(REPLAY_DIR)/rsspeak.c | dirs
+$(LIBDIR)/libheaplab-rsspeak.so: $(REPLAY_DIR)/rsspeak.c $(COMMON_DIR)/hl_fmt.h | dirs
 	$(CC) $(CFLAGS) -Werror -shared -Wl,-z,now -o $@ $<
 
 ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(LIBDIR)/libheaplab-rsspeak.so

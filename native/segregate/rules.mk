@@ -19,6 +19,7 @@
 SEG_DIR := $(NATIVE)/segregate
 SEG_OBJ := $(OBJDIR)/segregate
 SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(NATIVE)/common/heaplab_site.h \
+               $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
                $(NATIVE)/common/hl_unwind.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
 SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \

@@ -91,7 +91,8 @@ unsigned hl_seg_lookup(const uint64_t *keys, unsigned n, uint64_t size, uint64_t
  * predicts at run time from the caller's stack unless a site hint came first. */
 void hl_seg_front(size_t size);
 
-/* Formats the report line (JSON) into buf; returns its length. */
+/* Formats the report line (JSON) into buf (at most cap - 1 bytes and a NUL);
+ * returns its whole length, >= cap when it did not fit. */
 size_t hl_seg_report(char *buf, size_t cap);
 
 /* ---- seg_os.c: the only file of this room that talks to the OS ---- */

@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "seg.h"
 #include "heaplab_site.h"
+#include "hl_fmt.h"
 #include "hl_unwind.h"
 
 #include <fcntl.h>
@@ -227,20 +228,11 @@ static void __attribute__((destructor)) seg_report_at_exit(void) {
     const char *path = getenv("HEAPLAB_SEG_REPORT");
     if (!path || !*path) return;
     static char line[8192];
-    char pid[32];
-    int p = getpid(), i = 31;
-    pid[i] = 0;
-    do {
-        pid[--i] = (char)('0' + p % 10);
-        p /= 10;
-    } while (p);
-    size_t n = 0;
-    const char *pre = "{\"pid\":";
-    memcpy(line, pre, strlen(pre));
-    n = strlen(pre);
-    memcpy(line + n, pid + i, strlen(pid + i));
-    n += strlen(pid + i);
-    line[n++] = ',';
+    hl_str_t o = hl_str(line, sizeof line);
+    hl_str_puts(&o, "{\"pid\":");
+    hl_str_u(&o, (uint64_t)getpid());
+    hl_str_c(&o, ',');
+    size_t n = o.len;
     size_t r = hl_seg_report(line + n, sizeof line - n);
     if (n + r >= sizeof line || r < 2) return;
     /* the report is one object: drop its opening brace, keep the rest */

@@ -8,8 +8,8 @@
  *   segment i (class i: 0 other, 1 SL, 2 HR, 3 not-HR), each its own
  *   emulated sbrk heap (hl_heap_new), so each stays contiguous:
  *
- *   heap base          first chunk (≡ i × 64 KB mod 2 MB)                    brk
- *   |<-- skipped -->|[chunk][chunk][free][chunk] ... [top chunk ...........]|
+ *   heap base          first (≡ i × 64 KB mod 2 MB)                          brk
+ *   |<-- skipped -->|[pad][block][block][free][block] ... [top .....][epilogue]|
  *                    grown 2 MB at a time (SEG_STEP), never given back
  *
  *   §4.2: "each segment started with two megabytes of space, and if that
@@ -18,31 +18,37 @@
  *   heap", so that the first lines of the segments do not meet in caches
  *   larger than 64 KB.  The platform places each heap anywhere, so the first
  *   growth skips up to 2 MB of address space (never touched, never
- *   resident) to put segment i's first chunk at i × 64 KB modulo 2 MB.
+ *   resident) to put segment i's first byte at i × 64 KB modulo 2 MB.
  *   DEFAULT is this allocator with one segment (the table says how many).
  *
- * Chunks (each segment is managed alike: vmalloc's best fit, as dlmalloc does it)
+ * Blocks (each segment is managed alike: vmalloc's best fit, as dlmalloc does it)
  * ------
  *
- *     chunk ─▶ +----------------------+
- *              | prev_foot            |  size of the previous chunk, valid only when it is free
- *              | head: size|PINUSE|CINUSE
- *     mem   ─▶ +----------------------+  16-aligned
- *              | payload ...          |  free: fd, bk (the bin's list)
- *              |                      |
- *     next  ─▶ | (next's prev_foot)   |  the last 8 payload bytes of an in-use chunk
+ *   Each segment is one instance of btag.h's heap (one tag: a header word,
+ *   a footer in free blocks, PINUSE), whose base is the segment's first byte
+ *   and whose epilogue is its last word:
  *
- *   sizes are multiples of 16, at least 32; an in-use chunk costs 8 bytes.
+ *     b ─▶ +----------------------+
+ *          | size|PINUSE|CINUSE   |  (the word before b: the footer of a free block before)
+ *   mem ─▶ +----------------------+  16-aligned
+ *          | payload ...          |  free: fd, bk (the bin's list) ... footer
+ *
+ *   sizes are multiples of 16, at least 32; an in-use block costs 8 bytes.
  *   Bins: 62 exact bins for 32..1008 bytes, then four bins per power of two;
- *   a bitmap marks the bins that hold chunks.  A request takes the exact bin's
- *   first chunk, or the best fit of the first bin that has one, or the top.
+ *   a bitmap marks the bins that hold blocks.  The free block that ends at the
+ *   epilogue is the top (the wilderness, BT_TOP) and is in no bin; it may be
+ *   as small as 16 bytes.  A request takes the exact bin's first block, or the
+ *   best fit of the first bin that has one, or the lower part of the top; a
+ *   split hands out the lower part.  The top grows 2 MB at a time (SEG_STEP,
+ *   btag.h's granule), by what it lacks.
  *
- * Invariants (checked by seg_check): chunks tile [first, top) exactly; no two
- * free chunks touch (frees coalesce at once) and none touches the top; a
- * chunk's PINUSE equals whether the one before it is in use; every free chunk
- * is in the bin of its size and every bin's bit is set iff it holds a chunk;
- * the top chunk is followed by the segment's break, and at least 16 bytes
- * long (room for its header).
+ * Invariants (seg_check): btag.h's (blocks tile the segment, no two free
+ * blocks touch, the tags agree), and
+ *
+ *   top == NULL || (top + size(top) == epilogue && top is free)
+ *   {free blocks} == union of bins + {top}
+ *   b in bins[i]  =>  bin_of(size(b)) == i;   bit i of bitmap == (bins[i] != NULL)
+ *   sum(size(b) for b in use) == bytes_live
  *
  * Prediction
  * ----------
@@ -58,50 +64,61 @@
  */
 #include "hl_alloc.h"
 #include "heaplab_site.h"
+#include "hl_fmt.h"
 #include "seg.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* Chunks                                                                    */
+/* Segments: btag.h's heap, one instance each                                */
 /* ------------------------------------------------------------------------ */
 
-typedef struct chunk {
-    size_t prev_foot;
-    size_t head;
-    struct chunk *fd, *bk; /* free chunks only */
-} chunk_t;
+/* The layers, per segment: btag.h's one-tag heap with a wilderness (the top
+ * block), the lower part of a split handed out, realloc never growing the
+ * heap; the free set is the bins and the top; the heap starts where
+ * seg_place puts it. */
+#define BT_TAGS      1
+#define BT_MINBLOCK  32
+#define BT_SPLIT_LOW 1
+#define BT_TOP       1
+#define BT_PLACE     seg_place
+#include "btag.h"
 
-#define PINUSE     ((size_t)1)
-#define CINUSE     ((size_t)2)
-#define FLAGS      ((size_t)7)
-#define MIN_CHUNK  ((size_t)32)
-#define TOP_MIN    ((size_t)16)
 #define SEG_STEP   ((size_t)2 << 20)  /* growth: 2 MB (§4.2) */
 #define SEG_OFFSET ((size_t)64 << 10) /* each segment 64 KB on from the one before (§4.2) */
 #define NSMALL     62                 /* exact bins: 32 .. 1008 */
 #define NBINS      (NSMALL + 4 * 31)
 #define NWORDS     ((NBINS + 63) / 64)
 
-static inline size_t csize(const chunk_t *c) {
-    return c->head & ~FLAGS;
+typedef struct node { /* a free block in a bin */
+    size_t hdr;
+    struct node *fd, *bk;
+} node_t;
+
+typedef struct seg {
+    bt_heap_t heap; /* the blocks; heap.heap is the segment's platform heap */
+    unsigned index;
+    char *top; /* the free block that ends at the epilogue, or NULL; in no bin */
+    node_t *bins[NBINS];
+    uint64_t bitmap[NWORDS];
+    /* counters for the report */
+    uint64_t objects, hinted, runtime, bytes_live, bytes_peak;
+} seg_t;
+
+static seg_t segs[HL_SEG_CLASSES];
+static unsigned nsegs = 1;
+static uint64_t allocations; /* new objects, for RANDOM */
+
+static inline seg_t *seg_of(bt_heap_t *h) {
+    return (seg_t *)((char *)h - offsetof(seg_t, heap));
 }
-static inline chunk_t *at(void *p, size_t off) {
-    return (chunk_t *)((char *)p + off);
+/* The segment's first byte and its break (NULL before its first growth). */
+static inline char *seg_first(const seg_t *s) {
+    return s->heap.lo ? s->heap.lo - W : NULL;
 }
-static inline chunk_t *next_chunk(chunk_t *c) {
-    return at(c, csize(c));
-}
-static inline void *mem(chunk_t *c) {
-    return (char *)c + 16;
-}
-static inline chunk_t *chunk_of(void *p) {
-    return (chunk_t *)((char *)p - 16);
-}
-static inline size_t request(size_t n) {
-    size_t s = HL_ALIGN_UP(n + 8, 16);
-    return s < MIN_CHUNK ? MIN_CHUNK : s;
+static inline char *seg_end(const seg_t *s) {
+    return s->heap.hi ? s->heap.hi + W : NULL;
 }
 
 static inline unsigned bin_of(size_t s) {
@@ -111,28 +128,8 @@ static inline unsigned bin_of(size_t s) {
     return idx < NBINS ? idx : NBINS - 1;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Segments                                                                  */
-/* ------------------------------------------------------------------------ */
-
-typedef struct seg {
-    hl_heap_t *heap;
-    char *first; /* first chunk; NULL before the first growth */
-    char *end;   /* the break */
-    chunk_t *top;
-    size_t top_size;
-    chunk_t *bins[NBINS];
-    uint64_t bitmap[NWORDS];
-    /* counters for the report */
-    uint64_t objects, hinted, runtime, bytes_live, bytes_peak, grows;
-} seg_t;
-
-static seg_t segs[HL_SEG_CLASSES];
-static unsigned nsegs = 1;
-static uint64_t allocations; /* new objects, for RANDOM */
-
-static inline void bin_insert(seg_t *s, chunk_t *c) {
-    unsigned b = bin_of(csize(c));
+static inline void bin_insert(seg_t *s, node_t *c, size_t size) {
+    unsigned b = bin_of(size);
     c->bk = NULL;
     c->fd = s->bins[b];
     if (c->fd) c->fd->bk = c;
@@ -140,8 +137,8 @@ static inline void bin_insert(seg_t *s, chunk_t *c) {
     s->bitmap[b >> 6] |= 1ull << (b & 63);
 }
 
-static inline void bin_remove(seg_t *s, chunk_t *c) {
-    unsigned b = bin_of(csize(c));
+static inline void bin_remove(seg_t *s, node_t *c, size_t size) {
+    unsigned b = bin_of(size);
     if (c->bk)
         c->bk->fd = c->fd;
     else
@@ -150,7 +147,7 @@ static inline void bin_remove(seg_t *s, chunk_t *c) {
     if (!s->bins[b]) s->bitmap[b >> 6] &= ~(1ull << (b & 63));
 }
 
-/* The first bin at or after b that holds a chunk, or NBINS. */
+/* The first bin at or after b that holds a block, or NBINS. */
 static inline unsigned bin_next(const seg_t *s, unsigned b) {
     for (unsigned w = b >> 6; w < NWORDS; w++) {
         uint64_t m = s->bitmap[w];
@@ -160,128 +157,85 @@ static inline unsigned bin_next(const seg_t *s, unsigned b) {
     return NBINS;
 }
 
-/* Grows the segment so that its top holds at least `need` bytes plus its
- * header.  The first growth places the first chunk (see the drawing). */
-static bool seg_grow(seg_t *s, unsigned index, size_t need) {
-    bool first = !s->first;
-    if (first) {
-        char *b = hl_heap_sbrk(s->heap, 0); /* reserves the region: its base */
-        if (!b) return false;
-        size_t want = (index * SEG_OFFSET) % SEG_STEP;
-        size_t skip = (want - ((uintptr_t)b % SEG_STEP)) & (SEG_STEP - 1);
-        if (skip && !hl_heap_sbrk(s->heap, (intptr_t)skip)) return false;
-        s->first = s->end = b + skip;
-        s->top = (chunk_t *)s->first;
-        s->top_size = 0;
-    }
-    if (s->top_size >= need + TOP_MIN) return true;
-    size_t grow = HL_ALIGN_UP(need + TOP_MIN - s->top_size, SEG_STEP);
-    char *old = hl_heap_sbrk(s->heap, (intptr_t)grow);
-    if (!old) return false;
-    HL_CHECK(old == s->end);
-    s->end += grow;
-    s->top_size += grow;
-    s->top->head = s->top_size | (first ? PINUSE : (s->top->head & PINUSE));
-    s->grows++;
-    return true;
-}
+/* ---- the free set: the bins and the top (btag.h calls these) ---- */
 
-/* Marks c (free, not binned) in use with size cs, splitting off the rest. */
-static void *take(seg_t *s, chunk_t *c, size_t cs) {
-    size_t size = csize(c), pin = c->head & PINUSE;
-    if (size - cs >= MIN_CHUNK) {
-        chunk_t *r = at(c, cs);
-        r->head = (size - cs) | PINUSE;
-        next_chunk(r)->prev_foot = size - cs;
-        bin_insert(s, r);
-        c->head = cs | pin | CINUSE;
-    } else {
-        c->head = size | pin | CINUSE;
-        next_chunk(c)->head |= PINUSE;
-    }
-    s->bytes_live += csize(c);
-    if (s->bytes_live > s->bytes_peak) s->bytes_peak = s->bytes_live;
-    return mem(c);
+static void fs_insert(bt_heap_t *h, char *b, size_t sz) {
+    seg_t *s = seg_of(h);
+    if (b + sz == h->hi)
+        s->top = b;
+    else
+        bin_insert(s, (node_t *)b, sz);
 }
-
-static void *seg_malloc(seg_t *s, unsigned index, size_t n) {
-    size_t cs = request(n);
-    unsigned b = bin_of(cs);
-    if (b < NSMALL && s->bins[b]) { /* the exact bin: any chunk fits */
-        chunk_t *c = s->bins[b];
-        bin_remove(s, c);
-        return take(s, c, cs);
-    }
-    for (b = bin_next(s, b); b < NBINS; b = bin_next(s, b + 1)) {
-        if (b < NSMALL) { /* one size per exact bin, larger than asked: take the first */
-            chunk_t *c = s->bins[b];
-            bin_remove(s, c);
-            return take(s, c, cs);
-        }
-        chunk_t *best = NULL;
-        for (chunk_t *c = s->bins[b]; c; c = c->fd)
-            if (csize(c) >= cs && (!best || csize(c) < csize(best))) {
-                best = c;
-                if (csize(c) == cs) break;
-            }
-        if (best) {
-            bin_remove(s, best);
-            return take(s, best, cs);
-        }
-    }
-    if (s->top_size < cs + TOP_MIN && !seg_grow(s, index, cs)) return NULL;
-    chunk_t *c = s->top;
-    size_t pin = c->head & PINUSE;
-    s->top = at(c, cs);
-    s->top_size -= cs;
-    s->top->head = s->top_size | PINUSE;
-    c->head = cs | pin | CINUSE;
-    s->bytes_live += cs;
-    if (s->bytes_live > s->bytes_peak) s->bytes_peak = s->bytes_live;
-    return mem(c);
+static void fs_delete(bt_heap_t *h, char *b) {
+    seg_t *s = seg_of(h);
+    if (b == s->top)
+        s->top = NULL;
+    else
+        bin_remove(s, (node_t *)b, bsize(b));
 }
-
-/* Frees an in-use chunk: coalesces with free neighbours and the top. */
-static void seg_free_chunk(seg_t *s, chunk_t *c) {
-    size_t size = csize(c);
-    s->bytes_live -= size;
-    if (!(c->head & PINUSE)) {
-        chunk_t *p = at(c, -(ptrdiff_t)c->prev_foot);
-        bin_remove(s, p);
-        size += csize(p);
-        c = p;
-    }
-    chunk_t *n = at(c, size);
-    if (n == s->top) {
-        s->top = c;
-        s->top_size += size;
-        c->head = s->top_size | (c->head & PINUSE);
+static void fs_replace(bt_heap_t *h, char *old, char *b, size_t sz) {
+    seg_t *s = seg_of(h);
+    if (old == s->top) { /* what replaces the top ends at the epilogue too */
+        s->top = b;
         return;
     }
-    if (!(n->head & CINUSE)) {
-        bin_remove(s, n);
-        size += csize(n);
-        n = at(c, size);
+    bin_remove(s, (node_t *)old, bsize(old));
+    fs_insert(h, b, sz);
+}
+static void fs_grew(bt_heap_t *h, char *b, size_t old, size_t sz) {
+    seg_t *s = seg_of(h);
+    if (b == s->top) return;
+    bin_remove(s, (node_t *)b, old);
+    fs_insert(h, b, sz);
+}
+/* The exact bin's first block; else the best fit of the first bin that has
+ * one (any block of an exact bin above fits); else the top if it is big
+ * enough; else NULL (btag.h grows the top). */
+static char *fs_find(bt_heap_t *h, size_t need) {
+    seg_t *s = seg_of(h);
+    unsigned b = bin_of(need);
+    if (b < NSMALL && s->bins[b]) return (char *)s->bins[b];
+    for (b = bin_next(s, b); b < NBINS; b = bin_next(s, b + 1)) {
+        if (b < NSMALL) return (char *)s->bins[b];
+        node_t *best = NULL;
+        for (node_t *c = s->bins[b]; c; c = c->fd)
+            if (bsize(c) >= need && (!best || bsize(c) < bsize(best))) {
+                best = c;
+                if (bsize(c) == need) break;
+            }
+        if (best) return (char *)best;
     }
-    c->head = size | (c->head & PINUSE);
-    n->prev_foot = size;
-    n->head &= ~PINUSE;
-    bin_insert(s, c);
+    return s->top && bsize(s->top) >= need ? s->top : NULL;
 }
 
-/* Gives back the part of in-use chunk c beyond cs bytes, when it is a chunk. */
-static void trim(seg_t *s, chunk_t *c, size_t cs) {
-    size_t size = csize(c);
-    if (size - cs < MIN_CHUNK) return;
-    chunk_t *r = at(c, cs);
-    c->head = cs | (c->head & PINUSE) | CINUSE;
-    r->head = (size - cs) | PINUSE | CINUSE;
-    seg_free_chunk(s, r);
+/* Where segment i starts: its platform heap's base, moved up to the next
+ * address that is i x 64 KB modulo 2 MB (see the drawing).  The skipped
+ * bytes are never touched. */
+static char *seg_place(bt_heap_t *h) {
+    seg_t *s = seg_of(h);
+    char *b = hl_heap_sbrk(h->heap, 0); /* reserves the region: its base */
+    if (!b) return NULL;
+    size_t want = (s->index * SEG_OFFSET) % SEG_STEP;
+    size_t skip = (want - ((uintptr_t)b % SEG_STEP)) & (SEG_STEP - 1);
+    if (skip && !hl_heap_sbrk(h->heap, (intptr_t)skip)) return NULL;
+    return b + skip;
+}
+
+static inline void note_live(seg_t *s, size_t add) {
+    s->bytes_live += add;
+    if (s->bytes_live > s->bytes_peak) s->bytes_peak = s->bytes_live;
+}
+
+static void *seg_malloc(seg_t *s, size_t n) {
+    char *p = bt_malloc(&s->heap, n);
+    if (p) note_live(s, bsize(p - W));
+    return p;
 }
 
 static inline seg_t *owner(void *p) {
+    char *b = (char *)p - W;
     for (unsigned i = 0; i < nsegs; i++)
-        if ((char *)p >= segs[i].first && (char *)p < segs[i].end) return &segs[i];
+        if (b >= segs[i].heap.lo && b < segs[i].heap.hi) return &segs[i];
     return NULL;
 }
 
@@ -437,8 +391,11 @@ static int segregated_init(void) {
     if (hl_seg_table.version != HL_SEG_TABLE_VERSION) return -1;
     nsegs = hl_seg_table.nsegments == 4 ? 4 : 1;
     for (unsigned i = 0; i < nsegs; i++) {
-        segs[i].heap = i == 0 && nsegs == 1 ? hl_heap_new("segregated") : hl_heap_new(seg_names[i]);
-        if (!segs[i].heap) return -1;
+        hl_heap_t *ph =
+            i == 0 && nsegs == 1 ? hl_heap_new("segregated") : hl_heap_new(seg_names[i]);
+        if (!ph) return -1;
+        bt_init(&segs[i].heap, ph, BT_MINBLOCK, BT_MINBLOCK, SEG_STEP);
+        segs[i].index = i;
     }
     runtime_on = hl_tunable("HEAPLAB_SEG_RUNTIME", 1) != 0;
     debug_on = hl_tunable("HEAPLAB_SEG_DEBUG", 0) != 0;
@@ -451,7 +408,7 @@ static void *segregated_malloc(size_t size) {
     hl_seg_front(size); /* a shim without the front-end hook: predict under the lock */
 #endif
     unsigned i = choose(&h, &r);
-    void *p = seg_malloc(&segs[i], i, size);
+    void *p = seg_malloc(&segs[i], size);
     if (p) {
         segs[i].objects++;
         segs[i].hinted += h;
@@ -463,51 +420,45 @@ static void *segregated_malloc(size_t size) {
 static void segregated_free(void *p) {
     seg_t *s = owner(p);
     if (HL_UNLIKELY(!s)) hl_fatal("free of %p, which is in no segment", p);
-    chunk_t *c = chunk_of(p);
-    if (HL_UNLIKELY(!(c->head & CINUSE)))
+    char *b = (char *)p - W;
+    if (HL_UNLIKELY(!(*hdr(b) & CINUSE)))
         hl_fatal("free of %p, which is not in use (a double free?)", p);
-    seg_free_chunk(s, c);
+    size_t sz = bsize(b);
+    s->bytes_live -= sz;
+    bt_release(&s->heap, b, sz); /* (its header keeps CINUSE if it is merged away, as in dlmalloc) */
 }
 
 static size_t segregated_usable_size(void *p) {
-    return csize(chunk_of(p)) - 8;
+    return bt_usable((char *)p - W);
 }
 
+/* In place (btag.h: shrink, or grow into the free block after, the top
+ * included), else moved within its segment. */
 static void *segregated_realloc(void *p, size_t size) {
     seg_t *s = owner(p);
     if (HL_UNLIKELY(!s)) hl_fatal("realloc of %p, which is in no segment", p);
     pending.valid = 0; /* the object keeps its segment: a hint for it is spent */
-    chunk_t *c = chunk_of(p);
-    size_t cs = request(size), have = csize(c);
-    if (cs <= have) {
-        trim(s, c, cs);
+    char *b = (char *)p - W, *next = b + bsize(b);
+    size_t have = bsize(b), binned = !(*hdr(next) & CINUSE) && next != s->top ? bsize(next) : 0;
+    if (bt_resize_block(&s->heap, b, size)) { /* owner() has checked p */
+        size_t now = bsize(b);
+        if (now > have && binned) {
+            /* it grew into the free block after it: bytes_live counts that
+             * whole block before the tail goes back, as it always has (so
+             * bytes_peak may hold the moment between) */
+            note_live(s, binned);
+            s->bytes_live -= have + binned - now;
+        } else {
+            s->bytes_live -= have;
+            note_live(s, now);
+        }
         return p;
     }
-    chunk_t *n = next_chunk(c);
-    if (n == s->top && have + s->top_size >= cs + TOP_MIN) {
-        s->top_size -= cs - have;
-        s->top = at(c, cs);
-        s->top->head = s->top_size | PINUSE;
-        c->head = cs | (c->head & PINUSE) | CINUSE;
-        s->bytes_live += cs - have;
-        if (s->bytes_live > s->bytes_peak) s->bytes_peak = s->bytes_live;
-        return p;
-    }
-    if (n != s->top && !(n->head & CINUSE) && have + csize(n) >= cs) {
-        bin_remove(s, n);
-        size_t total = have + csize(n);
-        c->head = total | (c->head & PINUSE) | CINUSE;
-        next_chunk(c)->head |= PINUSE;
-        s->bytes_live += csize(n);
-        if (s->bytes_live > s->bytes_peak) s->bytes_peak = s->bytes_live;
-        trim(s, c, cs);
-        return p;
-    }
-    unsigned i = (unsigned)(s - segs);
-    void *q = seg_malloc(s, i, size);
+    void *q = seg_malloc(s, size);
     if (!q) return NULL;
-    memcpy(q, p, have - 8);
-    seg_free_chunk(s, c);
+    memcpy(q, p, have - W);
+    s->bytes_live -= have;
+    bt_release(&s->heap, b, have);
     return q;
 }
 
@@ -515,74 +466,52 @@ static void *segregated_memalign(size_t align, size_t size) {
     bool h, r;
     unsigned i = choose(&h, &r);
     seg_t *s = &segs[i];
-    char *p = seg_malloc(s, i, size + align + MIN_CHUNK);
+    char *p = seg_malloc(s, size + align + BT_MINBLOCK);
     if (!p) return NULL;
     s->objects++;
     s->hinted += h;
     s->runtime += r;
-    chunk_t *c = chunk_of(p);
-    char *a = (char *)HL_ALIGN_UP((uintptr_t)p, align);
-    if (a != p) {
-        while ((size_t)(a - p) < MIN_CHUNK)
-            a += align;
-        /* the leading part becomes a chunk of its own and is freed */
-        size_t lead = (size_t)(a - p), total = csize(c);
-        chunk_t *nc = chunk_of(a);
-        nc->head = (total - lead) | CINUSE; /* its predecessor (the lead) is in use until freed */
-        c->head = lead | (c->head & PINUSE) | CINUSE;
-        next_chunk(nc)->head |= PINUSE;
-        nc->head |= PINUSE;
-        seg_free_chunk(s, c);
-        c = nc;
-    }
-    trim(s, c, request(size));
-    return mem(c);
+    size_t whole = bsize(p - W);
+    char *q = bt_align(&s->heap, p, align, bt_request(size));
+    s->bytes_live -= whole - bsize(q - W);
+    return q;
 }
 
 /* ------------------------------------------------------------------------ */
 /* The checker                                                               */
 /* ------------------------------------------------------------------------ */
 
+static size_t check_free_bytes;
+static void note_free(const bt_heap_t *h, const char *b, size_t sz) {
+    check_free_bytes += sz;
+}
+
 static void seg_check_one(seg_t *s) {
-    if (!s->first) return;
-    HL_CHECK(((uintptr_t)s->first & 15) == 0);
-    HL_CHECK(s->top_size >= TOP_MIN);
-    HL_CHECK((char *)s->top + s->top_size == s->end);
-    HL_CHECK(csize(s->top) == s->top_size);
-    size_t nfree = 0, live = 0;
-    bool prev_inuse = true;
-    chunk_t *c = (chunk_t *)s->first;
-    while (c != s->top) {
-        HL_CHECK((char *)c < s->end);
-        size_t size = csize(c);
-        HL_CHECK(size >= MIN_CHUNK && (size & 15) == 0);
-        HL_CHECK(!!(c->head & PINUSE) == prev_inuse);
-        bool inuse = c->head & CINUSE;
-        if (!inuse) {
-            HL_CHECK(prev_inuse); /* coalesced */
-            HL_CHECK(next_chunk(c)->prev_foot == size);
-            HL_CHECK(next_chunk(c) != s->top); /* merged into the top */
-            nfree++;
-        } else {
-            live += size;
-        }
-        prev_inuse = inuse;
-        c = next_chunk(c);
+    check_free_bytes = 0;
+    size_t nfree = bt_check_heap(&s->heap, note_free);
+    if (!s->heap.hi) {
+        HL_CHECK(s->top == NULL && s->bytes_live == 0);
+        return;
     }
-    HL_CHECK(!!(s->top->head & PINUSE) == prev_inuse);
-    HL_CHECK(prev_inuse);
-    HL_CHECK(live == s->bytes_live);
+    const char *lo = s->heap.lo, *hi = s->heap.hi;
+    HL_CHECK(((uintptr_t)seg_first(s) & 15) == 0);
+    if (s->top)
+        HL_CHECK(s->top >= lo && s->top < hi && !(*hdr(s->top) & CINUSE) &&
+                 s->top + bsize(s->top) == hi);
+    else
+        HL_CHECK(*hdr(hi) & PINUSE); /* the block before the epilogue is in use */
+    HL_CHECK((size_t)(hi - lo) - check_free_bytes == s->bytes_live);
     size_t binned = 0;
     for (unsigned b = 0; b < NBINS; b++) {
         HL_CHECK(!!(s->bitmap[b >> 6] & (1ull << (b & 63))) == (s->bins[b] != NULL));
-        for (chunk_t *f = s->bins[b]; f; f = f->fd) {
-            HL_CHECK(!(f->head & CINUSE) && bin_of(csize(f)) == b);
+        for (node_t *f = s->bins[b]; f; f = f->fd) {
+            HL_CHECK((char *)f >= lo && (char *)f < hi && (char *)f != s->top);
+            HL_CHECK(!(f->hdr & CINUSE) && bin_of(bsize(f)) == b);
             HL_CHECK(!f->fd || f->fd->bk == f);
-            HL_CHECK((char *)f >= s->first && (char *)f < (char *)s->top);
-            binned++;
+            HL_CHECK(++binned <= nfree);
         }
     }
-    HL_CHECK(binned == nfree);
+    HL_CHECK(binned + (s->top != NULL) == nfree); /* every free block: in a bin, or the top */
 }
 
 static void segregated_check(void) {
@@ -591,86 +520,57 @@ static void segregated_check(void) {
     /* segments do not overlap */
     for (unsigned i = 0; i < nsegs; i++)
         for (unsigned j = i + 1; j < nsegs; j++)
-            if (segs[i].first && segs[j].first)
-                HL_CHECK(segs[i].end <= segs[j].first || segs[j].end <= segs[i].first);
+            if (segs[i].heap.hi && segs[j].heap.hi)
+                HL_CHECK(seg_end(&segs[i]) <= seg_first(&segs[j]) ||
+                         seg_end(&segs[j]) <= seg_first(&segs[i]));
 }
 
 /* ------------------------------------------------------------------------ */
 /* The report (seg_os.c writes it at exit when HEAPLAB_SEG_REPORT is set)    */
 /* ------------------------------------------------------------------------ */
 
-static size_t put(char *b, size_t cap, size_t at_, const char *s) {
-    size_t n = strlen(s);
-    if (at_ + n < cap) memcpy(b + at_, s, n);
-    return at_ + n;
-}
-
-static size_t put_u(char *b, size_t cap, size_t at_, uint64_t v) {
-    char t[24];
-    int i = 23;
-    t[i] = 0;
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(b, cap, at_, t + i);
-}
-
-static size_t put_x(char *b, size_t cap, size_t at_, uint64_t v) {
-    char t[24];
-    int i = 23;
-    t[i] = 0;
-    do {
-        t[--i] = "0123456789abcdef"[v & 15];
-        v >>= 4;
-    } while (v);
-    t[--i] = 'x';
-    t[--i] = '0';
-    return put(b, cap, at_, t + i);
-}
-
 size_t hl_seg_report(char *b, size_t cap) {
     static const char *cls[HL_SEG_CLASSES] = {"other", "SL", "HR", "nonHR"};
-    size_t n = 0;
-    n = put(b, cap, n, "{\"predictor\":\"");
-    n = put(b, cap, n, hl_seg_table.name ? hl_seg_table.name : "?");
-    n = put(b, cap, n, "\",\"entries\":");
-    n = put_u(b, cap, n, hl_seg_table.n);
-    n = put(b, cap, n, ",\"segments\":[");
+    hl_str_t o = hl_str(b, cap);
+    hl_str_puts(&o, "{\"predictor\":\"");
+    hl_str_puts(&o, hl_seg_table.name ? hl_seg_table.name : "?");
+    hl_str_puts(&o, "\",\"entries\":");
+    hl_str_u(&o, hl_seg_table.n);
+    hl_str_puts(&o, ",\"segments\":[");
     for (unsigned i = 0; i < nsegs; i++) {
         seg_t *s = &segs[i];
-        n = put(b, cap, n, i ? ",{\"class\":\"" : "{\"class\":\"");
-        n = put(b, cap, n, nsegs == 1 ? "all" : cls[i]);
-        n = put(b, cap, n, "\",\"first\":\"");
-        n = put_x(b, cap, n, (uintptr_t)s->first);
-        n = put(b, cap, n, "\",\"end\":\"");
-        n = put_x(b, cap, n, (uintptr_t)s->end);
-        n = put(b, cap, n, "\",\"objects\":");
-        n = put_u(b, cap, n, s->objects);
-        n = put(b, cap, n, ",\"hinted\":");
-        n = put_u(b, cap, n, s->hinted);
-        n = put(b, cap, n, ",\"runtime\":");
-        n = put_u(b, cap, n, s->runtime);
-        n = put(b, cap, n, ",\"bytes_live\":");
-        n = put_u(b, cap, n, s->bytes_live);
-        n = put(b, cap, n, ",\"bytes_peak\":");
-        n = put_u(b, cap, n, s->bytes_peak);
-        n = put(b, cap, n, ",\"grows\":");
-        n = put_u(b, cap, n, s->grows);
-        n = put(b, cap, n, "}");
+        hl_str_puts(&o, i ? ",{\"class\":\"" : "{\"class\":\"");
+        hl_str_puts(&o, nsegs == 1 ? "all" : cls[i]);
+        hl_str_puts(&o, "\",\"first\":\"");
+        hl_str_x(&o, (uintptr_t)seg_first(s));
+        hl_str_puts(&o, "\",\"end\":\"");
+        hl_str_x(&o, (uintptr_t)seg_end(s));
+        hl_str_puts(&o, "\",\"objects\":");
+        hl_str_u(&o, s->objects);
+        hl_str_puts(&o, ",\"hinted\":");
+        hl_str_u(&o, s->hinted);
+        hl_str_puts(&o, ",\"runtime\":");
+        hl_str_u(&o, s->runtime);
+        hl_str_puts(&o, ",\"bytes_live\":");
+        hl_str_u(&o, s->bytes_live);
+        hl_str_puts(&o, ",\"bytes_peak\":");
+        hl_str_u(&o, s->bytes_peak);
+        hl_str_puts(&o, ",\"grows\":");
+        hl_str_u(&o, s->heap.grows);
+        hl_str_c(&o, '}');
     }
-    n = put(b, cap, n, "],\"hints\":");
-    n = put_u(b, cap, n, hints);
-    n = put(b, cap, n, ",\"hints_predicted\":");
-    n = put_u(b, cap, n, hint_found);
-    n = put(b, cap, n, ",\"runtime_lookups\":");
-    n = put_u(b, cap, n, runtime_calls);
-    n = put(b, cap, n, ",\"runtime_predicted\":");
-    n = put_u(b, cap, n, runtime_found);
-    n = put(b, cap, n, ",\"runtime_frames\":");
-    n = put_u(b, cap, n, runtime_frames);
-    n = put(b, cap, n, "}\n");
-    return n;
+    hl_str_puts(&o, "],\"hints\":");
+    hl_str_u(&o, hints);
+    hl_str_puts(&o, ",\"hints_predicted\":");
+    hl_str_u(&o, hint_found);
+    hl_str_puts(&o, ",\"runtime_lookups\":");
+    hl_str_u(&o, runtime_calls);
+    hl_str_puts(&o, ",\"runtime_predicted\":");
+    hl_str_u(&o, runtime_found);
+    hl_str_puts(&o, ",\"runtime_frames\":");
+    hl_str_u(&o, runtime_frames);
+    hl_str_puts(&o, "}\n");
+    return o.len;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -679,13 +579,13 @@ size_t hl_seg_report(char *b, size_t cap) {
 
 #define SEG_EXPORT __attribute__((visibility("default")))
 
-/* The segments: first chunk and break of each; returns how many there are. */
+/* The segments: first byte and break of each; returns how many there are. */
 SEG_EXPORT unsigned heaplab_seg_segments(uintptr_t *first, uintptr_t *end, uint64_t *grows,
                                          unsigned max) {
     for (unsigned i = 0; i < nsegs && i < max; i++) {
-        first[i] = (uintptr_t)segs[i].first;
-        end[i] = (uintptr_t)segs[i].end;
-        grows[i] = segs[i].grows;
+        first[i] = (uintptr_t)seg_first(&segs[i]);
+        end[i] = (uintptr_t)seg_end(&segs[i]);
+        grows[i] = segs[i].heap.grows;
     }
     return nsegs;
 }
@@ -693,7 +593,9 @@ SEG_EXPORT unsigned heaplab_seg_segments(uintptr_t *first, uintptr_t *end, uint6
 /* The segment (class) holding p, or -1. */
 SEG_EXPORT int heaplab_seg_class_of(const void *p) {
     for (unsigned i = 0; i < nsegs; i++)
-        if ((const char *)p >= segs[i].first && (const char *)p < segs[i].end) return (int)i;
+        if (segs[i].heap.hi && (const char *)p >= seg_first(&segs[i]) &&
+            (const char *)p < seg_end(&segs[i]))
+            return (int)i;
     return -1;
 }
 

@@ -13,9 +13,9 @@
  *   free | TAG_FREE(list)     | next free block | ...               |
  *        +--------------------+-------------------------------------+
  *
- *   TAG(l) = 0x5c000000 | l << 4 | (0xD in use, 0xC free).  gnugpp's headers
- *   have 0 or 1 in their low four bits, so the word under a payload says
- *   whose block it is.
+ *   TAG(l) = 0x5c000000 | l << 4 | (HL_TAG_USED 0xD, HL_TAG_FREE 0xC): the
+ *   header-bit convention of hl_alloc.h (gnugpp's headers have 0 or 1 in
+ *   their low four bits), so the word under a payload says whose block it is.
  *
  *   The fast heap (an emulated sbrk heap of its own, from the platform):
  *
@@ -59,11 +59,11 @@
 extern const hl_alloc_t hl_alloc_gnugpp;
 
 #define SYN_W          8
-#define SYN_KIND(t)    ((unsigned)(t) & 0xFu)
-#define SYN_IS_OURS(t) (((uint32_t)(t) & 0xFFFFF000u) == SYN_MAGIC && SYN_KIND(t) >= 0xCu)
+#define SYN_KIND(t)    ((unsigned)(t) & HL_HDR_LOW_BITS)
+#define SYN_IS_OURS(t) (((uint32_t)(t) & 0xFFFFF000u) == SYN_MAGIC && HL_TAG_IS_OWN(t))
 #define SYN_LIST(t)    ((unsigned)((t) >> 4) & 0xFFu)
 #define SYN_LISTED     ((uint64_t)0x4c49535445445f5full) /* "__LISTED" */
-#define SYN_FILL(sz)   ((uint64_t)(sz) << 32 | SYN_MAGIC | 0xEu)
+#define SYN_FILL(sz)   ((uint64_t)(sz) << 32 | SYN_MAGIC | HL_TAG_FILL)
 #define SYN_NF1        (SYN_NFAST ? SYN_NFAST : 1)
 #define SYN_NG1        (SYN_NGEN ? SYN_NGEN : 1)
 
@@ -389,10 +389,10 @@ static void fast_free(void *p, unsigned l) {
  * that is not one. */
 static unsigned fast_block_list(void *p, uint64_t tag, const char *what) {
     unsigned l = SYN_LIST(tag);
-    if (HL_UNLIKELY(SYN_KIND(tag) != 0xDu || (tag >> 32) || l >= syn_nfast || !in_fast_heap(p) ||
+    if (HL_UNLIKELY(SYN_KIND(tag) != HL_TAG_USED || (tag >> 32) || l >= syn_nfast || !in_fast_heap(p) ||
                     ((uintptr_t)p & 15)))
         hl_fatal("%s(%p): %s", what, p,
-                 SYN_KIND(tag) == 0xCu ? "already free (double free)"
+                 SYN_KIND(tag) == HL_TAG_FREE ? "already free (double free)"
                                        : "not a block in use (corruption?)");
     return l;
 }
@@ -603,12 +603,12 @@ static void syn_check(void) {
             }
             uint64_t tag = *(uint64_t *)b;
             HL_CHECK(SYN_IS_OURS(tag));
-            if (SYN_KIND(tag) == 0xEu) {
+            if (SYN_KIND(tag) == HL_TAG_FILL) {
                 HL_CHECK((tag >> 32) >= 16 && (tag >> 32) % 16 == 0);
                 b += tag >> 32;
             } else {
                 HL_CHECK((tag >> 32) == 0 && SYN_LIST(tag) < syn_nfast);
-                free_blocks += SYN_KIND(tag) == 0xCu;
+                free_blocks += SYN_KIND(tag) == HL_TAG_FREE;
                 b += syn_lists[SYN_LIST(tag)].block;
             }
             HL_CHECK(b <= brk);

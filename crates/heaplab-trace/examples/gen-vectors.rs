@@ -129,6 +129,11 @@ fn main() {
     flip[ev2 + BLOCK_HEADER_LEN + 3] ^= 0x04;
     write_err(dir, "bitflip", &flip, "checksum mismatch");
 
+    // Junk after a complete trace: corruption, not a cut.
+    let mut junk = basic.clone();
+    junk.extend_from_slice(b"junk after the end\n");
+    write_err(dir, "trailing-junk", &junk, "trailing data after the END block");
+
     let mut v3 = basic.clone();
     v3[8] = 3;
     write_err(dir, "version3", &v3, "version 3");

@@ -37,6 +37,7 @@
 pub mod block;
 pub mod dump;
 pub mod error;
+pub mod escape;
 pub mod format;
 pub mod merge;
 pub mod model;

@@ -397,6 +397,16 @@ impl<R: Read> TraceReader<R> {
         if n == 0 {
             return Ok(None);
         }
+        if self.last_was_end && self.end_reason_now().is_some_and(|r| r != EndReason::Exec) {
+            // Not a cut: the recording ended, and something else follows.
+            return Err(self.err_at(
+                at,
+                Problem::Malformed(format!(
+                    "trailing data after the END block ({n}{} bytes)",
+                    if n == BLOCK_HEADER_LEN { " or more" } else { "" }
+                )),
+            ));
+        }
         if n < BLOCK_HEADER_LEN {
             return Err(self.err_at(
                 at,
@@ -501,14 +511,16 @@ impl<R: Read> TraceReader<R> {
         Ok(Some(h))
     }
 
-    fn decode_block(&mut self, h: BlockHeader, at: u64) -> Result<(), TraceError> {
-        let end_reason = match &self.wait {
+    /// The reason of the last END read (version 2: it may wait in the merge).
+    fn end_reason_now(&self) -> Option<EndReason> {
+        match &self.wait {
             Some(Wait::End(e, _)) => Some(e.reason),
             _ => self.ends.last().map(|e| e.reason),
-        };
-        if self.last_was_end && end_reason.is_some_and(|r| r != EndReason::Exec) {
-            return Err(self.err_at(at, Problem::Malformed("a block follows the END block".into())));
         }
+    }
+
+    fn decode_block(&mut self, h: BlockHeader, at: u64) -> Result<(), TraceError> {
+        // read_block refused what follows an END that is not an exec's
         self.last_was_end = false;
         let raw = std::mem::take(&mut self.raw);
         let v2 = self.version >= 2;
@@ -611,7 +623,7 @@ impl<R: Read> TraceReader<R> {
             }
             let base = c.varint("module base")?;
             let size = c.varint("module size")?;
-            let path = String::from_utf8_lossy(c.bytes("module path")?).into_owned();
+            let path = c.bytes("module path")?.to_vec();
             let build_id = c.bytes("module build-id")?.to_vec();
             let m = Module { id: id as u32, base, size, path, build_id };
             self.modules.push(m.clone());
@@ -656,7 +668,7 @@ impl<R: Read> TraceReader<R> {
                 ));
             }
             let tid = c.varint("thread tid")?;
-            let name = String::from_utf8_lossy(c.bytes("thread name")?).into_owned();
+            let name = c.bytes("thread name")?.to_vec();
             let mut start = None;
             if self.version >= 2 {
                 let st = c.varint("thread start")?;
@@ -831,10 +843,6 @@ fn int_field(v: &[u8], what: &str) -> Result<u64, String> {
     Ok(x)
 }
 
-fn str_field(v: &[u8]) -> String {
-    String::from_utf8_lossy(v).into_owned()
-}
-
 /// Parses a META payload.
 pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
     let mut m = Meta::default();
@@ -855,11 +863,11 @@ pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
             meta_key::ENDIAN => m.endian = int_field(v, "endianness")?,
             meta_key::TIME_UNIT_NS => m.time_unit_ns = int_field(v, "time unit")?,
             meta_key::STACK_DEPTH => m.stack_depth = int_field(v, "stack depth")?,
-            meta_key::RECORDER => m.recorder = Some(str_field(v)),
-            meta_key::EXECUTABLE => m.executable = Some(str_field(v)),
-            meta_key::OPTIONS => m.options = Some(str_field(v)),
+            meta_key::RECORDER => m.recorder = Some(v.to_vec()),
+            meta_key::EXECUTABLE => m.executable = Some(v.to_vec()),
+            meta_key::OPTIONS => m.options = Some(v.to_vec()),
             meta_key::PARENT_PID => m.parent_pid = Some(int_field(v, "parent pid")?),
-            meta_key::CLOCK => m.clock = Some(str_field(v)),
+            meta_key::CLOCK => m.clock = Some(v.to_vec()),
             _ => {} // a later version's field
         }
     }

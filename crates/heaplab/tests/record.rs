@@ -167,7 +167,7 @@ fn flags_reach_the_agent() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (n, _, meta) = read(&t);
     assert_eq!((meta.stack_depth, meta.time_unit_ns), (0, 1));
-    let opts = meta.options.unwrap();
+    let opts = String::from_utf8(meta.options.unwrap()).unwrap();
     assert!(opts.contains("compress=0") && opts.contains("block_events=5"), "{opts}");
     // uncompressed blocks, all codec 0 (a version-2 agent writes a block per
     // thread and chunk each round; block_events only makes rounds come sooner)

@@ -14,6 +14,11 @@
 #             64; then 20000 with HEAPLAB_CHECK=1; then 50000 under HEAPLAB_PAD=8,
 #             then 50000 with HEAPLAB_GENERIC=1
 #   threads   tests/threads.c: 4 threads, cross-thread frees
+#   digest    tests/digest.c: the address digest of 400000 seeded operations
+#             (where every block lands, its usable size, the peak footprint)
+#             equals the allocator's line in tests/digests.txt; "-" where it
+#             has none (glibc, a path).  A change that moves a block changes it:
+#             update the line only for a change meant to place blocks differently
 #   programs  perl, python3, sqlite3, make, gawk, gs on generated inputs:
 #             stdout and exit status identical to glibc's (one column each)
 #
@@ -29,7 +34,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-lib="" bin="" work="" registry="" allocators="" tests="info conform random threads programs"
+lib="" bin="" work="" registry="" allocators="" tests="info conform random threads digest programs"
 jobs=${HEAPLAB_TEST_JOBS:-2}
 limit=${HEAPLAB_TEST_TIMEOUT:-600}
 
@@ -83,8 +88,8 @@ for a in $allocators; do
 done
 for t in $tests; do
     case $t in
-    info | conform | random | threads | programs) ;;
-    *) echo "run.sh: unknown test '$t' (tests: info conform random threads programs)" >&2; exit 2 ;;
+    info | conform | random | threads | digest | programs) ;;
+    *) echo "run.sh: unknown test '$t' (tests: info conform random threads digest programs)" >&2; exit 2 ;;
     esac
 done
 
@@ -188,6 +193,15 @@ one() {
         threads)
             timeout "$limit" env $P "$bin/alloc-threads" 60000 >"$logd/threads.log" 2>&1 &&
                 echo PASS >"$res/threads" || echo FAIL >"$res/threads"
+            ;;
+        digest)
+            want=$(awk -v n="$a" '$1 == n { print $2 }' "$here/digests.txt")
+            if [ -z "$pre" ] || [ -z "$want" ]; then echo "-" >"$res/digest"; continue; fi
+            {
+                got=$(timeout "$limit" env $P "$bin/alloc-digest" 1 400000) && echo "$got" &&
+                    echo "expected: digest $want (tests/digests.txt)" &&
+                    [ "$(awk '{ print $2 }' <<<"$got")" = "$want" ]
+            } >"$logd/digest.log" 2>&1 && echo PASS >"$res/digest" || echo FAIL >"$res/digest"
             ;;
         programs)
             for p in $programs; do

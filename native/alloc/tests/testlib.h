@@ -34,7 +34,7 @@ static unsigned long t_checks, t_failures;
         }                                                                                          \
     } while (0)
 
-static int t_finish(void) {
+static __attribute__((unused)) int t_finish(void) {
     printf("%s: %lu checks, %lu failures\n", t_prog, t_checks, t_failures);
     return t_failures ? 1 : 0;
 }
@@ -58,13 +58,13 @@ static inline unsigned char t_pat(uint64_t s, size_t i) {
     uint64_t x = (s + i / 8) * 0x9E3779B97F4A7C15ull;
     return (unsigned char)(x >> (8 * (i % 8)));
 }
-static void t_fill(void *p, size_t n, uint64_t s) {
+static __attribute__((unused)) void t_fill(void *p, size_t n, uint64_t s) {
     unsigned char *c = p;
     for (size_t i = 0; i < n; i++)
         c[i] = t_pat(s, i);
 }
 /* Offset of the first byte that differs from the pattern, or -1. */
-static long t_verify(const void *p, size_t n, uint64_t s) {
+static __attribute__((unused)) long t_verify(const void *p, size_t n, uint64_t s) {
     const unsigned char *c = p;
     for (size_t i = 0; i < n; i++)
         if (c[i] != t_pat(s, i)) return (long)i;

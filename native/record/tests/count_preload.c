@@ -12,6 +12,8 @@
  * counted. A fork child starts from zero. Shares no code with the agent.
  */
 #define _GNU_SOURCE
+#include "hl_fmt.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -80,13 +82,7 @@ static void dump(void) {
         while (*k)
             line[n++] = *k++;
         line[n++] = '=';
-        char tmp[24];
-        int t = 0;
-        do
-            tmp[t++] = (char)('0' + v % 10);
-        while (v /= 10);
-        while (t)
-            line[n++] = tmp[--t];
+        n += hl_fmt_u(line + n, v);
     }
     line[n++] = '\n';
     int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

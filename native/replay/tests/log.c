@@ -15,6 +15,7 @@
 #define BUMP_HOOK_MALLOC(p, n) ((void)0)
 #include "bumpcore.h"
 #include "heaplab_site.h"
+#include "hl_fmt.h"
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -23,23 +24,17 @@ static int log_fd = -2;
 
 typedef struct line {
     char b[8192];
-    size_t n;
+    hl_str_t s;
 } line_t;
 
 static void put(line_t *l, const char *s) {
-    while (*s && l->n < sizeof l->b - 1)
-        l->b[l->n++] = *s++;
+    hl_str_puts(&l->s, s);
 }
 static void put_u(line_t *l, unsigned long long v, int hex) {
-    char t[24];
-    int i = sizeof t;
-    do {
-        t[--i] = "0123456789abcdef"[v % (hex ? 16 : 10)];
-        v /= hex ? 16 : 10;
-    } while (v);
-    if (hex) put(l, "0x");
-    while (i < (int)sizeof t && l->n < sizeof l->b - 1)
-        l->b[l->n++] = t[i++];
+    if (hex)
+        hl_str_x(&l->s, v);
+    else
+        hl_str_u(&l->s, v);
 }
 static void emit(line_t *l) {
     if (log_fd == -2) {
@@ -47,12 +42,13 @@ static void emit(line_t *l) {
         log_fd = p ? open(p, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
     }
     put(l, "\n");
-    if (log_fd >= 0 && write(log_fd, l->b, l->n) < 0) {
+    if (log_fd >= 0 && write(log_fd, l->b, hl_str_held(&l->s)) < 0) {
     }
 }
 
 static void *logged(const char *what, uint64_t a, int has_a, uint64_t size, void *ptr, void *ret) {
-    line_t l = {.n = 0};
+    line_t l;
+    l.s = hl_str(l.b, sizeof l.b);
     put(&l, what);
     if (ptr || !strcmp(what, "realloc")) {
         put(&l, " ");
@@ -99,7 +95,8 @@ EXPORT int posix_memalign(void **out, size_t a, size_t n) {
     return rc;
 }
 EXPORT void free(void *p) {
-    line_t l = {.n = 0};
+    line_t l;
+    l.s = hl_str(l.b, sizeof l.b);
     put(&l, "free ");
     put_u(&l, (uintptr_t)p, 1);
     emit(&l);
@@ -110,7 +107,8 @@ EXPORT size_t malloc_usable_size(void *p) {
 
 EXPORT void heaplab_site_hint(const heaplab_site_t *s) {
     if (s->version != HEAPLAB_SITE_VERSION) return;
-    line_t l = {.n = 0};
+    line_t l;
+    l.s = hl_str(l.b, sizeof l.b);
     put(&l, "hint ");
     put_u(&l, s->kind, 0);
     put(&l, " ");

@@ -13,6 +13,7 @@
  */
 #include "hl_alloc.h"
 #include "heaplab_site.h"
+#include "hl_fmt.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -31,19 +32,11 @@ static void emit(const char *s, size_t n) {
 }
 
 static size_t put_u(char *b, size_t n, unsigned long long v, int hex) {
-    char t[24];
-    int i = sizeof t;
-    do {
-        t[--i] = "0123456789abcdef"[v % (hex ? 16 : 10)];
-        v /= hex ? 16 : 10;
-    } while (v);
     if (hex) {
         b[n++] = '0';
         b[n++] = 'x';
     }
-    while (i < (int)sizeof t)
-        b[n++] = t[i++];
-    return n;
+    return n + (hex ? hl_fmt_x(b + n, v) : hl_fmt_u(b + n, v));
 }
 
 static void zs_site_hint(const heaplab_site_t *s) {

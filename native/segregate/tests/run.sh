@@ -2,9 +2,10 @@
 # The segmented allocator's tests (make -C native segregate-test):
 #   1. seg-test layout/hint/path/size/runtime on the libraries made for them;
 #   2. the exports a tool needs;
-#   3. the zoo's suite (native/alloc/tests/run.sh: conform, random, threads and
-#      real programs with output identical to glibc's) on DEFAULT, RANDOM over
-#      four segments, and STACK-3 with the run-time lookup.
+#   3. the zoo's suite (native/alloc/tests/run.sh: conform, random, threads,
+#      the address digest and real programs with output identical to glibc's)
+#      on DEFAULT, RANDOM over four segments, and STACK-3 with the run-time
+#      lookup.
 set -uo pipefail
 lib=$1 bin=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,5 +52,5 @@ done
 
 # The zoo's suite.
 "$here/../../alloc/tests/run.sh" --lib "$lib" --bin "$bin" --work "$work" --registry "$here/registry.txt" \
-    --allocators "segregated segregated_random segregated_stack" --tests "conform random threads programs" || fail=1
+    --allocators "segregated segregated_random segregated_stack" --tests "conform random threads digest programs" || fail=1
 exit $fail
