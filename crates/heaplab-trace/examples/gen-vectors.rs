@@ -56,7 +56,8 @@ fn with_block(b: &[u8], i: usize, flags: Option<u16>, payload: &[u8]) -> Vec<u8>
     for (k, (at, h)) in blocks(b).into_iter().enumerate() {
         let body = &b[at + BLOCK_HEADER_LEN..at + BLOCK_HEADER_LEN + h.stored_len as usize];
         let (p, fl) = if k == i { (payload, flags.unwrap_or(h.flags)) } else { (body, h.flags) };
-        let mut nh = BlockHeader { flags: fl, stored_len: p.len() as u32, raw_len: p.len() as u32, ..h };
+        let mut nh =
+            BlockHeader { flags: fl, stored_len: p.len() as u32, raw_len: p.len() as u32, ..h };
         assert!(h.codec == 0 || k != i, "only stored blocks are rewritten");
         if k == i {
             nh.codec = 0;
@@ -149,12 +150,33 @@ fn main() {
     // it); reserved flag bits in a block header; a definitions block whose
     // second entry is bad (Rust handed out the first before the error).
     let (end_i, _) = bl.iter().enumerate().find(|(_, (_, h))| h.kind == kind::END).unwrap();
-    write_err(dir, "end-empty", &with_block(&basic, end_i, None, b""), "lacks the required field reason");
-    write_err(dir, "flags-reserved", &with_block(&basic, 1, Some(0x8001), &basic[bl[1].0 + BLOCK_HEADER_LEN..bl[1].0 + BLOCK_HEADER_LEN + bl[1].1.stored_len as usize]), "reserved flag bits");
-    let (mod_i, (mod_at, mod_h)) =
-        bl.iter().enumerate().find(|(_, (_, h))| h.kind == kind::MODULES).map(|(i, x)| (i, *x)).unwrap();
-    let mut mods =
-        basic[mod_at + BLOCK_HEADER_LEN..mod_at + BLOCK_HEADER_LEN + mod_h.stored_len as usize].to_vec();
+    write_err(
+        dir,
+        "end-empty",
+        &with_block(&basic, end_i, None, b""),
+        "lacks the required field reason",
+    );
+    write_err(
+        dir,
+        "flags-reserved",
+        &with_block(
+            &basic,
+            1,
+            Some(0x8001),
+            &basic[bl[1].0 + BLOCK_HEADER_LEN
+                ..bl[1].0 + BLOCK_HEADER_LEN + bl[1].1.stored_len as usize],
+        ),
+        "reserved flag bits",
+    );
+    let (mod_i, (mod_at, mod_h)) = bl
+        .iter()
+        .enumerate()
+        .find(|(_, (_, h))| h.kind == kind::MODULES)
+        .map(|(i, x)| (i, *x))
+        .unwrap();
+    let mut mods = basic
+        [mod_at + BLOCK_HEADER_LEN..mod_at + BLOCK_HEADER_LEN + mod_h.stored_len as usize]
+        .to_vec();
     mods.extend_from_slice(&[9, 0, 0, 0, 0]); // module 9 where the next id was expected
     let partial = with_block(&basic, mod_i, None, &mods);
     write_err(dir, "defs-partial", &partial, "where");

@@ -99,7 +99,14 @@ struct Dec {
 
 impl Default for Dec {
     fn default() -> Self {
-        Dec { prev: 0, nalloc: 0, nfree: 0, last_tick: 0, lsrc: [0; EDGE_SLOTS], ln: [0; EDGE_SLOTS] }
+        Dec {
+            prev: 0,
+            nalloc: 0,
+            nfree: 0,
+            last_tick: 0,
+            lsrc: [0; EDGE_SLOTS],
+            ln: [0; EDGE_SLOTS],
+        }
     }
 }
 
@@ -372,16 +379,19 @@ impl Merge {
             }
             match kind {
                 Kind::Realloc => {
-                    pd.old = addr(&mut d, &mut dec, &mut s.ring, Role::Old, "old address").map_err(at)?;
+                    pd.old = addr(&mut d, &mut dec, &mut s.ring, Role::Old, "old address")
+                        .map_err(at)?;
                     pd.size = d.varint("size").map_err(at)?;
-                    pd.addr = addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
                     pd.two = pd.old != 0;
                 }
                 Kind::Free | Kind::ReallocFree => {
                     if rows.get(d.pos()) == Some(&0) {
                         return Err(at(format!("{} of NULL", kind.name())));
                     }
-                    pd.addr = addr(&mut d, &mut dec, &mut s.ring, Role::Gone, "address").map_err(at)?;
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::Gone, "address").map_err(at)?;
                     pd.two = kind == Kind::ReallocFree;
                 }
                 _ => {
@@ -389,7 +399,8 @@ impl Merge {
                     if kind.has_align() {
                         pd.align = d.varint("align").map_err(at)?;
                     }
-                    pd.addr = addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
                 }
             }
             if op & 0x10 != 0 {
@@ -525,7 +536,7 @@ impl Merge {
 
     /// The next event of the merged order, if one is ready. `index` is left
     /// for the reader to set.
-    pub fn next(&mut self) -> Option<Event> {
+    pub fn next_event(&mut self) -> Option<Event> {
         while let Some(Reverse((_, t))) = self.heap.pop() {
             let s = &mut self.streams[t as usize];
             s.in_heap = false;
@@ -577,10 +588,8 @@ impl Merge {
             old_seq: 0,
             after: [None, None],
         };
-        let mut k = 0;
-        for e in [p.e2, p.e1].into_iter().flatten() {
+        for (k, e) in [p.e2, p.e1].into_iter().flatten().enumerate() {
             ev.after[k] = Some(e);
-            k += 1;
         }
         let from = |ev: &mut Event, o: &Obj| {
             ev.old = Some(o.id);
@@ -727,7 +736,13 @@ fn edge(d: &mut Cursor<'_>, dec: &mut Dec) -> Result<Dep, String> {
     Ok(Dep { thread: src.min(u64::from(u32::MAX)) as u32, steps })
 }
 
-fn addr(d: &mut Cursor<'_>, dec: &mut Dec, ring: &mut [u64], role: Role, what: &str) -> Result<u64, String> {
+fn addr(
+    d: &mut Cursor<'_>,
+    dec: &mut Dec,
+    ring: &mut [u64],
+    role: Role,
+    what: &str,
+) -> Result<u64, String> {
     let code = d.varint(what)?;
     if code == 0 {
         return Ok(0);

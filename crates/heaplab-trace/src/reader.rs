@@ -297,7 +297,7 @@ impl<R: Read> TraceReader<R> {
                 return Ok(Some(it));
             }
             if self.version >= 2 {
-                if let Some(mut e) = self.merge.next() {
+                if let Some(mut e) = self.merge.next_event() {
                     e.index = self.handed;
                     self.handed += 1;
                     return Ok(Some(Item::Event(e)));
@@ -560,8 +560,8 @@ impl<R: Read> TraceReader<R> {
                         self.merge.rows()
                     ));
                 }
-                let bytes = end_row_bytes(&raw)
-                    .ok_or("END lacks the required field row bytes (key 11)")?;
+                let bytes =
+                    end_row_bytes(&raw).ok_or("END lacks the required field row bytes (key 11)")?;
                 if bytes != self.merge.row_bytes() {
                     return Err(format!(
                         "END counts {bytes} bytes of rows, the trace holds {}",
@@ -674,7 +674,7 @@ impl<R: Read> TraceReader<R> {
                 let st = c.varint("thread start")?;
                 if st != 0 {
                     let steps = c.varint("thread start steps")?;
-                    if st - 1 >= idx || steps == 0 {
+                    if st > idx || steps == 0 {
                         return Err(format!(
                             "thread {idx} starts after {steps} steps of thread {}, which is not an earlier thread",
                             st - 1
@@ -788,7 +788,13 @@ impl<R: Read> TraceReader<R> {
             let thread_seq = self.seqs[thread as usize];
             self.seqs[thread as usize] += 1;
             let id = if k.creates() && !failed {
-                let o = Obj { id: next_id, size, thread: thread as u32, seq: thread_seq, ..Obj::default() };
+                let o = Obj {
+                    id: next_id,
+                    size,
+                    thread: thread as u32,
+                    seq: thread_seq,
+                    ..Obj::default()
+                };
                 self.live.insert(next_id, o);
                 next_id += 1;
                 Some(next_id - 1)

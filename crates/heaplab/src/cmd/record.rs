@@ -144,10 +144,7 @@ pub fn run(a: Args) -> Result<i32> {
             if lost > 0 {
                 format!("{lost} events were lost (the agent's messages above say why)")
             } else {
-                format!(
-                    "{} has no END block although the program exited",
-                    rec.traces[0].display()
-                )
+                format!("{} has no END block although the program exited", rec.traces[0].display())
             }
         );
     }
