@@ -348,9 +348,13 @@ def main():
     print("goals: stacks-0 <= 1.5x (>= 40 M calls/s, 4 threads), <= 1.3x (perl, make, python); "
           "stacks-8 <= 2.5x; <= 1 byte per event; RSS added <= 1 MiB per thread + the writer's")
     if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"runs": a.runs, "scale": a.scale, "cpus": os.cpu_count(),
-                                            "results": results}, indent=2))
+        dst = Path(a.json)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        # a temporary name beside it, then rename: never through a link at dst
+        fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"runs": a.runs, "scale": a.scale, "cpus": os.cpu_count(), "results": results}, f, indent=2)
+        os.replace(tmp, dst)
 
 
 if __name__ == "__main__":
