@@ -14,5 +14,6 @@
 //! papers' figures need, the figures derived from each measurement
 //! ([`study`]), and their rendering ([`report`]).
 
+pub mod jobs;
 pub mod report;
 pub mod study;
