@@ -154,3 +154,68 @@ fn blocks_reused_at_the_same_address_are_told_apart() {
     }
     assert!(between >= 1, "the load after the free is kept, as an other reference");
 }
+
+#[test]
+fn event_times_lie_between_the_programs_own_clock_readings() {
+    // the tool reads the clock now and then and interpolates with the TSC
+    // between readings; the program reads CLOCK_MONOTONIC around each malloc
+    let t = out("clock");
+    let readings = t.with_extension("txt");
+    let cmd = [program("clock").into_os_string(), readings.clone().into_os_string()];
+    let (ended, _) = record::record(&tools(), &cmd, &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    let around: Vec<(u64, u64)> = std::fs::read_to_string(&readings)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(around.len(), 80);
+    let mut r = heaplab_trace::TraceReader::open(&t).unwrap();
+    assert_eq!(r.meta().time_unit_ns, 1000);
+    let mut mallocs = Vec::new();
+    while let Some(e) = r.next_event().unwrap() {
+        if e.kind == Kind::Malloc {
+            mallocs.push(e.time);
+        }
+    }
+    assert_eq!(mallocs.len(), around.len(), "the program's mallocs only");
+    // microseconds, truncated; the slack is for the interpolation (the rate
+    // is measured over milliseconds: nanoseconds of error) and the clamp that
+    // keeps times from running backwards
+    for (i, (&us, &(before, after))) in mallocs.iter().zip(&around).enumerate() {
+        assert!(
+            before / 1000 <= us + 20 && us <= after / 1000 + 20,
+            "malloc {i}: the trace says {us} us, the program read {before} and {after} ns around it"
+        );
+    }
+}
+
+#[test]
+fn threads_that_come_and_go_are_each_one_trace_thread() {
+    // bench/progs/spawnjoin: 3 rounds of 2 threads (Valgrind reuses their
+    // ThreadIds); the tool asks the kernel whose thread it is only after a
+    // thread was made or went, and the main thread's last frees (after the
+    // exit hooks ran) stay the main thread's
+    let p = root().join("build/bin/record-spawnjoin");
+    assert!(p.exists(), "{} is not built: run `make -C native` first", p.display());
+    let t = out("spawnjoin");
+    let cmd = [p.into_os_string(), "3".into(), "200".into()];
+    let (ended, s) = record::record(&tools(), &cmd, &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    let mut r = heaplab_trace::TraceReader::open(&t).unwrap();
+    let mut per_thread = std::collections::BTreeMap::<u32, u64>::new();
+    while let Some(e) = r.next_event().unwrap() {
+        *per_thread.entry(e.thread).or_default() += 1;
+    }
+    let tids: Vec<u64> = r.threads().iter().map(|t| t.tid).collect();
+    assert_eq!(tids.len(), 7, "the main thread and 3 x 2: {tids:?}");
+    let mut distinct = tids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 7, "a kernel thread is one trace thread: {tids:?}");
+    assert_eq!(per_thread.len(), 7, "{per_thread:?}");
+    assert_eq!(per_thread.values().sum::<u64>(), s.events);
+}
