@@ -14,7 +14,7 @@
 
 REPLAY_DIR  := $(NATIVE)/replay
 REPLAY_OBJ  := $(OBJDIR)/replay
-REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c count.c
+REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c count.c threads.c
 REPLAY_OBJS := $(addprefix $(REPLAY_OBJ)/,$(REPLAY_SRCS:.c=.o))
 ifeq ($(shell uname -m),x86_64)
 REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o
@@ -35,7 +35,7 @@ $(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.S | dirs
 # -z now: no lazy binding, so the dynamic linker's resolver never runs inside
 # the timed region (nor shows up as a callee under callgrind).
 $(BINDIR)/heaplab-replay: $(REPLAY_OBJS) $(HLTRACE_OBJ)
-	$(CC) -Wl,-z,now -o $@ $^ $(HLTRACE_LIBS)
+	$(CC) -Wl,-z,now -o $@ $^ $(HLTRACE_LIBS) -lpthread
 
 REPLAY_TESTLIBS := $(addprefix $(LIBDIR)/libheaplab-test-,bump.so overlap.so corrupt.so log.so)
 

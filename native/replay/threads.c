@@ -1,0 +1,360 @@
+/*
+ * threads.c: threaded replay (--threads recorded): each recorded thread's
+ * events are replayed by a thread of their own, in that thread's order, and
+ * the threads wait for one another only where the trace says they must.
+ *
+ *   decode (untimed, before the RSS baseline): the reader's merged order is
+ *   split into one stream of ops per recorded thread, each mmap'd at its final
+ *   size (pass 1 counted the events of every thread):
+ *
+ *     stream t:  | op | op | op |SIG x| op | op | ... | op |END|
+ *                  24 bytes: w = size << 8 | byte, x = old id or alignment,
+ *                  id = the object the op creates (ids are the merged order's)
+ *
+ *     byte = kind | FAILED | OLD_NULL | WAIT | PUB
+ *       WAIT  the op releases an object another thread created: wait until
+ *             ready[x] is set
+ *       PUB   the op creates an object that another thread releases: set
+ *             ready[id] once obj[id] holds its pointer (a release store)
+ *     SIG x   a sentinel (byte RP_OP_END, x < threads): thread x started in
+ *             the recording after this point of this stream; set started[x]
+ *     END     a sentinel (byte RP_OP_END, x = RP_T_LAST): the stream's end
+ *
+ *   run: thread 0's stream on the main thread (the program's main thread),
+ *   every other stream on a pthread created before the timed region.  All
+ *   wait for one start flag; a stream whose thread was started by another
+ *   waits for its SIG; then each runs its ops.  The clock stops when the last
+ *   stream ends; the threads exit only after that, so that their exit-time
+ *   frees (glibc's tcache, the TLS vector) fall outside the measurement.
+ *
+ * Invariants:
+ *   - every wait is for an op earlier in the merged order (an object's
+ *     creation comes before its release; a thread's first event comes after
+ *     the ops that SIG follows), and the merged order is a total order, so the
+ *     waits cannot form a cycle;
+ *   - one flag per object (ready) and one per thread (started), each set once
+ *     by one writer: no lock, no read-modify-write on the hot path;
+ *   - a waiting thread spins with a CPU pause, then yields (rp_relax): this
+ *     machine may have fewer cores than the trace has threads.
+ *
+ * Plain mode runs rp_thread_lean (threaded code, a table of labels by op
+ * byte); touch and check modes run every op through exec.c's general path
+ * with its bookkeeping under exec.c's lock (not the allocator calls).  In
+ * check mode every creation publishes, and a release whose object does not
+ * exist yet is reported (exec.c's exists()): with --threads unordered, which
+ * runs the streams one at a time, the last thread first, with no waits, that
+ * is what a replay that broke the trace's order looks like.
+ *
+ * The replayer itself still never calls malloc: every table is mmap'd.
+ * pthread_create may ask the allocator for the new thread's TLS vector
+ * (glibc does, with calloc), before the peak and RSS baselines are taken.
+ */
+#include "rp.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
+
+#define RP_T_WAIT 0x40u
+#define RP_T_PUB  0x80u
+#define RP_T_LAST UINT64_MAX
+
+static void publish(uint8_t *f) {
+    __atomic_store_n(f, 1, __ATOMIC_RELEASE);
+}
+
+/* Waits until *f is set; counts the waits that did not find it set. */
+static void wait_for(const uint8_t *f, uint64_t *waits) {
+    if (__builtin_expect(__atomic_load_n(f, __ATOMIC_ACQUIRE), 1)) return;
+    ++*waits;
+    for (unsigned n = 0; !__atomic_load_n(f, __ATOMIC_ACQUIRE); n++)
+        rp_relax(n);
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, uint32_t nthreads, uint64_t ids,
+                      int mode) {
+    memset(pl, 0, sizeof *pl);
+    pl->n = nthreads ? nthreads : 1;
+    pl->ids = ids;
+    pl->mode = mode;
+    pl->s = rp_map(pl->n * sizeof *pl->s);
+    for (uint32_t t = 0; t < pl->n; t++) {
+        rp_tstream_t *s = &pl->s[t];
+        s->events = t < nthreads ? events_of[t] : 0;
+        s->cap = s->events + pl->n + 1; /* its ops, a SIG per thread it may start, END */
+        s->ops = rp_map(s->cap * sizeof *s->ops);
+        if (mode != RP_PLAIN) s->ev = rp_map(s->cap * 8);
+        s->start_after = t ? 0 : UINT32_MAX; /* thread 0 was not started by anyone */
+    }
+    /* ids + 1: the last slot takes the results of ops that create no object */
+    pl->ready = rp_map(ids + 1);
+    pl->started = rp_map(pl->n);
+    pl->born = rp_map((ids + 1) * sizeof *pl->born);
+}
+
+void rp_threads_thread(rp_tplan_t *pl, uint32_t thread, uint32_t started_by) {
+    if (thread < pl->n && thread && started_by < thread) pl->s[thread].start_after = started_by;
+}
+
+void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
+    uint32_t t = e->thread < pl->n ? e->thread : 0;
+    rp_tstream_t *s = &pl->s[t];
+    if (s->len == 0 && t) {
+        /* its first event: it starts where its creator's stream is now */
+        uint32_t c = s->start_after < pl->n ? s->start_after : 0;
+        rp_tstream_t *cs = &pl->s[c];
+        if (cs->len && cs->len < cs->cap) {
+            cs->ops[cs->len].op.w = RP_OP_END;
+            cs->ops[cs->len].op.x = t;
+            cs->ops[cs->len].id = pl->ids;
+            cs->len++;
+            s->waits_start = 1;
+        }
+    }
+    if (s->len >= s->cap) return; /* cannot happen: pass 1 counted them */
+    rp_top_t *o = &s->ops[s->len];
+    uint8_t b = e->kind;
+    uint64_t x = 0;
+    if (e->failed) b |= HL_OP_FAILED;
+    int releases = hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old);
+    if (releases)
+        x = e->old;
+    else if (e->kind == HL_REALLOC)
+        b |= HL_OP_OLD_NULL;
+    else if (hl_kind_has_align(e->kind))
+        x = e->align;
+    if (releases && x < pl->ids) {
+        rp_top_t *maker = pl->born[x];
+        /* Another stream made it: wait for it, and have its maker publish. */
+        if (maker && (e->old_thread != t || pl->mode == RP_CHECK)) {
+            maker->op.w |= RP_T_PUB;
+            if (e->old_thread != t) b |= RP_T_WAIT;
+        }
+    }
+    uint64_t size = e->size > RP_SIZE_MAX ? RP_SIZE_MAX : e->size;
+    if (hl_kind_is_release(e->kind)) size = 0;
+    o->op.w = size << 8 | b;
+    o->op.x = x;
+    o->id = e->has_id && e->id < pl->ids ? e->id : pl->ids;
+    if (e->has_id && e->id < pl->ids) {
+        pl->born[e->id] = o;
+        if (pl->mode == RP_CHECK) o->op.w |= RP_T_PUB;
+    }
+    if (s->ev) s->ev[s->len] = index;
+    s->len++;
+}
+
+void rp_threads_end(rp_tplan_t *pl) {
+    pl->active = 0;
+    for (uint32_t t = 0; t < pl->n; t++) {
+        rp_tstream_t *s = &pl->s[t];
+        s->ops[s->len].op.w = RP_OP_END;
+        s->ops[s->len].op.x = RP_T_LAST;
+        s->ops[s->len].id = pl->ids;
+        if (s->events) pl->active++;
+    }
+    rp_unmap(pl->born, (pl->ids + 1) * sizeof *pl->born);
+    pl->born = NULL;
+}
+
+/* ---------------------------------------------------------------- the loops */
+
+/* Plain mode: runs ops up to a sentinel; returns it.  The common ops are
+ * handled here; everything else (failed calls, the memalign family,
+ * realloc(NULL, n), realloc_free) goes through exec.c's general path. */
+static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+    static const void *const T[256] = {
+        [0 ... 255] = &&rare,
+        [HL_MALLOC] = &&l_malloc,
+        [HL_MALLOC | RP_T_PUB] = &&l_malloc_pub,
+        [HL_CALLOC] = &&l_calloc,
+        [HL_CALLOC | RP_T_PUB] = &&l_calloc_pub,
+        [HL_FREE] = &&l_free,
+        [HL_FREE | RP_T_WAIT] = &&l_wait,
+        [HL_REALLOC] = &&l_realloc,
+        [HL_REALLOC | RP_T_PUB] = &&l_realloc_pub,
+        [HL_REALLOC | RP_T_WAIT] = &&l_wait,
+        [HL_REALLOC | RP_T_WAIT | RP_T_PUB] = &&l_wait,
+        [RP_OP_END] = &&done,
+    };
+#pragma GCC diagnostic pop
+    void **const obj = th->ctx.obj;
+    uint8_t *const ready = th->plan->ready;
+    const rp_calls_t *const calls = th->calls;
+    uint64_t w = op->op.w;
+#define NEXT()                                                                                     \
+    do {                                                                                           \
+        w = (++op)->op.w;                                                                          \
+        goto *T[(uint8_t)w];                                                                       \
+    } while (0)
+    goto *T[(uint8_t)w];
+l_malloc:
+    obj[op->id] = calls->malloc(w >> 8);
+    NEXT();
+l_malloc_pub:
+    obj[op->id] = calls->malloc(w >> 8);
+    publish(&ready[op->id]);
+    NEXT();
+l_calloc:
+    obj[op->id] = calls->calloc(1, w >> 8);
+    NEXT();
+l_calloc_pub:
+    obj[op->id] = calls->calloc(1, w >> 8);
+    publish(&ready[op->id]);
+    NEXT();
+l_free:
+    calls->free(obj[op->op.x]);
+    NEXT();
+l_realloc:
+    obj[op->id] = calls->realloc(obj[op->op.x], w >> 8);
+    NEXT();
+l_realloc_pub:
+    obj[op->id] = calls->realloc(obj[op->op.x], w >> 8);
+    publish(&ready[op->id]);
+    NEXT();
+l_wait:
+    wait_for(&ready[op->op.x], &th->waits);
+    w &= ~(uint64_t)RP_T_WAIT;
+    goto *T[(uint8_t)w];
+rare:
+    if (w & RP_T_WAIT) wait_for(&ready[op->op.x], &th->waits);
+    th->ctx.nid = op->id;
+    rp_exec_one(&th->ctx, &op->op);
+    if (w & RP_T_PUB) publish(&ready[op->id]);
+    NEXT();
+done:
+#undef NEXT
+    return op;
+}
+
+/* Touch and check modes, and plain mode with --general. */
+static const rp_top_t *rp_thread_general(const rp_top_t *op, rp_thread_t *th) {
+    uint8_t *const ready = th->plan->ready;
+    const uint64_t *ev = th->stream->ev;
+    const rp_top_t *first = th->stream->ops;
+    for (; rp_op_byte(&op->op) != RP_OP_END; op++) {
+        uint64_t w = op->op.w;
+        if ((w & RP_T_WAIT) && !th->plan->unordered) wait_for(&ready[op->op.x], &th->waits);
+        th->ctx.nid = op->id;
+        th->ctx.event = ev ? ev[op - first] : 0;
+        rp_op_t o = {w & ~(uint64_t)(RP_T_WAIT | RP_T_PUB), op->op.x};
+        rp_exec_one(&th->ctx, &o);
+        if (w & RP_T_PUB) publish(&ready[op->id]);
+    }
+    return op;
+}
+
+/* One stream, start to END: the SIG sentinels on the way start others. */
+static void run_stream(rp_thread_t *th) {
+    rp_tplan_t *pl = th->plan;
+    if (th->stream->waits_start && !pl->unordered)
+        wait_for(&pl->started[th->index], &th->waits);
+    const rp_top_t *op = th->stream->ops;
+    for (;;) {
+        op = th->general ? rp_thread_general(op, th) : rp_thread_lean(op, th);
+        if (op->op.x == RP_T_LAST) break;
+        if (op->op.x < pl->n) publish(&pl->started[op->op.x]);
+        op++;
+    }
+}
+
+static void *worker(void *arg) {
+    rp_thread_t *th = arg;
+    rp_tplan_t *pl = th->plan;
+    wait_for(&pl->go, &th->waits);
+    th->waits = 0;
+    if (!pl->unordered) {
+        run_stream(th);
+    }
+    __atomic_add_fetch(&pl->done, 1, __ATOMIC_ACQ_REL);
+    /* Stay until the clock has stopped: exiting frees (tcache, TLS) would count. */
+    uint64_t dummy = 0;
+    wait_for(&pl->leave, &dummy);
+    return NULL;
+}
+
+void rp_threads_prepare(rp_tplan_t *pl, const rp_ctx_t *proto, int general, int unordered,
+                        const rp_calls_t *calls, rp_stats_t *book) {
+    pl->unordered = unordered;
+    pl->th = rp_map(pl->n * sizeof *pl->th);
+    pl->tids = rp_map(pl->n * sizeof(pthread_t));
+    for (uint32_t t = 0; t < pl->n; t++) {
+        rp_thread_t *th = &pl->th[t];
+        th->plan = pl;
+        th->index = t;
+        th->stream = &pl->s[t];
+        th->ctx = *proto;
+        memset(&th->ctx.st, 0, sizeof th->ctx.st);
+        th->ctx.book = proto->mode == RP_PLAIN ? NULL : book;
+        th->ctx.locked = proto->mode != RP_PLAIN;
+        th->ctx.ready = proto->mode == RP_CHECK ? pl->ready : NULL;
+        th->general = general || unordered;
+        th->calls = calls;
+    }
+    /* The other streams' threads, made now: before the baselines. */
+    pthread_t *tids = pl->tids;
+    for (uint32_t t = 1; t < pl->n; t++) {
+        if (!pl->s[t].events) continue;
+        if (pthread_create(&tids[t], NULL, worker, &pl->th[t]) != 0) {
+            rp_buf_t b;
+            rp_buf_init(&b, 256);
+            rp_puts(&b, "heaplab-replay: cannot create a replay thread (");
+            rp_putu(&b, pl->active);
+            rp_puts(&b, " needed); try --threads serial\n");
+            rp_flush(&b, 2);
+            rp_exit(1);
+        }
+        pl->made++;
+    }
+}
+
+uint64_t rp_threads_run(rp_tplan_t *pl) {
+    uint32_t made = pl->made;
+    CALLGRIND_START_INSTRUMENTATION;
+    uint64_t t0 = rp_now_ns();
+    publish(&pl->go);
+    if (pl->unordered) {
+        /* One stream at a time, the last thread first, no waits: every
+         * cross-thread dependency broken, deterministically. */
+        for (uint32_t t = pl->n; t-- > 0;)
+            if (pl->s[t].events || t == 0) run_stream(&pl->th[t]);
+    } else {
+        run_stream(&pl->th[0]);
+    }
+    for (unsigned n = 0; __atomic_load_n(&pl->done, __ATOMIC_ACQUIRE) < made; n++)
+        rp_relax(n);
+    uint64_t ns = rp_now_ns() - t0;
+    CALLGRIND_STOP_INSTRUMENTATION;
+    return ns;
+}
+
+void rp_threads_finish(rp_tplan_t *pl, rp_ctx_t *ctx) {
+    publish(&pl->leave);
+    pthread_t *tids = pl->tids;
+    for (uint32_t t = 1; t < pl->n; t++)
+        if (pl->s[t].events) pthread_join(tids[t], NULL);
+    for (uint32_t t = 0; t < pl->n; t++) {
+        const rp_stats_t *s = &pl->th[t].ctx.st;
+        ctx->st.failed_replayed += s->failed_replayed;
+        ctx->st.failed_now_succeed += s->failed_now_succeed;
+        ctx->st.failed_realloc_skip += s->failed_realloc_skip;
+        ctx->st.realloc0_block += s->realloc0_block;
+        ctx->st.hints += s->hints;
+        if (ctx->mode == RP_PLAIN) ctx->st.unexpected_null += s->unexpected_null;
+        pl->waits += pl->th[t].waits;
+    }
+    if (ctx->mode == RP_PLAIN) /* the lean loop does not count them as it goes */
+        for (uint64_t id = 0; id < pl->ids; id++)
+            ctx->st.unexpected_null += ctx->obj[id] == NULL;
+    ctx->nid = pl->ids;
+}
