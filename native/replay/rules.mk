@@ -61,7 +61,7 @@ $(LIBDIR)/libheaplab-rsspeak.so: $(REPLAY_DIR)/rsspeak.c $(COMMON_DIR)/hl_fmt.h 
 ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(LIBDIR)/libheaplab-rsspeak.so
 
 .PHONY: replay-test
-replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script
+replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script $(LIBDIR)/libheaplab-record.so $(ALLOC_LIBS)
 	$(REPLAY_DIR)/tests/run.sh $(BINDIR) $(LIBDIR) $(BUILD)/replay-test
 
 TEST_TARGETS += replay-test

@@ -70,7 +70,7 @@ static void publish(uint8_t *f) {
 }
 
 /* Waits until *f is set; counts the waits that did not find it set. */
-static void wait_for(const uint8_t *f, uint64_t *waits) {
+__attribute__((noinline)) static void wait_for(const uint8_t *f, uint64_t *waits) {
     if (__builtin_expect(__atomic_load_n(f, __ATOMIC_ACQUIRE), 1)) return;
     ++*waits;
     for (unsigned n = 0; !__atomic_load_n(f, __ATOMIC_ACQUIRE); n++)
@@ -180,52 +180,70 @@ static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
         [HL_CALLOC] = &&l_calloc,
         [HL_CALLOC | RP_T_PUB] = &&l_calloc_pub,
         [HL_FREE] = &&l_free,
-        [HL_FREE | RP_T_WAIT] = &&l_wait,
+        [HL_FREE | RP_T_WAIT] = &&l_free_wait,
         [HL_REALLOC] = &&l_realloc,
         [HL_REALLOC | RP_T_PUB] = &&l_realloc_pub,
-        [HL_REALLOC | RP_T_WAIT] = &&l_wait,
-        [HL_REALLOC | RP_T_WAIT | RP_T_PUB] = &&l_wait,
+        [HL_REALLOC | RP_T_WAIT] = &&l_realloc_wait,
+        [HL_REALLOC | RP_T_WAIT | RP_T_PUB] = &&l_realloc_wait_pub,
         [RP_OP_END] = &&done,
     };
 #pragma GCC diagnostic pop
     void **const obj = th->ctx.obj;
     uint8_t *const ready = th->plan->ready;
     const rp_calls_t *const calls = th->calls;
-    uint64_t w = op->op.w;
+    uint64_t w = op->op.w, id;
+    void *p;
 #define NEXT()                                                                                     \
     do {                                                                                           \
         w = (++op)->op.w;                                                                          \
         goto *T[(uint8_t)w];                                                                       \
     } while (0)
+/* the object's pointer, then its flag: a release store, a plain mov on x86 */
+#define PUT_PUB()                                                                                  \
+    do {                                                                                           \
+        id = op->id;                                                                               \
+        obj[id] = p;                                                                               \
+        publish(&ready[id]);                                                                       \
+    } while (0)
+#define WAIT()                                                                                     \
+    do {                                                                                           \
+        if (__builtin_expect(!__atomic_load_n(&ready[op->op.x], __ATOMIC_ACQUIRE), 0))            \
+            wait_for(&ready[op->op.x], &th->waits);                                                \
+    } while (0)
     goto *T[(uint8_t)w];
 l_malloc:
-    obj[op->id] = calls->malloc(w >> 8);
+    p = calls->malloc(w >> 8);
+    obj[op->id] = p; /* the id read after the call: nothing to keep across it */
     NEXT();
 l_malloc_pub:
-    obj[op->id] = calls->malloc(w >> 8);
-    publish(&ready[op->id]);
+    p = calls->malloc(w >> 8);
+    PUT_PUB();
     NEXT();
 l_calloc:
-    obj[op->id] = calls->calloc(1, w >> 8);
+    p = calls->calloc(1, w >> 8);
+    obj[op->id] = p;
     NEXT();
 l_calloc_pub:
-    obj[op->id] = calls->calloc(1, w >> 8);
-    publish(&ready[op->id]);
+    p = calls->calloc(1, w >> 8);
+    PUT_PUB();
     NEXT();
+l_free_wait:
+    WAIT();
 l_free:
     calls->free(obj[op->op.x]);
     NEXT();
+l_realloc_wait:
+    WAIT();
 l_realloc:
-    obj[op->id] = calls->realloc(obj[op->op.x], w >> 8);
+    p = calls->realloc(obj[op->op.x], w >> 8);
+    obj[op->id] = p;
     NEXT();
+l_realloc_wait_pub:
+    WAIT();
 l_realloc_pub:
-    obj[op->id] = calls->realloc(obj[op->op.x], w >> 8);
-    publish(&ready[op->id]);
+    p = calls->realloc(obj[op->op.x], w >> 8);
+    PUT_PUB();
     NEXT();
-l_wait:
-    wait_for(&ready[op->op.x], &th->waits);
-    w &= ~(uint64_t)RP_T_WAIT;
-    goto *T[(uint8_t)w];
 rare:
     if (w & RP_T_WAIT) wait_for(&ready[op->op.x], &th->waits);
     th->ctx.nid = op->id;
@@ -234,6 +252,8 @@ rare:
     NEXT();
 done:
 #undef NEXT
+#undef PUT_PUB
+#undef WAIT
     return op;
 }
 
