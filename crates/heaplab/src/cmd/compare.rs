@@ -105,6 +105,12 @@ pub struct Args {
     /// JSON, CSV and report; name the jobs missing or failed.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["live", "resume"])]
     merge: Option<PathBuf>,
+    /// How the replays run a trace of several threads: recorded (each recorded
+    /// thread on a thread of its own, waiting where the trace says: the
+    /// default for such traces) or serial (every event on one thread, in the
+    /// trace's merged order). Instruction counts always replay serially.
+    #[arg(long, value_name = "MODE", value_parser = ["recorded", "serial"])]
+    threads: Option<String>,
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
@@ -320,6 +326,7 @@ pub fn run(a: Args) -> Result<i32> {
         keep_scratch: a.keep_scratch,
         state: Some(a.state.clone().unwrap_or_else(measure::default_state_dir)),
         resume: a.resume,
+        threads: a.threads.clone(),
     };
     let tools = tools_with_timeout(a.timeout)?;
     if let Some(dir) = &a.plan {
