@@ -35,6 +35,10 @@ machines").
 
 With --live, runs the real program under each allocator instead: wall
 time, peak RSS, instructions, and whether stdout is identical to glibc's.
+A program that prints its own timings: --ignore-lines REGEX (repeatable)
+leaves matching lines out of the comparison, --output-filter CMD ARGS… ';'
+passes stdout through a command first (no shell). A row whose output still
+differs keeps its figures, flagged OUTPUT DIFFERS (status output_differs).
 
 Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
 (glibc jemalloc mimalloc tcmalloc), any single name, NAME+padN, or a path
@@ -55,6 +59,7 @@ Examples:
   heaplab compare t.hltrace --plan plan/ && parallel < plan/jobs-shared.txt \
     && parallel -j1 < plan/jobs-alone.txt && heaplab compare --merge plan/ --json t.json
   heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt
+  heaplab compare --live --ignore-lines '^Time was' -- espresso -t ex.pla
 
 --json [FILE] and --csv [FILE] write to FILE, or with no FILE (or -) to
 standard output; the table then goes to stderr."#;
@@ -138,6 +143,16 @@ pub struct Args {
     /// in the form of TRACE.program.json (the denominator of the allocator's share).
     #[arg(long, value_name = "FILE", requires = "live")]
     program_cost: Option<PathBuf>,
+    /// --live: leave out of the stdout comparison the lines that match REGEX
+    /// (repeatable), e.g. a program's own timing line: 'Time was [0-9.]+ sec'.
+    #[arg(long, value_name = "REGEX", requires = "live")]
+    ignore_lines: Vec<String>,
+    /// --live: pass each run's stdout through this command (its stdin) before
+    /// comparing it; the command and its arguments, up to a lone `;` (no
+    /// shell), e.g. --output-filter sed -e 's/ in [0-9.]*s$//' ';'
+    #[arg(long, value_name = "CMD ARGS… ;", requires = "live", num_args = 1..,
+          allow_hyphen_values = true, value_terminator = ";")]
+    output_filter: Vec<String>,
     /// --live: the program and its arguments.
     #[arg(last = true, value_name = "PROG ARGS")]
     program: Vec<String>,
@@ -488,6 +503,8 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
         instructions: !a.no_instructions,
         stdin: a.stdin.clone(),
         env,
+        ignore_lines: a.ignore_lines.clone(),
+        output_filter: a.output_filter.clone(),
     };
     let bar = Bar::new();
     let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;
