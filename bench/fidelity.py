@@ -30,6 +30,14 @@ and the machine's load average beside each program.
   bench/fidelity.py                                  everything, into out/bench/fidelity
   bench/fidelity.py --programs prodcons,xz --runs 5 --threads serial
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
+  bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
+
+`prodcons:T` runs prodcons with T threads (1, or T/2 producer/consumer
+pairs, each pair the same work). Given more than one, the report ends with
+the scaling: each allocator's wall time at T threads over its time at the
+fewest, live and replayed. On a machine with fewer cores than threads the
+threads take turns: the figure then shows the cost of oversubscription and
+of the allocators' locks, not parallel speed-up.
 """
 import argparse
 import json
@@ -97,30 +105,32 @@ def program(name, scale, work):
     os.makedirs(inputs, exist_ok=True)
     if name in WORKLOADS:
         return workload(name, scale, inputs)
-    if name == "prodcons":
+    if name == "prodcons" or name.startswith("prodcons:"):
         exe = os.path.join(work, "prodcons")
-        sh(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "progs", "prodcons.c")])
-        return {}, [exe, str(max(1000, int(200000 * scale)))], None
+        if not os.path.exists(exe):
+            sh(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "progs", "prodcons.c")])
+        threads = name.split(":")[1] if ":" in name else "4"
+        return {}, [exe, str(max(1000, int(200000 * scale))), threads], None
     if name == "xz":
         if not shutil.which("xz"):
             sys.exit("bench/fidelity.py: xz is not installed (scripts/setup.sh installs xz-utils)")
         src = text_input(os.path.join(inputs, "fidelity-text.txt"), max(1, int(8 * scale)))
         # 256 KiB blocks: a small input still keeps four threads busy
         return {}, ["xz", "-T4", "--block-size=262144", "-3", "-c", src], None
-    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA)}")
+    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA)}, prodcons:THREADS")
 
 
 def record(name, env, argv, stdin, work):
     d = os.path.join(work, "rec-" + name)
     os.makedirs(d, exist_ok=True)
-    trace = os.path.join(d, f"{name}.hltrace")
+    trace = os.path.join(d, f"{name.replace(':', '-')}.hltrace")
     cmd = [HEAPLAB, "record", "-o", trace, "--force", "--"]
     cmd += (["env"] + [f"{k}={v}" for k, v in env.items()] if env else []) + argv
     with open(stdin) if stdin else open(os.devnull) as fin:
         subprocess.run(cmd, check=True, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        cwd=ROOT)
     # the program's own trace is the largest one the recording left
-    cands = [os.path.join(d, f) for f in os.listdir(d) if f.startswith(f"{name}.hltrace")]
+    cands = [os.path.join(d, f) for f in os.listdir(d) if f.startswith(os.path.basename(trace))]
     return max(cands, key=os.path.getsize)
 
 
@@ -157,8 +167,8 @@ def spearman(xs, ys):
 def measure(name, a, work):
     env, argv, stdin = program(name, a.scale, work)
     trace = record(name, env, argv, stdin, work)
-    live_json = os.path.join(work, f"live-{name}.json")
-    rep_json = os.path.join(work, f"replay-{name}.json")
+    live_json = os.path.join(work, f"live-{name.replace(':', '-')}.json")
+    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}.json")
     cmd = [HEAPLAB, "compare", "--live", "--allocators", a.allocators, "--repeat", str(a.runs),
            "--no-instructions", "--json", live_json]
     for k, v in env.items():
@@ -241,6 +251,20 @@ def main():
                       + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))
             sys.stdout.flush()
+        scaling = [r for r in results if r["program"].startswith("prodcons:")]
+        if len(scaling) > 1:
+            base = scaling[0]
+            names = [row["allocator"] for row in base["rows"]]
+            print(f"scaling: wall time over {base['program']}'s, live / replay ({os.cpu_count()} cores here)")
+            print(f"  {'allocator':<14}" + "".join(f" {r['program'].split(':')[1] + ' thr':>13}" for r in scaling))
+            for n in names:
+                def at(r, key):
+                    row = next((x for x in r["rows"] if x["allocator"] == n), {})
+                    b = next((x for x in base["rows"] if x["allocator"] == n), {})
+                    return row.get(key) / b[key] if row.get(key) and b.get(key) else None
+                cells = "".join(f" {fmt(at(r, 'live_wall_s'), 1) + '/' + fmt(at(r, 'replay_wall_s'), 1):>13}"
+                                for r in scaling)
+                print(f"  {n:<14}{cells}")
     finally:
         for r in results:  # the traces go with the scratch directory
             r["trace"] = os.path.basename(r["trace"])
