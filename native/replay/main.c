@@ -72,6 +72,8 @@ static const char USAGE[] =
     "                  one thread (not with --site-hints, --vg-marks or --count)\n"
     "  --threads serial  every event on one thread, in the trace's merged order (the default\n"
     "                  for a one-thread trace)\n"
+    "  --no-edges      --threads recorded: wait only for objects and thread starts, not for\n"
+    "                  the trace's other recorded edges (a reuse after another thread's free)\n"
     "  --threads unordered  for testing check mode: the threads' events one thread at a time,\n"
     "                  the last thread first, with no waits, so every cross-thread dependency\n"
     "                  breaks; check mode reports each release of an object not yet made\n"
@@ -127,6 +129,7 @@ typedef struct trace_info {
     vec_t frame_mod;   /* uint32 */
     vec_t frame_off;   /* uint64 */
     vec_t thread_events; /* thread index -> its events (uint64) */
+    vec_t thread_edges;  /* thread index -> the recorded edges on its events (uint64) */
 } trace_info_t;
 
 static void trace_error(const hl_error_t *e) {
@@ -162,6 +165,7 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
     ti->frame_mod.elem = 4;
     ti->frame_off.elem = 8;
     ti->thread_events.elem = 8;
+    ti->thread_edges.elem = 8;
     if (want_sites) {
         vec_push(&ti->mod_hash, &zero);
         vec_push(&ti->stack_first, &zero);
@@ -171,9 +175,12 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
         switch (it.kind) {
         case HL_ITEM_EVENT: {
             const hl_event_t *e = &it.u.event;
-            while (ti->thread_events.len <= e->thread)
+            while (ti->thread_events.len <= e->thread) {
                 vec_push(&ti->thread_events, &zero);
+                vec_push(&ti->thread_edges, &zero);
+            }
             ((uint64_t *)ti->thread_events.p)[e->thread]++;
+            ((uint64_t *)ti->thread_edges.p)[e->thread] += e->n_after;
             ti->s.events++;
             ti->s.kinds[e->kind]++;
             ti->s.failed += e->failed;
@@ -292,7 +299,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 
 int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
-    int threads = T_DEFAULT;
+    int threads = T_DEFAULT, no_edges = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20;
     const char *path = NULL;
@@ -326,6 +333,8 @@ int main(int argc, char **argv) {
                 threads = T_UNORDERED;
             else
                 die_usage("--threads takes recorded, serial or unordered, not ", v);
+        } else if (!strcmp(a, "--no-edges")) {
+            no_edges = 1;
         } else if (!strcmp(a, "--site-hints")) {
             hints = 1;
         } else if (!strcmp(a, "--ops-cache")) {
@@ -455,7 +464,9 @@ int main(int argc, char **argv) {
     static rp_tplan_t plan;
     int threaded = threads != T_SERIAL;
     if (threaded) {
-        rp_threads_begin(&plan, ti.thread_events.p, (uint32_t)ti.thread_events.len, ti.s.ids, mode);
+        rp_threads_begin(&plan, ti.thread_events.p, ti.thread_edges.p,
+                         (uint32_t)ti.thread_events.len, ti.s.ids, mode);
+        plan.edges_off = no_edges;
         hl_item_t tit;
         uint64_t index = 0;
         while (hl_reader_next(r, &tit) == 1) {
@@ -608,6 +619,10 @@ int main(int argc, char **argv) {
     rp_put_jstr(&out, threads == T_RECORDED ? "recorded" : threads == T_UNORDERED ? "unordered" : "serial");
     rp_key(&out, &f, "thread_waits");
     rp_putu(&out, plan.waits);
+    rp_key(&out, &f, "thread_edges");
+    rp_putu(&out, plan.edges);
+    rp_key(&out, &f, "thread_edge_waits");
+    rp_putu(&out, plan.edge_waits);
     rp_key(&out, &f, "cut_short");
     rp_puts(&out, ti.s.cut_short ? "true" : "false");
     rp_key(&out, &f, "trace_warning");

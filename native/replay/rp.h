@@ -263,8 +263,12 @@ typedef struct rp_top {
 } rp_top_t;
 
 typedef struct rp_tstream {
-    rp_top_t *ops;        /* this thread's ops, SIG sentinels, END */
+    rp_top_t *ops;        /* this thread's ops, EDGE and SIG ops, END */
     uint64_t *ev;         /* touch, check: each op's index in the merged order */
+    uint64_t *steps;      /* decoding: the thread's steps up to each op (trace-format.md) */
+    uint64_t twostep;     /* decoding: two-step events so far */
+    uint32_t edge_src[64];  /* decoding: the last edge waited for, by source thread % 64 */
+    const rp_top_t *edge_op[64];
     uint64_t events, len, cap;
     uint32_t start_after; /* the thread that started it (THREADS), UINT32_MAX for thread 0 */
     int waits_start;      /* a SIG in its creator's stream starts it */
@@ -272,12 +276,16 @@ typedef struct rp_tstream {
 
 struct rp_tplan;
 typedef struct rp_thread {
-    struct rp_tplan *plan;
+    /* the last op this thread completed (an address in its stream), for
+     * other threads' EDGE ops; alone in its cache line */
+    uintptr_t done __attribute__((aligned(64)));
+    struct rp_tplan *plan __attribute__((aligned(64)));
     rp_tstream_t *stream;
     uint32_t index;
     int general;
     const rp_calls_t *calls;
     uint64_t waits; /* waits that found their flag unset */
+    uint64_t edge_waits; /* of which on a recorded edge */
     rp_ctx_t ctx;
 } __attribute__((aligned(64))) rp_thread_t;
 
@@ -291,15 +299,16 @@ typedef struct rp_tplan {
     uint8_t *started; /* thread -> its SIG has been passed */
     rp_thread_t *th;
     void *tids;       /* pthread_t per stream */
-    uint64_t waits;
+    uint64_t waits, edge_waits, edges;
+    int edges_off;    /* --no-edges: object and start waits only */
     uint8_t go __attribute__((aligned(64))), leave;
     uint32_t done __attribute__((aligned(64)));
 } rp_tplan_t;
 
 /* Decoding: begin (per-thread event counts from pass 1), then every THREADS
  * item's start edge and every event in the merged order, then end. */
-void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, uint32_t nthreads, uint64_t ids,
-                      int mode);
+void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t *edges_of,
+                      uint32_t nthreads, uint64_t ids, int mode);
 void rp_threads_thread(rp_tplan_t *pl, uint32_t thread, uint32_t started_by);
 void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index);
 void rp_threads_end(rp_tplan_t *pl);

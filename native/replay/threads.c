@@ -64,6 +64,7 @@
 #define RP_T_WAIT 0x40u
 #define RP_T_PUB  0x80u
 #define RP_T_LAST UINT64_MAX
+#define RP_T_EDGE 0x0eu /* a reserved kind (the reader never gives it): wait on a recorded edge */
 
 static void publish(uint8_t *f) {
     __atomic_store_n(f, 1, __ATOMIC_RELEASE);
@@ -77,22 +78,36 @@ __attribute__((noinline)) static void wait_for(const uint8_t *f, uint64_t *waits
         rp_relax(n);
 }
 
+/* Waits until another thread's `done` reaches `target` (a recorded edge). */
+__attribute__((noinline)) static void wait_done(const uintptr_t *d, uintptr_t target,
+                                                rp_thread_t *th) {
+    th->waits++;
+    th->edge_waits++;
+    for (unsigned n = 0; __atomic_load_n(d, __ATOMIC_ACQUIRE) < target; n++)
+        rp_relax(n);
+}
+
 /* ---------------------------------------------------------------- decoding */
 
-void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, uint32_t nthreads, uint64_t ids,
-                      int mode) {
+void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t *edges_of,
+                      uint32_t nthreads, uint64_t ids, int mode) {
     memset(pl, 0, sizeof *pl);
     pl->n = nthreads ? nthreads : 1;
     pl->ids = ids;
     pl->mode = mode;
     pl->s = rp_map(pl->n * sizeof *pl->s);
+    pl->th = rp_map(pl->n * sizeof *pl->th);
     for (uint32_t t = 0; t < pl->n; t++) {
         rp_tstream_t *s = &pl->s[t];
         s->events = t < nthreads ? events_of[t] : 0;
-        s->cap = s->events + pl->n + 1; /* its ops, a SIG per thread it may start, END */
+        /* its ops, an EDGE op per recorded edge, a SIG per thread it may start, END */
+        s->cap = s->events + (t < nthreads ? edges_of[t] : 0) + pl->n + 1;
         s->ops = rp_map(s->cap * sizeof *s->ops);
+        s->steps = rp_map(s->cap * 8);
         if (mode != RP_PLAIN) s->ev = rp_map(s->cap * 8);
         s->start_after = t ? 0 : UINT32_MAX; /* thread 0 was not started by anyone */
+        for (unsigned k = 0; k < 64; k++)
+            s->edge_src[k] = UINT32_MAX;
     }
     /* ids + 1: the last slot takes the results of ops that create no object */
     pl->ready = rp_map(ids + 1);
@@ -115,12 +130,56 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
             cs->ops[cs->len].op.w = RP_OP_END;
             cs->ops[cs->len].op.x = t;
             cs->ops[cs->len].id = pl->ids;
+            cs->steps[cs->len] = cs->steps[cs->len - 1];
             cs->len++;
             s->waits_start = 1;
         }
     }
+    /* The recorded edges: wait until the op that holds step N of thread T has
+     * run.  Only ops already decoded (earlier in the merged order) are waited
+     * for, so that no wait can close a cycle. */
+    const rp_top_t *covered = NULL; /* the creation op the ready flag waits for */
+    uint32_t covered_t = UINT32_MAX;
+    if ((hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old)) &&
+        e->old < pl->ids && pl->born[e->old]) {
+        covered = pl->born[e->old];
+        covered_t = e->old_thread;
+    }
+    for (unsigned k = 0; k < e->n_after && !pl->edges_off; k++) {
+        uint32_t src = e->after[k].thread;
+        if (src >= pl->n || src == t) continue;
+        rp_tstream_t *ss = &pl->s[src];
+        if (!ss->len) continue;
+        /* the first op of src with at least N steps, else its last op */
+        uint64_t lo = 0, hi = ss->len - 1, n = e->after[k].steps;
+        while (lo < hi) {
+            uint64_t mid = (lo + hi) / 2;
+            if (ss->steps[mid] >= n)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        const rp_top_t *target = &ss->ops[lo];
+        if (src == covered_t && target <= covered) continue; /* the ready flag covers it */
+        unsigned slot = src % 64;
+        if (s->edge_src[slot] == src && s->edge_op[slot] >= target) continue; /* waited already */
+        s->edge_src[slot] = src;
+        s->edge_op[slot] = target;
+        if (s->len >= s->cap) break;
+        rp_top_t *o = &s->ops[s->len];
+        o->op.w = RP_T_EDGE;
+        o->op.x = (uintptr_t)&pl->th[src].done;
+        o->id = (uintptr_t)target;
+        s->steps[s->len] = s->len ? s->steps[s->len - 1] : 0;
+        if (s->ev) s->ev[s->len] = index;
+        s->len++;
+        pl->edges++;
+    }
     if (s->len >= s->cap) return; /* cannot happen: pass 1 counted them */
     rp_top_t *o = &s->ops[s->len];
+    /* steps: a realloc of a non-NULL pointer and a realloc_free are two */
+    s->twostep += e->kind == HL_REALLOC_FREE || (e->kind == HL_REALLOC && e->has_old);
+    s->steps[s->len] = e->thread_seq + 1 + s->twostep;
     uint8_t b = e->kind;
     uint64_t x = 0;
     if (e->failed) b |= HL_OP_FAILED;
@@ -163,6 +222,10 @@ void rp_threads_end(rp_tplan_t *pl) {
     }
     rp_unmap(pl->born, (pl->ids + 1) * sizeof *pl->born);
     pl->born = NULL;
+    for (uint32_t t = 0; t < pl->n; t++) {
+        rp_unmap(pl->s[t].steps, pl->s[t].cap * 8);
+        pl->s[t].steps = NULL;
+    }
 }
 
 /* ---------------------------------------------------------------- the loops */
@@ -185,7 +248,8 @@ static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
         [HL_REALLOC | RP_T_PUB] = &&l_realloc_pub,
         [HL_REALLOC | RP_T_WAIT] = &&l_realloc_wait,
         [HL_REALLOC | RP_T_WAIT | RP_T_PUB] = &&l_realloc_wait_pub,
-        [RP_OP_END] = &&done,
+        [RP_T_EDGE] = &&l_edge,
+        [RP_OP_END] = &&l_end,
     };
 #pragma GCC diagnostic pop
     void **const obj = th->ctx.obj;
@@ -193,8 +257,11 @@ static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
     const rp_calls_t *const calls = th->calls;
     uint64_t w = op->op.w, id;
     void *p;
+    uintptr_t *const done = &th->done;
+/* the op is done: say so (a release store, a plain mov on x86), then the next */
 #define NEXT()                                                                                     \
     do {                                                                                           \
+        __atomic_store_n(done, (uintptr_t)op, __ATOMIC_RELEASE);                                   \
         w = (++op)->op.w;                                                                          \
         goto *T[(uint8_t)w];                                                                       \
     } while (0)
@@ -244,13 +311,17 @@ l_realloc_pub:
     p = calls->realloc(obj[op->op.x], w >> 8);
     PUT_PUB();
     NEXT();
+l_edge:
+    if (__builtin_expect(__atomic_load_n((uintptr_t *)op->op.x, __ATOMIC_ACQUIRE) < op->id, 0))
+        wait_done((const uintptr_t *)op->op.x, op->id, th);
+    NEXT();
 rare:
     if (w & RP_T_WAIT) wait_for(&ready[op->op.x], &th->waits);
     th->ctx.nid = op->id;
     rp_exec_one(&th->ctx, &op->op);
     if (w & RP_T_PUB) publish(&ready[op->id]);
     NEXT();
-done:
+l_end:
 #undef NEXT
 #undef PUT_PUB
 #undef WAIT
@@ -264,12 +335,19 @@ static const rp_top_t *rp_thread_general(const rp_top_t *op, rp_thread_t *th) {
     const rp_top_t *first = th->stream->ops;
     for (; rp_op_byte(&op->op) != RP_OP_END; op++) {
         uint64_t w = op->op.w;
+        if ((uint8_t)w == RP_T_EDGE) {
+            if (!th->plan->unordered &&
+                __atomic_load_n((uintptr_t *)op->op.x, __ATOMIC_ACQUIRE) < op->id)
+                wait_done((const uintptr_t *)op->op.x, op->id, th);
+            continue;
+        }
         if ((w & RP_T_WAIT) && !th->plan->unordered) wait_for(&ready[op->op.x], &th->waits);
         th->ctx.nid = op->id;
         th->ctx.event = ev ? ev[op - first] : 0;
         rp_op_t o = {w & ~(uint64_t)(RP_T_WAIT | RP_T_PUB), op->op.x};
         rp_exec_one(&th->ctx, &o);
         if (w & RP_T_PUB) publish(&ready[op->id]);
+        __atomic_store_n(&th->done, (uintptr_t)op, __ATOMIC_RELEASE);
     }
     return op;
 }
@@ -286,6 +364,7 @@ static void run_stream(rp_thread_t *th) {
         if (op->op.x < pl->n) publish(&pl->started[op->op.x]);
         op++;
     }
+    __atomic_store_n(&th->done, UINTPTR_MAX, __ATOMIC_RELEASE); /* every op of it has run */
 }
 
 static void *worker(void *arg) {
@@ -306,7 +385,6 @@ static void *worker(void *arg) {
 void rp_threads_prepare(rp_tplan_t *pl, const rp_ctx_t *proto, int general, int unordered,
                         const rp_calls_t *calls, rp_stats_t *book) {
     pl->unordered = unordered;
-    pl->th = rp_map(pl->n * sizeof *pl->th);
     pl->tids = rp_map(pl->n * sizeof(pthread_t));
     for (uint32_t t = 0; t < pl->n; t++) {
         rp_thread_t *th = &pl->th[t];
@@ -372,6 +450,7 @@ void rp_threads_finish(rp_tplan_t *pl, rp_ctx_t *ctx) {
         ctx->st.hints += s->hints;
         if (ctx->mode == RP_PLAIN) ctx->st.unexpected_null += s->unexpected_null;
         pl->waits += pl->th[t].waits;
+        pl->edge_waits += pl->th[t].edge_waits;
     }
     if (ctx->mode == RP_PLAIN) /* the lean loop does not count them as it goes */
         for (uint64_t id = 0; id < pl->ids; id++)

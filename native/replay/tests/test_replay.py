@@ -576,12 +576,16 @@ def test_threads_prodcons():
     results = set()
     for i in range(10):
         rc, j, err = replay_json(["--mode", "check", trace])
-        ok = rc == 0 and j and j["check"]["problems"] == 0 and j["replay_threads"] >= 4
+        ok = (rc == 0 and j and j["check"]["problems"] == 0 and j["replay_threads"] >= 4
+              and j["thread_edges"] > 0)
         check(ok, f"threads: prodcons check-mode run {i}: rc {rc}, {err[:300]}")
         if j:
             results.add(json.dumps([j["events"], j["objects"], j["kinds"], j["replay"], j["check"],
                                     j["replay_threads"]], sort_keys=True))
     check(len(results) == 1, f"threads: 10 threaded check runs give one result, not {len(results)}")
+    rc, j, err = replay_json(["--mode", "check", "--no-edges", trace])
+    check(rc == 0 and j and j["thread_edges"] == 0 and j["check"]["problems"] == 0,
+          f"threads: --no-edges waits on objects only, still clean (rc {rc})")
     allocs = [(n, os.path.join(LIB, f"libheaplab-{n}.so")) for n in zoo_names()] + [("glibc", None)]
     for n, so in (("jemalloc", "libjemalloc.so.2"), ("mimalloc", "libmimalloc.so.2"),
                   ("tcmalloc", "libtcmalloc_minimal.so.4")):
