@@ -16,6 +16,9 @@
  *             ready[x] is set
  *       PUB   the op creates an object that another thread releases: set
  *             ready[id] once obj[id] holds its pointer (a release store)
+ *     EDGE    (a reserved kind) the trace recorded that the next event came
+ *             after step N of thread T: x = &T's `done`, id = the op of T's
+ *             stream that holds step N; wait until T's `done` reaches it
  *     SIG x   a sentinel (byte RP_OP_END, x < threads): thread x started in
  *             the recording after this point of this stream; set started[x]
  *     END     a sentinel (byte RP_OP_END, x = RP_T_LAST): the stream's end
@@ -33,7 +36,11 @@
  *     the ops that SIG follows), and the merged order is a total order, so the
  *     waits cannot form a cycle;
  *   - one flag per object (ready) and one per thread (started), each set once
- *     by one writer: no lock, no read-modify-write on the hot path;
+ *     by one writer, and one `done` word per thread (the last op it ran),
+ *     written only by its thread: no lock, no read-modify-write on the hot
+ *     path;
+ *   - an EDGE op only ever names an op already decoded when its event was
+ *     (the first op of T with at least N steps, else T's last so far);
  *   - a waiting thread spins with a CPU pause, then yields (rp_relax): this
  *     machine may have fewer cores than the trace has threads.
  *
