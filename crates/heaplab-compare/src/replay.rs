@@ -81,6 +81,12 @@ pub struct ReplayOut {
     pub cut_at_byte: Option<u64>,
     #[serde(default)]
     pub cut_after_events: Option<u64>,
+    /// `recorded` (one replay thread per recorded thread), `serial` or
+    /// `unordered`; absent from an older replayer.
+    #[serde(default)]
+    pub threads_mode: Option<String>,
+    #[serde(default)]
+    pub replay_threads: Option<u64>,
     pub timed_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,
@@ -206,6 +212,9 @@ pub fn run(
 ) -> Result<Outcome> {
     let mut c = command(&tools.replay, alloc);
     c.arg("--mode").arg(mode.arg()).args(extra);
+    if let Some(t) = tools.threads.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
+        c.arg("--threads").arg(t);
+    }
     if let Some(d) = tools.ops_cache.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
         c.arg("--ops-cache").arg(d);
     }
@@ -229,6 +238,9 @@ pub fn run_callgrind(
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(&tools.replay)
         .arg("--per-call");
+    if let Some(t) = &tools.threads {
+        c.arg("--threads").arg(t);
+    }
     if let Some(d) = &tools.ops_cache {
         c.arg("--ops-cache").arg(d);
     }
