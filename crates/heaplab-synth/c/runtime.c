@@ -470,15 +470,35 @@ static unsigned long front_frees(const SYN_T *t) {
     return t->pops - (unsigned long)d;
 }
 
+/* The blocks on list l of a thread that may have stopped half-way through a
+ * push or a pop (the other threads, in the child of a fork): `left` may be
+ * one off the list it counts, so the list itself is counted, up to the cap,
+ * and cut after the last block that is a free block of l (a block the
+ * thread was popping is then lost to the child; walk_unreliable says so). */
+static size_t recount(syn_link_t *head, unsigned l) {
+    size_t n = 0;
+    syn_link_t *last = NULL;
+    for (syn_link_t *f = head; f && n < syn_lists[l].cap; f = f->next) {
+        if (!in_fast_heap(f) || ((uintptr_t)f & 15) || *syn_hdr(f) != SYN_TAG_FREE(l)) break;
+        last = f;
+        n++;
+    }
+    if (last) last->next = NULL;
+    return n;
+}
+
 /* Under the lock: a thread's lists go to the depot, its extent is closed,
- * its counts are kept, and it leaves the registry. */
-static void retire(SYN_T *t) {
+ * its counts are kept, and it leaves the registry.  `interrupted`: the thread
+ * may have been in the middle of a call (the child of a fork), so its lists
+ * are counted rather than trusted to agree with `left`. */
+static void retire(SYN_T *t, int interrupted) {
     exited_mallocs += t->pops + t->carved;
     exited_frees += front_frees(t);
     for (unsigned l = 0; l < syn_nfast; l++) {
         if (t->state == ST_ARMED && t->head[l]) {
-            size_t n = syn_lists[l].cap - (size_t)t->left[l];
-            depot_put(l, t->head[l], n);
+            size_t n = interrupted ? recount(t->head[l], l)
+                                   : syn_lists[l].cap - (size_t)t->left[l];
+            if (n) depot_put(l, t->head[l], n);
         }
         t->head[l] = NULL;
         t->left[l] = t->adj[l] = 0;
@@ -500,7 +520,7 @@ static void retire(SYN_T *t) {
 
 static void thread_exit(void *arg) {
     hl_front_enter();
-    retire(arg);
+    retire(arg, 0);
     hl_front_leave();
 }
 
@@ -546,7 +566,7 @@ void SYN_FRONT_FORK_CHILD(void) {
     for (SYN_T *t = threads, *n; t; t = n) {
         n = t->next;
         if (t != self) {
-            retire(t);
+            retire(t, 1);
             walk_unreliable = 1; /* a thread may have been half-way through a call */
         }
     }
