@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-    gcc g++ make pkg-config           # the native rooms
+    gcc g++ make pkg-config           # the native rooms (g++ also builds libFuzzer for fuzz/)
     libzstd-dev zstd                  # optional trace compression
     libunwind-dev                     # the agent's call-stack unwinder
     valgrind                          # instruction counts, the reference tool

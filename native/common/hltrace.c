@@ -861,6 +861,10 @@ static int read_block(hl_reader_t *r, bhdr_t *h) {
     ssize_t n = read_full(r, hb, sizeof hb);
     if (n < 0) return r_fail(r, HL_E_IO, at, "%s", strerror(errno));
     if (n == 0) return 0;
+    if (r->last_was_end && r->last_end_reason != HL_END_EXEC) /* not a cut: something follows */
+        return r_fail(r, HL_E_MALFORMED, at,
+                      "malformed block: trailing data after the END block (%zd%s bytes)", n,
+                      n == HL_BLOCK_HEADER_LEN ? " or more" : "");
     if (n < HL_BLOCK_HEADER_LEN)
         return r_fail(r, HL_E_TRUNCATED, at, "truncated: block header: %zd of %d bytes", n,
                       HL_BLOCK_HEADER_LEN);

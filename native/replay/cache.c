@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define HDR_BYTES 4096
-static const char MAGIC[8] = {'H', 'L', 'O', 'P', 'S', 0, 0, 1};
+static const char MAGIC[8] = {'H', 'L', 'O', 'P', 'S', 0, 0, 2};
 
 typedef struct hdr {
     char magic[8];

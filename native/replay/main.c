@@ -157,10 +157,13 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             ti->s.inherited += e->inherited;
             if (e->has_id) {
                 ti->s.ids = e->id + 1;
-                ti->live += e->size;
+                /* sizes come from the trace: stop at 2^64-1 rather than wrap */
+                ti->live = ti->live > UINT64_MAX - e->size ? UINT64_MAX : ti->live + e->size;
             }
-            if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old && !e->failed))
-                ti->live -= e->kind == HL_REALLOC ? e->old_size : e->size;
+            if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old && !e->failed)) {
+                uint64_t gone = e->kind == HL_REALLOC ? e->old_size : e->size;
+                ti->live = ti->live < gone ? 0 : ti->live - gone;
+            }
             if (ti->live > ti->s.peak_live) ti->s.peak_live = ti->live;
             uint64_t lo = hl_reader_live_objects(r);
             if (lo > ti->s.peak_objects) ti->s.peak_objects = lo;
@@ -202,6 +205,8 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             rp_exit(1);
         }
         ti->s.cut_short = 1;
+        ti->s.cut_offset = e->offset;
+        ti->s.cut_events = e->events;
         hl_error_format(e, ti->s.warning, sizeof ti->s.warning);
     }
     hl_reader_free(r);
@@ -515,6 +520,16 @@ int main(int argc, char **argv) {
     rp_key(&out, &f, "trace_warning");
     if (ti.s.cut_short)
         rp_put_jstr(&out, ti.s.warning);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "cut_at_byte");
+    if (ti.s.cut_short)
+        rp_putu(&out, ti.s.cut_offset);
+    else
+        rp_puts(&out, "null");
+    rp_key(&out, &f, "cut_after_events");
+    if (ti.s.cut_short)
+        rp_putu(&out, ti.s.cut_events);
     else
         rp_puts(&out, "null");
     rp_key(&out, &f, "timed_ns");

@@ -52,6 +52,7 @@ typedef struct rp_summary {
     uint64_t events, kinds[HL_KIND_COUNT], failed, inherited, ids, threads;
     uint64_t peak_live, peak_objects;
     uint64_t cut_short;
+    uint64_t cut_offset, cut_events; /* where the reader stopped, and the events before it */
     char warning[512];
 } rp_summary_t;
 

@@ -31,6 +31,7 @@
 //!
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
+pub mod health;
 pub mod lab;
 pub mod live;
 pub mod measure;

@@ -12,6 +12,7 @@
 
 use crate::alloc::{Allocator, Source};
 use crate::callgrind::{replay_costs, AllocCosts};
+use crate::health::{self, Truncation};
 use crate::record::Record;
 use crate::replay::{self, Mode, Outcome};
 use crate::tools::Tools;
@@ -116,20 +117,6 @@ impl Cell {
     }
 }
 
-/// Checks that a trace reads to its end with the Rust reader (the same
-/// message as `heaplab stats` on a bad trace). A trace cut short passes.
-pub fn validate(trace: &Path) -> Result<()> {
-    let mut r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
-    loop {
-        match r.next_event() {
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(()),
-            Err(e) if e.is_cut_short() => return Ok(()),
-            Err(e) => bail!("{e}"),
-        }
-    }
-}
-
 /// How much slower a replay runs under callgrind than a touch-mode replay
 /// natively: 10 to 20 times on this project's allocators (memory-bound ones
 /// like firstfit lose less, because callgrind does not simulate the cache).
@@ -160,9 +147,8 @@ pub fn compare(
     }
     std::fs::create_dir_all(&tools.work_dir)
         .with_context(|| format!("creating {}", tools.work_dir.display()))?;
-    for t in traces {
-        validate(t)?;
-    }
+    let cuts: Vec<Option<Truncation>> =
+        traces.iter().map(|t| health::check(t)).collect::<Result<_>>()?;
     let programs: Vec<Option<ProgramCost>> =
         traces.iter().map(|t| ProgramCost::load(t)).collect::<Result<_>>()?;
     let n = traces.len() * allocs.len();
@@ -326,6 +312,26 @@ pub fn compare(
                 r.frees = Some(o.frees());
                 r.reallocs = Some(o.reallocs());
                 r.peak_live_bytes = Some(o.peak_live_bytes);
+            }
+            let cut = cuts[t].clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
+            if let Some(cut) = &cut {
+                r.truncated = true;
+                r.truncated_at_byte = Some(cut.offset);
+                r.truncated_after_events = Some(cut.events_read);
+                r.truncation = Some(cut.message.clone());
+            }
+            if r.events == Some(0) {
+                // Nothing ran: every figure would be 0 or a division by 0.
+                r.status = "empty".into();
+                r.error = Some(match &cut {
+                    Some(cut) => format!(
+                        "no events to replay: the trace is cut at byte {} before its first event",
+                        cut.offset
+                    ),
+                    None => "the trace holds no events: nothing to measure".into(),
+                });
+                records.push(r);
+                continue;
             }
             if let Some((costs, replay_total)) = &c.costs {
                 r.instr_per_malloc = costs.malloc.per_call();

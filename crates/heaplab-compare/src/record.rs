@@ -15,6 +15,13 @@ pub struct Record {
     pub source: String,
     pub status: String,
     pub error: Option<String>,
+    /// The trace stops early (no END, or a torn last block): every figure
+    /// covers only the events before the cut.
+    pub truncated: bool,
+    pub truncated_at_byte: Option<u64>,
+    pub truncated_after_events: Option<u64>,
+    /// The reader's message about the cut.
+    pub truncation: Option<String>,
     pub events: Option<u64>,
     pub mallocs: Option<u64>,
     pub frees: Option<u64>,
@@ -42,13 +49,17 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 29] = [
+pub const CSV_COLUMNS: [&str; 33] = [
     "trace",
     "trace_name",
     "allocator",
     "source",
     "status",
     "error",
+    "truncated",
+    "truncated_at_byte",
+    "truncated_after_events",
+    "truncation",
     "events",
     "mallocs",
     "frees",
@@ -139,26 +150,36 @@ pub fn table(records: &[Record]) -> String {
         "util",
         "intfr"
     );
-    let mut last = String::new();
+    let mut last: Option<&str> = None;
     for r in records {
-        if r.trace != last && !last.is_empty() {
-            o.push('\n');
+        if last != Some(r.trace.as_str()) {
+            if last.is_some() {
+                o.push('\n');
+            }
+            if let (true, Some(at), Some(n)) =
+                (r.truncated, r.truncated_at_byte, r.truncated_after_events)
+            {
+                o.push_str(&format!(
+                    "! {}: TRUNCATED at byte {at}: the figures below cover only the {n} events before it\n",
+                    esc(&r.trace_name)
+                ));
+            }
         }
-        last = r.trace.clone();
+        last = Some(r.trace.as_str());
         if r.status != "ok" {
             o.push_str(&format!(
                 "{:<12} {:<14} {}: {}\n",
-                trunc(&r.trace_name, 12),
-                trunc(&r.allocator, 14),
+                trunc(&esc(&r.trace_name), 12),
+                trunc(&esc(&r.allocator), 14),
                 r.status.to_uppercase(),
-                r.error.as_deref().unwrap_or("")
+                esc(r.error.as_deref().unwrap_or(""))
             ));
             continue;
         }
         o.push_str(&format!(
             "{:<12} {:<14} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>7} {:>6} {:>6}\n",
-            trunc(&r.trace_name, 12),
-            trunc(&r.allocator, 14),
+            trunc(&esc(&r.trace_name), 12),
+            trunc(&esc(&r.allocator), 14),
             opt(r.instr_per_malloc, 1),
             opt(r.instr_per_free, 1),
             r.alloc_instr_share.map(|s| format!("{:.1}%", s * 100.0)).unwrap_or_else(|| "—".into()),
@@ -174,6 +195,11 @@ pub fn table(records: &[Record]) -> String {
         ));
     }
     o
+}
+
+/// Names and messages quote paths, which may hold any byte.
+fn esc(s: &str) -> String {
+    heaplab_trace::escape::terminal_str(s)
 }
 
 fn trunc(s: &str, n: usize) -> String {

@@ -76,6 +76,11 @@ pub struct ReplayOut {
     pub objects: u64,
     pub cut_short: bool,
     pub trace_warning: Option<String>,
+    /// Where the reader stopped in a cut-short trace, and the events before it.
+    #[serde(default)]
+    pub cut_at_byte: Option<u64>,
+    #[serde(default)]
+    pub cut_after_events: Option<u64>,
     pub timed_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,

@@ -208,14 +208,14 @@ fn read_some<R: Read>(src: &mut R, b: &mut [u8]) -> io::Result<usize> {
 }
 
 /// A path that a MODULE record carries: `len` bytes in whole words.
-pub fn path_of(extra: &[u64]) -> String {
+pub fn path_of(extra: &[u64]) -> Vec<u8> {
     let len = extra.get(3).copied().unwrap_or(0) as usize;
     let mut b = Vec::with_capacity(len);
     for w in extra.iter().skip(4) {
         b.extend_from_slice(&w.to_le_bytes());
     }
     b.truncate(len);
-    String::from_utf8_lossy(&b).into_owned()
+    b
 }
 
 /// Calls `f` on every record of `src` (for tools and tests).

@@ -139,7 +139,7 @@ fn writer_thread<W: Write>(
 pub struct Converter<W: Write + Send + 'static> {
     out: Option<W>,
     argv: Vec<Vec<u8>>,
-    executable: Option<String>,
+    executable: Option<Vec<u8>>,
     opts: Options,
     tx: Option<SyncSender<Vec<Msg>>>,
     /// Messages not sent yet: they go in batches (a channel send per event
@@ -177,7 +177,7 @@ fn frames_of(words: &[u64]) -> Vec<Frame> {
 
 impl<W: Write + Send + 'static> Converter<W> {
     /// `argv` and `executable` go into META.
-    pub fn new(out: W, argv: Vec<Vec<u8>>, executable: Option<String>, opts: Options) -> Self {
+    pub fn new(out: W, argv: Vec<Vec<u8>>, executable: Option<Vec<u8>>, opts: Options) -> Self {
         Converter {
             out: Some(out),
             argv,
@@ -398,9 +398,11 @@ impl<W: Write + Send + 'static> Converter<W> {
                     endian: 0,
                     time_unit_ns: 1000,
                     stack_depth: x[3],
-                    recorder: Some(format!("heaplab-vgtool {}", env!("CARGO_PKG_VERSION"))),
+                    recorder: Some(
+                        format!("heaplab-vgtool {}", env!("CARGO_PKG_VERSION")).into_bytes(),
+                    ),
                     executable: self.executable.clone(),
-                    options: Some(options),
+                    options: Some(options.into_bytes()),
                     parent_pid: None,
                     clock: Some("CLOCK_MONOTONIC (under valgrind)".into()),
                 };
@@ -594,7 +596,7 @@ pub fn record(
     // 0600: a trace holds command lines and paths.
     let file = OutputFile::create_mode(out, 0o600)?;
     let argv: Vec<Vec<u8>> = command.iter().map(|a| a.as_encoded_bytes().to_vec()).collect();
-    let exe = vg::resolve_program(&command[0]).map(|p| p.display().to_string());
+    let exe = vg::resolve_program(&command[0]).map(|p| p.into_os_string().into_encoded_bytes());
     let conv = Converter::new(BufWriter::with_capacity(1 << 20, file), argv, exe, opts.clone());
     let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| {
         let mut conv = conv;

@@ -51,6 +51,9 @@ pub fn color(i: usize) -> &'static str {
 }
 
 /// Escapes text for XML and HTML (element content and attribute values).
+/// Every string from a trace (paths, command lines, names) goes through
+/// here; control characters, which neither XML nor HTML allows, are shown
+/// as `\xNN` (`\u{NN}` for the C1 range) instead.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
@@ -60,6 +63,13 @@ pub fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
+            '\n' | '\t' => o.push(c),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                o.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if (0x80..0xa0).contains(&(c as u32)) => {
+                o.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
             c => o.push(c),
         }
     }

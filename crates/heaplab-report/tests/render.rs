@@ -112,3 +112,11 @@ fn page_is_self_contained() {
     assert!(!h.contains("<script") && !h.contains("<link"));
     assert!(h.contains("<td class=\"num\">1.50</td>") && h.contains("a &lt; b"));
 }
+
+/// Issue 17, class 5: text from a trace cannot smuggle markup or control
+/// characters into a report.
+#[test]
+fn report_text_is_escaped_control_characters_included() {
+    let e = heaplab_report::esc("<script>\"x\u{1b}[31m\u{0}\u{9b}'&");
+    assert_eq!(e, "&lt;script&gt;&quot;x\\x1b[31m\\x00\\u{9b}&#39;&amp;");
+}

@@ -20,12 +20,16 @@ use crate::predictors::{Kind, Predictor};
 use anyhow::{Context, Result};
 use heaplab_plumb::cbuild::{CBuild, Unit};
 use heaplab_plumb::Layout;
+use heaplab_trace::escape;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The C file of a predictor table.
-pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: &str) -> String {
+/// `about` (which may name trace files, so hold any byte) goes into a
+/// comment and a string, both escaped by `heaplab_trace::escape`.
+pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: impl AsRef<[u8]>) -> String {
+    let about = about.as_ref();
     let mut s = String::new();
     let _ = writeln!(s, "/*");
     let _ = writeln!(
@@ -46,8 +50,8 @@ pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: &str) -> String
         n[Class::Hr.index()],
         n[Class::NotHr.index()]
     );
-    for line in about.lines() {
-        let _ = writeln!(s, " * {}", line.replace("*/", "* /"));
+    for line in about.split(|&b| b == b'\n') {
+        let _ = writeln!(s, " * {}", escape::c_comment(line));
     }
     let _ = writeln!(s, " */");
     let _ = writeln!(s, "#include \"seg.h\"\n");
@@ -75,10 +79,10 @@ pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: &str) -> String
         Kind::Random { seed } => seed,
         _ => 0,
     };
-    let about_c = about.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', " ");
+    let about_c = escape::c_string(about);
     let _ = writeln!(
         s,
-        "const hl_seg_table_t hl_seg_table = {{\n    .version = HL_SEG_TABLE_VERSION,\n    .predictor = {},\n    .depth = {depth},\n    .nsegments = {nsegments},\n    .seed = {seed}ull,\n    .n = {},\n    .keys = keys,\n    .classes = classes,\n    .name = \"{}\",\n    .about = \"{about_c}\",\n}};",
+        "const hl_seg_table_t hl_seg_table = {{\n    .version = HL_SEG_TABLE_VERSION,\n    .predictor = {},\n    .depth = {depth},\n    .nsegments = {nsegments},\n    .seed = {seed}ull,\n    .n = {},\n    .keys = keys,\n    .classes = classes,\n    .name = \"{}\",\n    .about = {about_c},\n}};",
         p.kind.code(),
         p.table.len(),
         p.kind.name()

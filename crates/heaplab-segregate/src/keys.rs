@@ -17,19 +17,19 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
-/// The part of a module path after its last '/'.
-pub fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+/// The part of a module path after its last '/' (bytes: a path need not be UTF-8).
+pub fn basename(path: &[u8]) -> &[u8] {
+    path.rsplit(|&b| b == b'/').next().unwrap_or(path)
 }
 
 /// The fold of a module's name that every key of its frames starts from.
-pub fn module_hash(path: &str) -> u64 {
-    fnv1a64(basename(path).as_bytes())
+pub fn module_hash(path: impl AsRef<[u8]>) -> u64 {
+    fnv1a64(basename(path.as_ref()))
 }
 
 /// The key of one frame: `offset` is the return address minus the module's
 /// load bias (module 0, "no module": the empty name and the absolute address).
-pub fn frame_key(path: &str, offset: u64) -> u64 {
+pub fn frame_key(path: impl AsRef<[u8]>, offset: u64) -> u64 {
     module_hash(path) ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 

@@ -134,7 +134,12 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     }
     // emit
     let mut b = Builder::new(&o.layout, &o.out_dir)?;
-    let about = format!("trained on {}\nthresholds {} ({})", o.train.display(), t, choice.how);
+    let about = [
+        b"trained on ".as_slice(),
+        o.train.as_os_str().as_encoded_bytes(),
+        format!("\nthresholds {} ({})", t, choice.how).as_bytes(),
+    ]
+    .concat();
     let mut libs = Vec::new();
     let default = Predictor::untrained(Kind::Default);
     libs.push((

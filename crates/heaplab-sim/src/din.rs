@@ -30,12 +30,17 @@
 //!   them, as accesses of kind [`Kind::Fetch`].
 
 use std::fmt;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, Read};
 
 use crate::access::{Access, AccessSource, Kind, Next, Part, BATCH};
 
 /// The largest SIZE accepted.
 pub const MAX_SIZE: u32 = 4096;
+
+/// The longest line accepted (a record with a long comment fits; a file
+/// that is not din text, such as /dev/zero, is refused within this many
+/// bytes instead of being read into memory whole).
+pub const MAX_LINE: usize = 64 * 1024;
 
 /// What to do with instruction fetches (label 2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,13 +205,27 @@ pub fn parse_line(line: &[u8]) -> Result<Record, String> {
     Ok(Record::Access(a.with_part(part.unwrap_or(Part::Application))))
 }
 
+/// A piece of the input for a message: at most 40 bytes, control
+/// characters and bytes that are not UTF-8 escaped.
 fn show(t: &[u8]) -> String {
-    let s = String::from_utf8_lossy(t);
-    if s.chars().count() > 40 {
-        format!("{}...", s.chars().take(40).collect::<String>())
-    } else {
-        s.into_owned()
+    let cut = &t[..t.len().min(40)];
+    let mut s = String::new();
+    for chunk in cut.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                s.push_str(&format!("\\x{:02x}", c as u32));
+            } else {
+                s.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
     }
+    if t.len() > 40 {
+        s.push_str("...");
+    }
+    s
 }
 
 fn parse_hex(t: &[u8]) -> Option<u64> {
@@ -316,14 +335,24 @@ impl<R: BufRead> AccessSource for DinSource<R> {
                 // A line that runs past the reader's buffer (or a last line
                 // without a newline): read it whole.
                 self.line.clear();
-                let n = self
-                    .reader
+                let n = (&mut self.reader)
+                    .take(MAX_LINE as u64 + 1)
                     .read_until(b'\n', &mut self.line)
                     .map_err(|e| io(&self.name, self.stats.lines, e))?;
                 if n == 0 {
                     return Ok(Next::End);
                 }
                 self.stats.lines += 1;
+                if self.line.len() > MAX_LINE && self.line.last() != Some(&b'\n') {
+                    return Err(DinError::Syntax {
+                        source: self.name.clone(),
+                        line: self.stats.lines,
+                        problem: format!(
+                            "a line longer than {MAX_LINE} bytes: not din text (a record is a label, an address, a size, a part and a comment)"
+                        ),
+                        text: show(&self.line),
+                    });
+                }
                 let line = std::mem::take(&mut self.line);
                 let text = line.strip_suffix(b"\n").unwrap_or(&line);
                 let r = record(&mut self.stats, self.fetches, &self.name, text, buf);
@@ -491,6 +520,38 @@ pub fn write_din<W: io::Write>(mut w: W, accesses: &[Access]) -> io::Result<()> 
 mod tests {
     use super::*;
     use crate::access::{drive, Simulator};
+
+    /// Counts the bytes taken from the source.
+    struct Counting<R>(R, std::rc::Rc<std::cell::Cell<u64>>);
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            let n = self.0.read(b)?;
+            self.1.set(self.1.get() + n as u64);
+            Ok(n)
+        }
+    }
+
+    /// Issue 17, class 8: a source that never ends a line (as /dev/zero) is
+    /// refused after MAX_LINE bytes, instead of being read into memory.
+    #[test]
+    fn an_endless_line_is_refused_in_bounded_memory() {
+        for byte in [0u8, b'0', b'#'] {
+            let used = std::rc::Rc::new(std::cell::Cell::new(0));
+            let src = Counting(io::repeat(byte).take(256 << 20), used.clone());
+            let mut din = DinSource::new(io::BufReader::with_capacity(1 << 20, src), "zero");
+            let mut buf = Vec::with_capacity(BATCH);
+            let e = loop {
+                match din.next_batch(&mut buf) {
+                    Ok(Next::End) => panic!("an endless line read to its end"),
+                    Ok(_) => {}
+                    Err(e) => break e.to_string(),
+                }
+            };
+            assert!(e.contains("longer than 65536 bytes"), "{e}");
+            assert!(e.len() < 400, "{e}");
+            assert!(used.get() <= 4 << 20, "read {} bytes of an endless line", used.get());
+        }
+    }
 
     fn acc(line: &str) -> Access {
         match parse_line(line.as_bytes()) {

@@ -5,6 +5,7 @@
 //! profile figures led to each decision.
 
 use crate::plan::{tag, Allocator, Dispatch, ListPlan, Plan};
+use heaplab_trace::escape;
 use std::fmt::Write as _;
 
 /// The runtime, copied verbatim at the end of every `NAME.c`.
@@ -23,9 +24,10 @@ fn classes_text(l: &ListPlan) -> String {
     }
 }
 
-/// Text that cannot end a C comment.
+/// Text for a C comment: trace bytes can neither end the comment, nor
+/// splice a line, nor form a trigraph (`heaplab_trace::escape::c_comment`).
 fn comment_safe(s: &str) -> String {
-    s.replace("*/", "* /")
+    escape::c_comment(s.as_bytes())
 }
 
 /// A one-line account of a list, for comments.
@@ -469,7 +471,7 @@ pub fn source(p: &Plan, command: &str) -> String {
 #include <string.h>
 
 #define SYN_NAME             \"{n}\"
-#define SYN_DESCRIPTION      \"synthesized by heaplab synth for {cmd_short}\"
+#define SYN_DESCRIPTION      \"synthesized by heaplab synth for \" {cmd_short}
 #define SYN_ALLOC_SYM        hl_alloc_{n}
 #define SYN_T                {n}_thread_t
 #define SYN_TLS              {n}_tls
@@ -499,8 +501,9 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
 ",
         cmd = comment_safe(p.profile.commands.first().map(String::as_str).unwrap_or("?")),
         command = comment_safe(command),
-        cmd_short =
-            c_string(&short(p.profile.commands.first().map(String::as_str).unwrap_or("?"), 60)),
+        cmd_short = escape::c_string(
+            short(p.profile.commands.first().map(String::as_str).unwrap_or("?"), 60).as_bytes()
+        ),
         runs = p.profile.runs,
         allocs = p.profile.allocations,
         frees = p.profile.frees,
@@ -634,18 +637,6 @@ fn short(s: &str, max: usize) -> String {
         let t: String = s.chars().take(max - 3).collect();
         format!("{t}...")
     }
-}
-
-/// Escapes text for a C string literal (and keeps it out of comments' way).
-fn c_string(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '"' | '\\' => format!("\\{c}"),
-            c if c.is_ascii_graphic() || c == ' ' => c.to_string(),
-            _ => "?".to_string(),
-        })
-        .collect::<String>()
-        .replace("*/", "*\\/")
 }
 
 /// The tag value of a fast list in use, for tests and docs.

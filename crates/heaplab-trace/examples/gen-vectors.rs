@@ -100,6 +100,11 @@ fn main() {
     flip[ev2 + BLOCK_HEADER_LEN + 3] ^= 0x04;
     write_err(dir, "bitflip", &flip, "checksum mismatch");
 
+    // Junk after a complete trace: corruption, not a cut.
+    let mut junk = basic.clone();
+    junk.extend_from_slice(b"junk after the end\n");
+    write_err(dir, "trailing-junk", &junk, "trailing data after the END block");
+
     let mut v2 = basic.clone();
     v2[8] = 2;
     write_err(dir, "version2", &v2, "version 2");

@@ -13,7 +13,7 @@ use crate::reader::{Item, TraceReader};
 use crate::writer::{TraceWriter, WriterOptions};
 use crate::Codec;
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 
 /// Quotes bytes the way the dump does: `\"`, `\\`, `\n`, `\t`, and `\xNN`
 /// for every other byte outside printable ASCII.
@@ -36,8 +36,8 @@ pub fn quote(b: &[u8]) -> String {
     s
 }
 
-fn opt_str(s: &Option<String>) -> String {
-    quote(s.as_deref().unwrap_or("").as_bytes())
+fn opt_str(s: &Option<Vec<u8>>) -> String {
+    quote(s.as_deref().unwrap_or(b""))
 }
 
 fn opt_num(n: Option<u64>) -> String {
@@ -118,7 +118,7 @@ fn module_line(m: &Module) -> String {
         m.id,
         m.base,
         m.size,
-        quote(m.path.as_bytes()),
+        quote(&m.path),
         hex(&m.build_id)
     )
 }
@@ -143,7 +143,7 @@ pub fn write_dump<R: Read, W: Write>(r: &mut TraceReader<R>, out: &mut W) -> Res
             Item::Module(m) => module_line(&m),
             Item::Stack(id) => stack_line(id, r.stack(id)),
             Item::Thread(t) => {
-                format!("thread {} tid={} name={}", t.index, t.tid, quote(t.name.as_bytes()))
+                format!("thread {} tid={} name={}", t.index, t.tid, quote(&t.name))
             }
             Item::Event(e) => event_line(&e),
             Item::End(e) => end_line(&e),
@@ -180,10 +180,10 @@ impl std::error::Error for DumpError {}
 // ---------------------------------------------------------------- parsing
 
 /// Splits a line into tokens at spaces outside double quotes; a token is
-/// `word` or `key=value`, where a quoted value is unescaped.
-fn tokens(line: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+/// `word` or `key=value`, where a quoted value is unescaped. Bytes, not text:
+/// a value may hold any byte, escaped or not.
+fn tokens(b: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut out = Vec::new();
-    let b = line.as_bytes();
     let mut i = 0;
     while i < b.len() {
         if b[i] == b' ' {
@@ -194,7 +194,7 @@ fn tokens(line: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
         while i < b.len() && b[i] != b' ' && b[i] != b'=' && b[i] != b'"' {
             i += 1;
         }
-        let key = line[start..i].to_string();
+        let key = String::from_utf8_lossy(&b[start..i]).into_owned();
         if i < b.len() && b[i] == b'=' {
             i += 1;
         }
@@ -213,7 +213,10 @@ fn tokens(line: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
                             b'n' => val.push(b'\n'),
                             b't' => val.push(b'\t'),
                             b'x' => {
-                                let h = line.get(i..i + 2).ok_or("short \\x escape")?;
+                                let h = b
+                                    .get(i..i + 2)
+                                    .and_then(|h| std::str::from_utf8(h).ok())
+                                    .ok_or("short \\x escape")?;
                                 val.push(u8::from_str_radix(h, 16).map_err(|_| "bad \\x escape")?);
                                 i += 2;
                             }
@@ -244,11 +247,14 @@ impl Fields {
     fn has(&self, k: &str) -> bool {
         self.0.iter().any(|(key, _)| key == k)
     }
+    fn bytes(&self, k: &str) -> Result<Vec<u8>, String> {
+        Ok(self.get(k).ok_or(format!("missing {k}="))?.to_vec())
+    }
     fn str(&self, k: &str) -> Result<String, String> {
         Ok(String::from_utf8_lossy(self.get(k).ok_or(format!("missing {k}="))?).into_owned())
     }
-    fn opt_str(&self, k: &str) -> Option<String> {
-        self.get(k).filter(|v| !v.is_empty()).map(|v| String::from_utf8_lossy(v).into_owned())
+    fn opt_bytes(&self, k: &str) -> Option<Vec<u8>> {
+        self.get(k).filter(|v| !v.is_empty()).map(|v| v.to_vec())
     }
     fn num(&self, k: &str) -> Result<u64, String> {
         parse_num(&self.str(k)?).ok_or(format!("{k}= is not a number"))
@@ -269,26 +275,64 @@ fn parse_num(s: &str) -> Option<u64> {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if !s.len().is_multiple_of(2) {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex".to_string()))
+    b.chunks(2)
+        .map(|h| {
+            std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| "bad hex".to_string())
+        })
         .collect()
 }
+
+/// The longest line a script or dump may have (a command line of 2 MiB,
+/// every byte escaped, fits).
+pub const MAX_SCRIPT_LINE: usize = 16 << 20;
 
 /// Builds a trace from a script (a dump plus the writer directives) and
 /// returns its bytes. Errors name the script line.
 pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
+    run_script_to(script.as_bytes(), Vec::new()).map(into_bytes)
+}
+
+/// [`run_script`] from any source to any sink, line by line: memory holds
+/// one line and the writer's state (the live objects), whatever the input.
+/// The trace is left unfinished when the script has no `end` line.
+pub fn run_script_to<R: BufRead, W: Write>(mut src: R, out: W) -> Result<TraceWriter<W>, String> {
     let mut opts = WriterOptions { codec: Codec::None, block_events: 65536 };
     let mut meta = Meta::default();
     let mut meta_lines_seen = 0;
-    let mut w: Option<TraceWriter<Vec<u8>>> = None;
-    for (n, line) in script.lines().enumerate() {
-        let ctx = |m: String| format!("script line {}: {m}", n + 1);
-        let line = line.trim_end();
-        if line.is_empty() || line.starts_with('#') {
+    let mut w: Option<TraceWriter<W>> = None;
+    let mut out = Some(out);
+    let mut buf = Vec::new();
+    let mut n = 0usize;
+    loop {
+        buf.clear();
+        let got = (&mut src)
+            .take(MAX_SCRIPT_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("script line {}: read error: {e}", n + 1))?;
+        if got == 0 {
+            break;
+        }
+        n += 1;
+        let ctx = |m: String| format!("script line {n}: {m}");
+        if buf.len() > MAX_SCRIPT_LINE {
+            return Err(ctx(format!("longer than {MAX_SCRIPT_LINE} bytes")));
+        }
+        let mut line: &[u8] = &buf;
+        while let Some((&last, rest)) = line.split_last() {
+            if last.is_ascii_whitespace() {
+                line = rest;
+            } else {
+                break;
+            }
+        }
+        if line.is_empty() || line[0] == b'#' {
             continue;
         }
         let toks = tokens(line).map_err(ctx)?;
@@ -308,17 +352,17 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                 }
                 2 => {
                     // `meta argv="a" "b"`: the first value is keyed, the rest are bare.
-                    meta.argv = if line == "meta argv=" {
+                    meta.argv = if line == b"meta argv=" {
                         Vec::new()
                     } else {
                         f.0.iter().skip(1).map(|(_, v)| v.clone()).collect()
                     };
                 }
                 _ => {
-                    meta.recorder = f.opt_str("recorder");
-                    meta.executable = f.opt_str("executable");
-                    meta.options = f.opt_str("options");
-                    meta.clock = f.opt_str("clock");
+                    meta.recorder = f.opt_bytes("recorder");
+                    meta.executable = f.opt_bytes("executable");
+                    meta.options = f.opt_bytes("options");
+                    meta.clock = f.opt_bytes("clock");
                     meta.parent_pid = f.opt_num("parent_pid").map_err(ctx)?;
                 }
             }
@@ -338,7 +382,8 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
             _ => {}
         }
         if w.is_none() {
-            w = Some(TraceWriter::new(Vec::new(), &meta, opts).map_err(|e| ctx(e.to_string()))?);
+            let o = out.take().expect("the writer is made once");
+            w = Some(TraceWriter::new(o, &meta, opts).map_err(|e| ctx(e.to_string()))?);
         }
         let wr = w.as_mut().expect("created above");
         let io = |e: io::Error| ctx(e.to_string());
@@ -348,13 +393,13 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                     id: 0,
                     base: f.num("base").map_err(ctx)?,
                     size: f.num("size").map_err(ctx)?,
-                    path: f.str("path").map_err(ctx)?,
+                    path: f.bytes("path").map_err(ctx)?,
                     build_id: unhex(&f.str("build_id").map_err(ctx)?).map_err(ctx)?,
                 };
                 wr.add_module(&m);
             }
             "thread" => {
-                wr.add_thread(f.num("tid").map_err(ctx)?, &f.str("name").map_err(ctx)?);
+                wr.add_thread(f.num("tid").map_err(ctx)?, f.bytes("name").map_err(ctx)?);
             }
             "stack" => {
                 let mut frames = Vec::new();
@@ -364,10 +409,11 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                     } else {
                         k.clone()
                     };
-                    let (m, o) = s.split_once(':').ok_or_else(|| ctx(format!("bad frame {s}")))?;
+                    let bad = || ctx(format!("bad frame {}", crate::rep::excerpt(s.as_bytes())));
+                    let (m, o) = s.split_once(':').ok_or_else(bad)?;
                     frames.push(Frame {
-                        module: m.parse().map_err(|_| ctx(format!("bad frame {s}")))?,
-                        offset: parse_num(o).ok_or_else(|| ctx(format!("bad frame {s}")))?,
+                        module: m.parse().map_err(|_| bad())?,
+                        offset: parse_num(o).ok_or_else(bad)?,
                     });
                 }
                 wr.intern_stack(&frames).map_err(io)?;
@@ -392,7 +438,11 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                 };
                 let id = wr.record(&ev).map_err(io)?;
                 if f.has("id") && id != Some(f.num("id").map_err(ctx)?) {
-                    return Err(ctx(format!("the writer assigned id {id:?}")));
+                    let got = id.map_or("none".to_string(), |i| i.to_string());
+                    return Err(ctx(format!(
+                        "the line says id={}, the writer assigned {got}",
+                        f.str("id").map_err(ctx)?
+                    )));
                 }
             }
             "flush" => wr.flush().map_err(io)?,
@@ -408,7 +458,9 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                     "exec" => EndReason::Exec,
                     "signal" => EndReason::Signal,
                     "closed" => EndReason::Closed,
-                    s => EndReason::Other(s.parse().map_err(|_| ctx(format!("bad reason {s}")))?),
+                    s => EndReason::Other(s.parse().map_err(|_| {
+                        ctx(format!("bad reason {}", crate::rep::excerpt(s.as_bytes())))
+                    })?),
                 };
                 let e = End {
                     reason,
@@ -422,15 +474,23 @@ pub fn run_script(script: &str) -> Result<Vec<u8>, String> {
                 wr.write_end(&e).map_err(io)?;
             }
             "skipped" => {}
-            other => return Err(ctx(format!("unknown line kind {other:?}"))),
+            other => {
+                return Err(ctx(format!(
+                    "unknown line kind {}",
+                    crate::rep::excerpt(other.as_bytes())
+                )))
+            }
         }
     }
     let mut w = match w {
         Some(w) => w,
-        None => TraceWriter::new(Vec::new(), &meta, opts).map_err(|e| e.to_string())?,
+        None => {
+            let o = out.take().expect("the writer is made once");
+            TraceWriter::new(o, &meta, opts).map_err(|e| e.to_string())?
+        }
     };
     w.flush().map_err(|e| e.to_string())?;
-    Ok(into_bytes(w))
+    Ok(w)
 }
 
 fn into_bytes(w: TraceWriter<Vec<u8>>) -> Vec<u8> {

@@ -82,7 +82,7 @@ impl fmt::Display for TraceError {
         write!(
             f,
             "{}: byte {}: {} ({} events read before this point)",
-            self.path.display(),
+            crate::escape::terminal_path(&self.path),
             self.offset,
             self.problem,
             self.events_read

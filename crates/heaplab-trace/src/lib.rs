@@ -33,6 +33,7 @@
 pub mod block;
 pub mod dump;
 pub mod error;
+pub mod escape;
 pub mod format;
 pub mod model;
 pub mod profile;

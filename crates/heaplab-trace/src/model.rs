@@ -19,21 +19,46 @@ pub struct Meta {
     pub time_unit_ns: u64,
     /// Maximum frames per stack; 0 when stacks were off.
     pub stack_depth: u64,
-    pub recorder: Option<String>,
-    pub executable: Option<String>,
-    pub options: Option<String>,
+    /// The text fields of META are raw bytes too: a trace may hold any byte,
+    /// and every form heaplab writes (trace, dump) keeps them exactly.
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub recorder: Option<Vec<u8>>,
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub executable: Option<Vec<u8>>,
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub options: Option<Vec<u8>>,
     pub parent_pid: Option<u64>,
-    pub clock: Option<String>,
+    #[serde(serialize_with = "ser_opt_bytes")]
+    pub clock: Option<Vec<u8>>,
 }
 
 fn ser_argv<S: serde::Serializer>(argv: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(argv.iter().map(|a| String::from_utf8_lossy(a)))
 }
 
+/// Bytes in JSON: as text, with U+FFFD for bytes that are not UTF-8 (JSON
+/// strings hold text only; the trace and its dump keep the bytes).
+fn ser_bytes<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(b))
+}
+
+fn ser_opt_bytes<S: serde::Serializer>(b: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    match b {
+        Some(b) => ser_bytes(b, s),
+        None => s.serialize_none(),
+    }
+}
+
 impl Meta {
-    /// The command line joined with spaces, for display.
+    /// The command line joined with spaces, for display (lossy: not UTF-8
+    /// bytes become U+FFFD; escape it before it goes to a terminal).
     pub fn command_line(&self) -> String {
         self.argv.iter().map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>().join(" ")
+    }
+
+    /// A META text field for display (lossy, like [`Meta::command_line`]).
+    pub fn text(field: &Option<Vec<u8>>) -> Option<String> {
+        field.as_ref().map(|b| String::from_utf8_lossy(b).into_owned())
     }
 }
 
@@ -44,7 +69,9 @@ pub struct Module {
     /// Load bias: runtime address = offset + base.
     pub base: u64,
     pub size: u64,
-    pub path: String,
+    /// The path as the recorder saw it, byte for byte (not necessarily UTF-8).
+    #[serde(serialize_with = "ser_bytes")]
+    pub path: Vec<u8>,
     #[serde(serialize_with = "ser_hex")]
     pub build_id: Vec<u8>,
 }
@@ -71,7 +98,9 @@ pub struct Frame {
 pub struct ThreadInfo {
     pub index: u32,
     pub tid: u64,
-    pub name: String,
+    /// The thread's name, byte for byte.
+    #[serde(serialize_with = "ser_bytes")]
+    pub name: Vec<u8>,
 }
 
 /// How a recording ended (its END block).

@@ -198,6 +198,24 @@ pub struct Profile {
     pub sites: Vec<Site>,
     pub threads: u64,
     pub duration_ns: u64,
+    /// Figures that reached u64::MAX and stopped there (a sum of sizes such
+    /// as two malloc(2^63) would otherwise wrap to a small number): their
+    /// names, e.g. `bytes_allocated`; every figure not named is exact.
+    pub saturated: Vec<String>,
+}
+
+/// `*x += v`, stopping at u64::MAX; true when it stopped there.
+fn sadd(x: &mut u64, v: u64) -> bool {
+    match x.checked_add(v) {
+        Some(s) => {
+            *x = s;
+            false
+        }
+        None => {
+            *x = u64::MAX;
+            true
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -243,6 +261,7 @@ pub struct ProfileBuilder {
     threads: u64,
     first_time: Option<u64>,
     last_time: u64,
+    saturated: std::collections::BTreeSet<&'static str>,
 }
 
 impl ProfileBuilder {
@@ -271,12 +290,19 @@ impl ProfileBuilder {
             threads: 0,
             first_time: None,
             last_time: 0,
+            saturated: Default::default(),
         }
     }
 
-    /// The size class of a request.
+    /// The size class of a request (u64::MAX for a request within a unit of it).
     pub fn class_of(&self, size: u64) -> u64 {
-        size.max(1).div_ceil(self.unit) * self.unit
+        size.max(1).div_ceil(self.unit).saturating_mul(self.unit)
+    }
+
+    fn note(&mut self, saturated: bool, field: &'static str) {
+        if saturated {
+            self.saturated.insert(field);
+        }
     }
 
     fn release(&mut self, id: u64) {
@@ -286,14 +312,17 @@ impl ProfileBuilder {
         c.live -= 1;
         c.free_list += 1;
         self.frees += 1;
-        self.live_bytes -= o.size;
+        self.live_bytes = self.live_bytes.saturating_sub(o.size);
         self.life_events.add(self.events - o.index, 1.0);
-        self.life_bytes.add(self.bytes_allocated - o.bytes_before, 1.0);
-        self.life_ns.add((self.last_time - o.time) * self.time_unit_ns, 1.0);
+        self.life_bytes.add(self.bytes_allocated.saturating_sub(o.bytes_before), 1.0);
+        let ns = self.last_time.saturating_sub(o.time).checked_mul(self.time_unit_ns);
+        self.note(ns.is_none(), "lifetimes.ns");
+        self.life_ns.add(ns.unwrap_or(u64::MAX), 1.0);
     }
 
     fn create(&mut self, id: u64, size: u64, stack: u32) {
         let class = self.class_of(size);
+        self.note(class == u64::MAX, "size_classes.size");
         let c = self.classes.entry(class).or_default();
         c.allocs += 1;
         c.free_list_sum += c.free_list as f64;
@@ -301,7 +330,8 @@ impl ProfileBuilder {
         c.live += 1;
         c.max_live = c.max_live.max(c.live);
         c.live_sum += c.live as f64;
-        c.bytes += size;
+        let class_bytes = sadd(&mut c.bytes, size);
+        self.note(class_bytes, "size_classes.bytes");
         self.live.insert(
             id,
             Obj {
@@ -313,13 +343,16 @@ impl ProfileBuilder {
             },
         );
         self.allocations += 1;
-        self.bytes_allocated += size;
-        self.live_bytes += size;
+        let total = sadd(&mut self.bytes_allocated, size);
+        self.note(total, "bytes_allocated");
+        let live = sadd(&mut self.live_bytes, size);
+        self.note(live, "peak_live_bytes");
         self.peak_live_bytes = self.peak_live_bytes.max(self.live_bytes);
         self.peak_live_objects = self.peak_live_objects.max(self.live.len() as u64);
         let s = self.sites.entry(stack).or_default();
         s.0 += 1;
-        s.1 += size;
+        let site = sadd(&mut s.1, size);
+        self.note(site, "sites.bytes");
     }
 
     /// Adds one event.
@@ -347,12 +380,17 @@ impl ProfileBuilder {
     /// The profile. `stack` resolves a stack id to its frames and `module`
     /// a module id to its path (a reader's tables); `max_sites` caps the list.
     pub fn finish(
-        self,
+        mut self,
         trace: &str,
         stack: impl Fn(u32) -> Vec<Frame>,
         module: impl Fn(u32) -> String,
         max_sites: usize,
     ) -> Profile {
+        let duration = self
+            .last_time
+            .saturating_sub(self.first_time.unwrap_or(0))
+            .checked_mul(self.time_unit_ns);
+        self.note(duration.is_none(), "duration_ns");
         let total = self.allocations.max(1) as f64;
         let mut classes: Vec<SizeClass> = self
             .classes
@@ -410,7 +448,8 @@ impl ProfileBuilder {
             },
             sites,
             threads: self.threads,
-            duration_ns: (self.last_time - self.first_time.unwrap_or(0)) * self.time_unit_ns,
+            duration_ns: duration.unwrap_or(u64::MAX),
+            saturated: self.saturated.iter().map(|s| s.to_string()).collect(),
         }
     }
 }
@@ -538,7 +577,20 @@ impl Profile {
             },
             sites,
             threads: runs.iter().map(|p| p.threads).max().unwrap_or(0),
-            duration_ns: runs.iter().map(|p| p.duration_ns).sum(),
+            duration_ns: runs.iter().fold(0u64, |a, p| a.saturating_add(p.duration_ns)),
+            saturated: {
+                // A run's saturated figure stays saturated; a weighted sum
+                // that reaches u64::MAX (f64 to u64 stops there) is one too.
+                let mut s: std::collections::BTreeSet<String> =
+                    runs.iter().flat_map(|p| p.saturated.iter().cloned()).collect();
+                if bytes_allocated == u64::MAX {
+                    s.insert("bytes_allocated".into());
+                }
+                if runs.iter().fold(0u64, |a, p| a.saturating_add(p.duration_ns)) == u64::MAX {
+                    s.insert("duration_ns".into());
+                }
+                s.into_iter().collect()
+            },
         })
     }
 }

@@ -273,6 +273,16 @@ impl<R: Read> TraceReader<R> {
         if n == 0 {
             return Ok(None);
         }
+        if self.last_was_end && self.ends.last().is_some_and(|e| e.reason != EndReason::Exec) {
+            // Not a cut: the recording ended, and something else follows.
+            return Err(self.err_at(
+                at,
+                Problem::Malformed(format!(
+                    "trailing data after the END block ({n}{} bytes)",
+                    if n == BLOCK_HEADER_LEN { " or more" } else { "" }
+                )),
+            ));
+        }
         if n < BLOCK_HEADER_LEN {
             return Err(self.err_at(
                 at,
@@ -428,7 +438,7 @@ impl<R: Read> TraceReader<R> {
             }
             let base = c.varint("module base")?;
             let size = c.varint("module size")?;
-            let path = String::from_utf8_lossy(c.bytes("module path")?).into_owned();
+            let path = c.bytes("module path")?.to_vec();
             let build_id = c.bytes("module build-id")?.to_vec();
             let m = Module { id: id as u32, base, size, path, build_id };
             self.modules.push(m.clone());
@@ -473,7 +483,7 @@ impl<R: Read> TraceReader<R> {
                 ));
             }
             let tid = c.varint("thread tid")?;
-            let name = String::from_utf8_lossy(c.bytes("thread name")?).into_owned();
+            let name = c.bytes("thread name")?.to_vec();
             let t = ThreadInfo { index: idx as u32, tid, name };
             self.threads.push(t.clone());
             self.queue.push_back(Item::Thread(t));
@@ -625,10 +635,6 @@ fn int_field(v: &[u8], what: &str) -> Result<u64, String> {
     Ok(x)
 }
 
-fn str_field(v: &[u8]) -> String {
-    String::from_utf8_lossy(v).into_owned()
-}
-
 /// Parses a META payload.
 pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
     let mut m = Meta::default();
@@ -649,11 +655,11 @@ pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
             meta_key::ENDIAN => m.endian = int_field(v, "endianness")?,
             meta_key::TIME_UNIT_NS => m.time_unit_ns = int_field(v, "time unit")?,
             meta_key::STACK_DEPTH => m.stack_depth = int_field(v, "stack depth")?,
-            meta_key::RECORDER => m.recorder = Some(str_field(v)),
-            meta_key::EXECUTABLE => m.executable = Some(str_field(v)),
-            meta_key::OPTIONS => m.options = Some(str_field(v)),
+            meta_key::RECORDER => m.recorder = Some(v.to_vec()),
+            meta_key::EXECUTABLE => m.executable = Some(v.to_vec()),
+            meta_key::OPTIONS => m.options = Some(v.to_vec()),
             meta_key::PARENT_PID => m.parent_pid = Some(int_field(v, "parent pid")?),
-            meta_key::CLOCK => m.clock = Some(str_field(v)),
+            meta_key::CLOCK => m.clock = Some(v.to_vec()),
             _ => {} // a later version's field
         }
     }

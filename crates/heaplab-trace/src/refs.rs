@@ -590,7 +590,9 @@ pub const OPTION: &str = "refs=1";
 
 /// Whether a trace's META says it holds references.
 pub fn announces_refs(m: &crate::model::Meta) -> bool {
-    m.options.as_deref().is_some_and(|o| o.split_whitespace().any(|t| t == OPTION))
+    m.options
+        .as_deref()
+        .is_some_and(|o| o.split(u8::is_ascii_whitespace).any(|t| t == OPTION.as_bytes()))
 }
 
 /// A hasher for dense object ids: one multiplication (ids are not chosen by

@@ -153,18 +153,18 @@ impl<W: Write> TraceWriter<W> {
         put(b, u64::from(self.n_modules));
         put(b, m.base);
         put(b, m.size);
-        put_bytes(b, m.path.as_bytes());
+        put_bytes(b, &m.path);
         put_bytes(b, &m.build_id);
         self.n_modules
     }
 
     /// Defines a thread and returns its index (dense, from 0).
-    pub fn add_thread(&mut self, tid: u64, name: &str) -> u32 {
+    pub fn add_thread(&mut self, tid: u64, name: impl AsRef<[u8]>) -> u32 {
         let idx = self.n_threads;
         self.n_threads += 1;
         put(&mut self.pend_threads, u64::from(idx));
         put(&mut self.pend_threads, tid);
-        put_bytes(&mut self.pend_threads, name.as_bytes());
+        put_bytes(&mut self.pend_threads, name.as_ref());
         idx
     }
 
@@ -414,14 +414,14 @@ pub fn encode_meta(m: &Meta) -> Vec<u8> {
         (meta_key::OPTIONS, &m.options),
     ] {
         if let Some(s) = v {
-            field(&mut b, k, s.as_bytes());
+            field(&mut b, k, s);
         }
     }
     if let Some(p) = m.parent_pid {
         field_int(&mut b, meta_key::PARENT_PID, p);
     }
     if let Some(c) = &m.clock {
-        field(&mut b, meta_key::CLOCK, c.as_bytes());
+        field(&mut b, meta_key::CLOCK, c);
     }
     b
 }

@@ -12,7 +12,7 @@ fn meta(refs: bool) -> Meta {
         pid: 7,
         pointer_size: 8,
         time_unit_ns: 1000,
-        options: refs.then(|| OPTION.to_string()),
+        options: refs.then(|| OPTION.as_bytes().to_vec()),
         ..Meta::default()
     }
 }

@@ -1,4 +1,11 @@
-//! Numbers for people: thousands separators, byte sizes, durations.
+//! Numbers for people: thousands separators, byte sizes, durations; and
+//! text from files, made safe for a terminal.
+
+/// Text for the terminal: control characters and bytes that are not UTF-8
+/// escaped (`heaplab_trace::escape::terminal`).
+pub fn escaped(s: &str) -> String {
+    heaplab_trace::escape::terminal_str(s)
+}
 
 /// 1234567 → "1,234,567".
 pub fn count(n: u64) -> String {
@@ -15,7 +22,7 @@ pub fn count(n: u64) -> String {
 
 /// Bytes with a binary unit: "512 B", "1.5 KiB", "12.0 MiB".
 pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = n as f64;
     let mut u = 0;
     while v >= 1024.0 && u + 1 < UNITS.len() {

@@ -112,7 +112,11 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("heaplab: error: {e:#}");
+            // Messages quote paths and input, which may hold any byte.
+            eprintln!(
+                "heaplab: error: {}",
+                heaplab_trace::escape::terminal_lines(&format!("{e:#}"))
+            );
             std::process::exit(2)
         }
     }

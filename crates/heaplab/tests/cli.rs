@@ -127,6 +127,114 @@ fn bad_flags_say_what_would_have_been_right() {
     assert!(text(&out.stderr).contains("runs") && text(&out.stderr).contains("allocations"));
 }
 
+/// Issue 17, class 7: sizes that add up past 2^64 stop at 2^64-1 and say so;
+/// two malloc(2^63) gave `bytes_allocated 0`.
+#[test]
+fn sums_of_sizes_saturate_and_say_so() {
+    use heaplab_trace::{End, Kind, Meta, NewEvent, TraceWriter, WriterOptions};
+    let meta = Meta { pid: 1, pointer_size: 8, time_unit_ns: 1, ..Meta::default() };
+    let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
+    let t = w.add_thread(1, "main");
+    w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 0)).unwrap();
+    w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 1)).unwrap();
+    w.record(&NewEvent::alloc(Kind::Malloc, u64::MAX).at(t, 2)).unwrap();
+    let dir = std::env::temp_dir().join(format!("heaplab-cli-sat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("big.hltrace");
+    std::fs::write(&p, w.finish(&End::default()).unwrap()).unwrap();
+    let out = heaplab(&["stats", p.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["bytes_allocated"].as_u64(), Some(u64::MAX), "{v}");
+    assert_eq!(v["peak_live_bytes"].as_u64(), Some(u64::MAX), "{v}");
+    let sat: Vec<&str> =
+        v["saturated"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert!(sat.contains(&"bytes_allocated") && sat.contains(&"peak_live_bytes"), "{sat:?}");
+    assert!(v["size_classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["size"].as_u64().unwrap() >= 1 << 63));
+    assert!(text(&out.stderr).contains("stopped there"), "{}", text(&out.stderr));
+    let out = heaplab(&["stats", p.to_str().unwrap()]);
+    assert!(text(&out.stdout).contains("(saturated)"), "{}", text(&out.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 17, class 11: bytes are bytes. Paths, names and arguments that are
+/// not UTF-8 (or hold control characters) come back byte for byte after
+/// .txt -> .hltrace -> .txt -> .hltrace, and reach the terminal escaped.
+#[test]
+fn bytes_survive_every_form_and_reach_the_terminal_escaped() {
+    let tmp = std::env::temp_dir().join(format!("heaplab-cli-bytes-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let dump = "hltrace 1\n\
+        meta pid=7 ppid=- start_ns=0 pointer_size=8 endian=little time_unit_ns=1 stack_depth=0\n\
+        meta argv=\"prog\\xae\" \"\\x1b[31mred\\x07\" \"caf\\xc3\\xa9\"\n\
+        meta recorder=\"r\\xff\" executable=\"/bin/\\xae\\xff\" options=\"o\\x01\" clock=\"c\\xfe\" parent_pid=-\n\
+        module 1 base=0x1000 size=0x1000 path=\"/lib/\\xae\\x1b.so\" build_id=ab\n\
+        stack 1 frames=1:0x10\n\
+        thread 0 tid=7 name=\"\\xae\\x1bname\"\n\
+        event 0 malloc thread=0 time=0 id=0 size=24 stack=1\n\
+        event 1 free thread=0 time=1 old=0 size=24 stack=0\n\
+        end reason=exit status=0 end_ns=5 events=2 objects=1 unrecorded=0 unknown_frees=0\n";
+    let (a, t1, b, t2) =
+        (tmp.join("a.txt"), tmp.join("a.hltrace"), tmp.join("b.txt"), tmp.join("b.hltrace"));
+    std::fs::write(&a, dump).unwrap();
+    for (i, o) in [(&a, &t1), (&t1, &b), (&b, &t2)] {
+        let out = heaplab(&["convert", i.to_str().unwrap(), o.to_str().unwrap(), "--no-compress"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), dump);
+    assert_eq!(std::fs::read(&t1).unwrap(), std::fs::read(&t2).unwrap());
+    // stats prints the command line: no raw ESC or BEL reaches the terminal.
+    let out = heaplab(&["stats", t1.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s:?}");
+    assert!(s.contains("\\x1b[31mred\\x07"), "{s}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Issue 17, class 12: convert leaves nothing behind after an error (the
+/// output is written under a temporary name and renamed when whole), unless
+/// --partial asks for what was readable.
+#[test]
+fn convert_leaves_no_partial_output() {
+    let tmp = std::env::temp_dir().join(format!("heaplab-cli-partial-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let cut = root().join("testdata/vectors/torn-payload.hltrace");
+    let out_txt = tmp.join("out.txt");
+    let out = heaplab(&["convert", cut.to_str().unwrap(), out_txt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("not written"), "{}", text(&out.stderr));
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // A bad .rep: the same.
+    let rep = tmp.join("bad.rep");
+    std::fs::write(&rep, "20000\n1\n3\n1\na 0 8\nf 0\nz 1\n").unwrap();
+    let out_t = tmp.join("bad.hltrace");
+    let out = heaplab(&["convert", rep.to_str().unwrap(), out_t.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("line 7: unknown operation `z`"), "{}", text(&out.stderr));
+    assert!(!out_t.exists());
+    // --partial keeps what was readable.
+    let out = heaplab(&["convert", cut.to_str().unwrap(), out_txt.to_str().unwrap(), "--partial"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(std::fs::read_to_string(&out_txt).unwrap().starts_with("hltrace 1\n"));
+    let left = std::fs::read_dir(&tmp).unwrap().count();
+    assert_eq!(left, 2, "bad.rep and out.txt only");
+    // A link at the output is not written through.
+    let target = tmp.join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link = tmp.join("link.txt");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let good = root().join("testdata/vectors/basic.hltrace");
+    let out = heaplab(&["convert", good.to_str().unwrap(), link.to_str().unwrap()]);
+    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// One convention (issue 18): `--json [FILE]` with no FILE, or `-`, is
 /// standard output (`compare --json -` used to write a file named `-`); a
 /// FILE is written; an input taken for the flag's value is refused, not

@@ -522,3 +522,136 @@ fn live_peak_rss_is_the_programs_own() {
     let rss = v[0]["peak_rss_bytes"].as_u64().unwrap();
     assert!(rss < 3 << 20, "/bin/true's own peak RSS, not heaplab's: {rss}");
 }
+
+/// Issue 17, class 6: a trace cut short, torn or followed by junk never gives
+/// a clean-looking result: the rows say so (table, JSON, CSV), stderr says so,
+/// and the exit status is not 0 unless the cut is accepted explicitly; a
+/// trace with trailing junk is refused; one with no events gets no figures.
+#[test]
+fn cut_torn_and_junk_traces_never_look_clean() {
+    let d = tmp("cut");
+    let whole = d.0.join("whole.hltrace");
+    bump_trace(&whole, 3000);
+    let bytes = std::fs::read(&whole).unwrap();
+    let write = |name: &str, b: &[u8]| {
+        let p = d.0.join(name);
+        std::fs::write(&p, b).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let torn = write("torn.hltrace", &bytes[..bytes.len() - 7]);
+    let head = write("head.hltrace", &bytes[..200]);
+    let mut j = bytes.clone();
+    j.extend_from_slice(b"junk after the end\n");
+    let junk = write("junk.hltrace", &j);
+    let (json, csv) = (d.0.join("t.json"), d.0.join("t.csv"));
+    let run = |trace: &str, extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            trace,
+            "--allocators",
+            "glibc",
+            "--no-instructions",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        heaplab(&args, &[])
+    };
+
+    let out = run(&torn, &[]);
+    let (table, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{table}{err}");
+    assert!(table.contains("TRUNCATED at byte"), "{table}");
+    assert!(err.contains("stop early") && err.contains("--allow-truncated"), "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = &v[0];
+    assert_eq!(r["truncated"], true, "{r}");
+    let at = r["truncated_at_byte"].as_u64().unwrap();
+    assert!(at > 16 && at < bytes.len() as u64, "{r}");
+    assert_eq!(r["truncated_after_events"], r["events"], "{r}");
+    assert!(r["events"].as_u64().unwrap() > 0);
+    assert!(r["truncation"].as_str().unwrap().contains("truncated"), "{r}");
+    let c = std::fs::read_to_string(&csv).unwrap();
+    let head_row: Vec<&str> = c.lines().next().unwrap().split(',').collect();
+    let col = head_row.iter().position(|h| *h == "truncated").unwrap();
+    assert_eq!(c.lines().nth(1).unwrap().split(',').nth(col), Some("true"), "{c}");
+    // Accepted explicitly: exit 0, and still marked.
+    let out = run(&torn, &["--allow-truncated"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v[0]["truncated"], true);
+
+    // Cut before the first event: no figures at all.
+    let out = run(&head, &["--allow-truncated"]);
+    assert_ne!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v[0]["status"], "empty", "{}", v[0]);
+    assert!(v[0]["wall_s"].is_null() && v[0]["utilization"].is_null(), "{}", v[0]);
+
+    // Junk after END is corruption, not a cut.
+    let out = run(&junk, &["--allow-truncated"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("trailing data after the END block"), "{err}");
+
+    // The course driver: the same rules, and every file reported.
+    let rep0 = write("zero.rep", b"20000\n0\n0\n1\n");
+    let bad = write("bad.rep", b"20000\n1\n1\n1\nq 0 8\n");
+    let out = heaplab(
+        &["lab", &torn, &rep0, &bad, &junk, "--allocators", "glibc", "--repeat", "1", "--json"],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    check_schema(&stdout, "lab");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let recs = v.as_array().unwrap();
+    assert_eq!(recs.len(), 4, "{stdout}");
+    assert_eq!(recs[0]["truncated"], true);
+    assert!(recs[0]["score"].as_f64().is_some());
+    assert!(
+        recs[1]["score"].is_null() && recs[1]["error"].as_str().unwrap().contains("no operations")
+    );
+    assert_eq!(recs[2]["readable"], false);
+    assert!(
+        recs[2]["error"].as_str().unwrap().contains("line 5: unknown operation `q`"),
+        "{}",
+        recs[2]
+    );
+    assert_eq!(recs[3]["readable"], false);
+    for r in recs {
+        let t = r["throughput_ops"].as_f64().unwrap_or(0.0);
+        assert!(t < 1e9, "an absurd throughput: {r}");
+    }
+}
+
+/// Issue 17, class 12: the conventions of the CS:APP and 15-213 drivers are
+/// read (with notes), not refused.
+#[test]
+fn lab_reads_course_files_as_mdriver_does() {
+    let d = tmp("mdriver");
+    let rep = d.0.join("c.rep");
+    // 15-213 header (weight ids ops ignore-ranges) claiming 9 ops for 7, an `a`
+    // without a size, `f -1`, a sparse id past the header's count.
+    std::fs::write(&rep, "1\n2\n9\n0\na 0 64\na 5\nf -1\nf 0\na 9 16\nf 5\nf 9\n").unwrap();
+    let out = heaplab(
+        &["lab", rep.to_str().unwrap(), "--allocators", "glibc", "--repeat", "1", "--json"],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let r = &v[0];
+    assert_eq!(r["correct"], true, "{r}");
+    assert_eq!(r["ops"], 6, "{r}"); // f -1 is not an event
+    let notes: Vec<&str> =
+        r["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(notes.iter().any(|n| n.contains("previous size")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("frees NULL")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("says 9 operations")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("id 5 is not below")), "{notes:?}");
+}

@@ -167,7 +167,7 @@ fn flags_reach_the_agent() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (n, _, meta) = read(&t);
     assert_eq!((meta.stack_depth, meta.time_unit_ns), (0, 1));
-    let opts = meta.options.unwrap();
+    let opts = String::from_utf8(meta.options.unwrap()).unwrap();
     assert!(opts.contains("compress=0") && opts.contains("block_events=5"), "{opts}");
     // uncompressed 5-event blocks: at least n/5 EVENTS blocks, all codec 0
     let b = std::fs::read(&t).unwrap();

@@ -198,3 +198,33 @@ fn a_malformed_line_names_file_and_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot open /nonexistent/x.din"));
 }
+
+/// Issue 17, class 8: `heaplab sim /dev/zero` grew to 7 GB in 12 s. It must
+/// stop at once, with a message, in bounded memory.
+#[test]
+fn an_endless_input_is_refused_quickly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_heaplab"))
+        .args(["sim", "/dev/zero"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("heaplab sim /dev/zero still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("/dev/zero:1: a line longer than"), "{err}");
+    assert!(err.len() < 600, "{err}");
+}

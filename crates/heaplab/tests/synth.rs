@@ -314,3 +314,60 @@ fn bad_input_gets_a_clear_error() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--fast 99999") && e.contains("kept classes are"), "{e}");
 }
+
+/// Issue 17, class 5: a trace's bytes cannot break the generated C. The
+/// command line below holds a trigraph (`??/`), a comment end, quotes,
+/// backslashes, a newline, an escape sequence and bytes that are not UTF-8;
+/// the allocator must still build (with -Werror), and its sources must be
+/// plain printable ASCII.
+#[test]
+fn hostile_command_lines_build() {
+    use heaplab_trace::{End, Kind, Meta, NewEvent, TraceWriter, WriterOptions};
+    let d = tmp("hostile");
+    let argv: Vec<Vec<u8>> = vec![
+        b"./prog??/".to_vec(),
+        b"*/ #include <evil.h> /*".to_vec(),
+        b"\"q\" \\ \\\n??= ??' ??( \x1b[2J".to_vec(),
+        "caf\u{e9} \u{263a}".as_bytes().to_vec(),
+        vec![0xae, 0xff, 0x00, b'?', b'?', b'/'],
+    ];
+    let meta = Meta { pid: 1, pointer_size: 8, time_unit_ns: 1, argv, ..Meta::default() };
+    let mut w = TraceWriter::new(Vec::new(), &meta, WriterOptions::default()).unwrap();
+    let t = w.add_thread(1, "??/");
+    let mut live = Vec::new();
+    for i in 0..4000u64 {
+        let size = [16, 24, 32, 48, 64, 100][(i % 6) as usize];
+        live.push(w.record(&NewEvent::alloc(Kind::Malloc, size).at(t, i)).unwrap().unwrap());
+        if live.len() > 50 {
+            let id = live.remove((i as usize * 7) % live.len());
+            w.record(&NewEvent::free(id).at(t, i)).unwrap();
+        }
+    }
+    let trace = d.0.join("hostile??!.hltrace");
+    std::fs::write(&trace, w.finish(&End::default()).unwrap()).unwrap();
+    let out = d.0.join("out");
+    let o = heaplab(
+        &["synth", trace.to_str().unwrap(), "-o", out.to_str().unwrap(), "--name", "hostile_test"],
+        &[],
+    );
+    ok(&o, "synth from a trace with a hostile command line");
+    let mut sources = 0;
+    for e in std::fs::read_dir(&out).unwrap() {
+        let p = e.unwrap().path();
+        if matches!(p.extension().and_then(|x| x.to_str()), Some("c" | "h")) {
+            // heaplab's own comments may hold UTF-8 (§); nothing of the trace's may.
+            let s = String::from_utf8(std::fs::read(&p).unwrap()).unwrap();
+            let raw =
+                s.chars().find(|&c| (c.is_control() && c != '\n') || "é☺\u{fffd}".contains(c));
+            assert_eq!(raw, None, "{} holds a byte of the trace unescaped", p.display());
+            assert!(!s.contains("??/") && !s.contains("*/ #include"), "{}", p.display());
+            sources += 1;
+        }
+    }
+    assert_eq!(sources, 2, "NAME.c and NAME.h");
+    assert!(std::fs::read_dir(&out).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".so")));
+}

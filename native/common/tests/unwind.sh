@@ -12,6 +12,7 @@ set -eu
 BIN=$1 LIB=$2 WORK=$3 AGENT=${4:-}
 mkdir -p "$WORK"
 fail=0
+. "$(dirname "$0")/../../../scripts/skips.sh"
 
 "$BIN/unwind-oracle" 3000 || fail=1
 "$BIN/unwind-oracle-nolu" 3000 || fail=1
@@ -62,6 +63,8 @@ if command -v sqlite3 >/dev/null 2>&1; then
         with recursive s(x) as (select 1 union all select x + 1 from s where x < 3000)
         insert into t select x, hex(randomblob(24)) from s;
         create index i on t(b); select count(*), sum(length(b)) from t group by a % 7;'
+else
+    allow_skip sqlite3 "sqlite3 is not installed (scripts/setup.sh installs it)" || fail=1
 fi
 
 # 3. the agent end to end: perl recorded with 16-frame stacks by each walker
@@ -84,6 +87,8 @@ if [ -n "${AGENT:-}" ] && [ -x "$BIN/hltrace-dump" ]; then
         diff "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt" | sed -n 1,10p
         fail=1
     fi
+else
+    allow_skip unwind-agent "no agent given, or $BIN/hltrace-dump is not built" || fail=1
 fi
 
 if [ $fail -ne 0 ]; then

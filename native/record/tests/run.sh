@@ -350,7 +350,8 @@ if [ -x "$heaplab" ]; then
         fi
     done
 else
-    echo "skip Rust cross-check: $heaplab not built"
+    . "$here/../../../scripts/skips.sh"
+    allow_skip rust-crosscheck "$heaplab is not built (cargo build --release)" || fail=$((fail + 1))
 fi
 
 echo "record tests: $pass passed, $fail failed"

@@ -26,6 +26,12 @@ Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
 to a .so (LABEL=PATH names it). A peer that is not installed gets rows
 that say so, and the exit status is 1.
 
+A corrupt trace (bad checksum, malformed block, junk after the END block)
+is refused. A trace that stops early (no END block, a torn last block) is
+replayed up to the cut, its rows are marked TRUNCATED (truncated: true,
+the byte offset and the events read, in JSON and CSV too), and the exit
+status is 1 unless --allow-truncated is given.
+
 Examples:
   heaplab compare perl.hltrace make.hltrace --report out/cmp
   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
@@ -64,6 +70,10 @@ pub struct Args {
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
+    /// Accept traces that stop early (no END block, or a torn last block):
+    /// their rows are still marked truncated, but the exit status is 0.
+    #[arg(long)]
+    allow_truncated: bool,
     /// Keep callgrind's output files and the decoded traces (in the work
     /// directory, named on stderr).
     #[arg(long)]
@@ -160,6 +170,17 @@ pub fn compare_traces(
     let mut out = cli::text(json.is_some_and(Dest::is_stdout) || csv.is_some_and(Dest::is_stdout));
     write!(out, "{}", record::table(&records))?;
     let mut notes = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for r in records.iter().filter(|r| r.truncated) {
+        if !seen.contains(&r.trace.as_str()) {
+            seen.push(&r.trace);
+            notes.push(format!(
+                "! {}: {}",
+                crate::human::escaped(&r.trace_name),
+                r.truncation.as_deref().unwrap_or("the trace is cut short")
+            ));
+        }
+    }
     if !added.is_empty() {
         notes.push(format!("Added as baselines: {}.", added.join(", ")));
     }
@@ -244,15 +265,30 @@ pub fn run(a: Args) -> Result<i32> {
         a.report.as_deref(),
         &command_line(),
     )?;
+    let mut code = 0;
     let bad = records.iter().filter(|r| r.status != "ok").count();
     if bad > 0 {
         eprintln!(
             "heaplab compare: {bad} of {} cells did not run cleanly (see their rows)",
             records.len()
         );
-        return Ok(1);
+        code = 1;
     }
-    Ok(0)
+    let mut cut: Vec<&str> =
+        records.iter().filter(|r| r.truncated).map(|r| r.trace.as_str()).collect();
+    cut.dedup();
+    if !cut.is_empty() {
+        eprintln!(
+            "heaplab compare: {} of the traces stop early ({}): their figures cover only the events before the cut{}",
+            cut.len(),
+            cut.iter().map(|t| crate::human::escaped(t)).collect::<Vec<_>>().join(", "),
+            if a.allow_truncated { " (accepted: --allow-truncated)" } else { "; pass --allow-truncated to accept them" }
+        );
+        if !a.allow_truncated {
+            code = 1;
+        }
+    }
+    Ok(code)
 }
 
 fn run_live(a: &Args, jobs: usize) -> Result<i32> {
@@ -278,7 +314,7 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
     let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;
     bar.0.finish_and_clear();
     let mut out = cli::text(cli::any_stdout(&[&json, &csv]));
-    writeln!(out, "heaplab compare --live: {}\n", a.program.join(" "))?;
+    writeln!(out, "heaplab compare --live: {}\n", crate::human::escaped(&a.program.join(" ")))?;
     write!(out, "{}", live::table(&records))?;
     if let Some(d) = &json {
         d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;

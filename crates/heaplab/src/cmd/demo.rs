@@ -263,7 +263,7 @@ fn program_costs(
         let mut argv: Vec<String> =
             meta.argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         if let (Some(exe), false) = (&meta.executable, argv.is_empty()) {
-            argv[0] = exe.clone();
+            argv[0] = String::from_utf8_lossy(exe).into_owned();
         }
         let opts = live::LiveOptions {
             repeat: 1,

@@ -40,6 +40,10 @@ pub struct Args {
     /// standard output, instead of the table).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     json: Option<PathBuf>,
+    /// Accept traces that stop early (no END block, or a torn last block):
+    /// their rows are still marked truncated, but the exit status is 0.
+    #[arg(long)]
+    allow_truncated: bool,
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -60,11 +64,43 @@ pub fn run(a: Args) -> Result<i32> {
         }
         None => print!("{}", lab::table(&recs)),
     }
+    let mut code = 0;
     let missing: Vec<&str> =
         allocs.iter().filter(|x| x.missing.is_some()).map(|x| x.name.as_str()).collect();
     if !missing.is_empty() {
         eprintln!("heaplab lab: could not run {}", missing.join(", "));
-        return Ok(1);
+        code = 1;
     }
-    Ok(0)
+    let files = |f: &dyn Fn(&lab::LabRecord) -> bool| {
+        let mut v: Vec<String> =
+            recs.iter().filter(|r| f(r)).map(|r| crate::human::escaped(&r.trace)).collect();
+        v.dedup();
+        v
+    };
+    let unreadable = files(&|r| !r.readable);
+    if !unreadable.is_empty() {
+        eprintln!("heaplab lab: could not read {} (see their rows)", unreadable.join(", "));
+        code = 1;
+    }
+    let unscored = files(&|r| r.readable && r.score.is_none() && r.error.is_some());
+    if !unscored.is_empty() {
+        eprintln!("heaplab lab: no score for {} (see their rows)", unscored.join(", "));
+        code = 1;
+    }
+    let cut = files(&|r| r.truncated);
+    if !cut.is_empty() {
+        eprintln!(
+            "heaplab lab: {} stop early: their figures cover only the events before the cut{}",
+            cut.join(", "),
+            if a.allow_truncated {
+                " (accepted: --allow-truncated)"
+            } else {
+                "; pass --allow-truncated to accept them"
+            }
+        );
+        if !a.allow_truncated {
+            code = 1;
+        }
+    }
+    Ok(code)
 }

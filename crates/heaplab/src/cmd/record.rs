@@ -150,10 +150,10 @@ pub fn run(a: Args) -> Result<i32> {
             String::new()
         };
         let argv = s.meta.as_ref().map(|m| m.command_line()).unwrap_or_default();
-        let argv: String = argv.chars().take(60).collect();
+        let argv: String = human::escaped(&argv.chars().take(60).collect::<String>());
         eprintln!(
             "  {:<width$}  {:>13} events  {:>10}  {:>13}  {:<10} {}",
-            p.display(),
+            human::escaped(&p.display().to_string()),
             human::count(s.events),
             human::bytes(s.bytes),
             per,

@@ -83,7 +83,7 @@ pub fn profile_trace(
     let p = b.finish(
         &path.display().to_string(),
         |s| r.stack(s).to_vec(),
-        |m| r.module(m).map(|m| m.path.clone()).unwrap_or_default(),
+        |m| r.module(m).map(|m| String::from_utf8_lossy(&m.path).into_owned()).unwrap_or_default(),
         max_sites,
     );
     Ok((p, r.meta().clone(), err))
@@ -109,7 +109,12 @@ pub fn run(a: Args) -> Result<i32> {
             );
             code = 1;
         }
-        headers.push(format!("{}: {} (pid {})", t.display(), m.command_line(), m.pid));
+        headers.push(format!(
+            "{}: {} (pid {})",
+            human::escaped(&t.display().to_string()),
+            m.argv.iter().map(|a| heaplab_trace::escape::terminal(a)).collect::<Vec<_>>().join(" "),
+            m.pid
+        ));
         profiles.push(p);
     }
     let weighting = match a.weighting {
@@ -121,6 +126,12 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         Profile::merge(&profiles, weighting, a.sites.max(64)).map_err(anyhow::Error::msg)?
     };
+    if !p.saturated.is_empty() {
+        eprintln!(
+            "heaplab stats: {} reached 2^64-1 and stopped there: the true values are larger",
+            p.saturated.join(", ")
+        );
+    }
     if let Some(d) = &csv {
         let mut v = Vec::new();
         write_csv(&p, &mut v)?;
@@ -177,13 +188,27 @@ fn print_table(
         p.threads,
         human::ns(p.duration_ns)
     )?;
+    let sat = |field: &str, text: String| {
+        if p.saturated.iter().any(|s| s == field) {
+            format!("≥ {text} (saturated)")
+        } else {
+            text
+        }
+    };
     writeln!(
         out,
         "bytes allocated {}   peak live {} in {} objects",
-        human::bytes(p.bytes_allocated),
-        human::bytes(p.peak_live_bytes),
+        sat("bytes_allocated", human::bytes(p.bytes_allocated)),
+        sat("peak_live_bytes", human::bytes(p.peak_live_bytes)),
         human::count(p.peak_live_objects)
     )?;
+    if !p.saturated.is_empty() {
+        writeln!(
+            out,
+            "saturated: {} reached 2^64-1 and stopped there (the true values are larger)",
+            p.saturated.join(", ")
+        )?;
+    }
     let cov: Vec<String> = ["1", "2", "4", "8"]
         .iter()
         .map(|k| format!("top {k}: {}", human::pct(p.top_coverage[*k])))
@@ -276,7 +301,12 @@ fn print_table(
             let frames: Vec<String> = if s.frames.is_empty() {
                 vec!["(no stack recorded)".into()]
             } else {
-                s.frames.iter().take(3).map(|f| sym.frame(&f.module, f.offset)).collect()
+                // Paths and symbol names come from the trace and the binaries: escaped.
+                s.frames
+                    .iter()
+                    .take(3)
+                    .map(|f| human::escaped(&sym.frame(&f.module, f.offset)))
+                    .collect()
             };
             writeln!(
                 out,

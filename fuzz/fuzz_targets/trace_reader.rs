@@ -1,0 +1,3 @@
+//! Fuzz target: heaplab_fuzz::trace (see fuzz/README.md).
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| heaplab_fuzz::trace(data));
