@@ -1,12 +1,13 @@
 //! Free lists from the kept classes: kept classes with the same block and
 //! allocator share a list (at R = 8 the 16- and 24-byte classes both use
 //! 32-byte fast blocks), a list absorbs the unit classes next to it that
-//! would use its very block, and the smallest fast list takes the requests
-//! below it. Then the lists are ordered (fast first, by malloc share), and
-//! each gets its per-thread cap (fast) or its reclaim priority (general).
+//! would use its very block. Then the lists are ordered (fast first, by
+//! malloc share), and each gets its reclaim priority. Sizes no list serves
+//! are the fast core's ladder classes (`super::core`) or the general
+//! allocator's.
 
 use super::kind::Totals;
-use super::{fast_block, general_block, tag, Allocator, ClassDecision, ListPlan, Thresholds};
+use super::{fast_block, general_block, Allocator, ClassDecision, ListPlan, Thresholds};
 use heaplab_trace::profile::{Profile, SizeClass};
 
 /// Bytes of a block of `a` for requests up to `size`.
@@ -99,51 +100,11 @@ pub fn group(classes: &mut [ClassDecision]) -> Vec<ListPlan> {
             free_share: c.p_f,
             malloc_rank: 0,
             free_rank: 0,
-            thread_cap: None,
-            reclaim_priority: None,
-            tag_used: None,
+            reclaim_priority: 0.0,
+            core_class: None,
         });
     }
     lists
-}
-
-/// Requests smaller than the smallest kept class go to its list when it is
-/// fast: a few bytes of waste each, where the general allocator would give
-/// them its smallest blocks, whose bin fills with fragments (python3 at
-/// R = 8: 147 instructions per malloc with its 1- to 24-byte requests left
-/// to gnugpp, 22 with them in the 48-byte list).
-pub fn absorb_smaller(
-    classes: &mut Vec<ClassDecision>,
-    lists: &mut [ListPlan],
-    prof: &Profile,
-    unit: u64,
-    t: Totals,
-) {
-    let Some(c0) = classes.first() else { return };
-    let (l0, lo0, alloc0, size0) = (c0.list, c0.range[0], c0.allocator, c0.size);
-    if alloc0 != Allocator::Fast || lo0 <= 1 {
-        return;
-    }
-    let mut small = Vec::new();
-    for x in prof.size_classes.iter().filter(|x| x.size < lo0) {
-        let mut d = ClassDecision::from_profile(
-            x,
-            unit,
-            t,
-            Allocator::Fast,
-            format!("absorbed: smaller than the smallest kept class ({size0}), served by its list"),
-        );
-        d.absorbed = true;
-        d.list = l0;
-        small.push(d);
-    }
-    let l = &mut lists[l0];
-    l.range[0] = 0;
-    for c in &small {
-        l.malloc_share += c.p_m;
-        l.free_share += c.p_f;
-    }
-    classes.extend(small);
 }
 
 /// Orders the lists, fast first, each group by malloc share, renumbers them
@@ -172,30 +133,14 @@ pub fn order(classes: &mut [ClassDecision], lists: Vec<ListPlan>) -> Vec<ListPla
     lists
 }
 
-/// Per-thread caps of the fast lists (the classes' peak live objects, within
-/// `min_thread_list_blocks` blocks and `max_thread_list_bytes` bytes) and the
-/// reclaim priority of the general ones: P_f(s)(1 − P_m(s)) · s · F(s)
-/// summed over their classes (002 §2.2).
-pub fn caps_and_priorities(lists: &mut [ListPlan], classes: &[ClassDecision], th: &Thresholds) {
+/// The reclaim priority of every list: P_f(s)(1 − P_m(s)) · s · F(s)
+/// summed over its classes (002 §2.2).
+pub fn priorities(lists: &mut [ListPlan], classes: &[ClassDecision]) {
     for l in lists.iter_mut() {
-        let members: Vec<&ClassDecision> = classes.iter().filter(|c| c.list == l.index).collect();
-        match l.allocator {
-            Allocator::Fast => {
-                let max_live: u64 = members.iter().map(|c| c.max_live).sum();
-                let by_bytes =
-                    (th.max_thread_list_bytes / l.block_bytes).max(th.min_thread_list_blocks);
-                let cap = max_live.clamp(th.min_thread_list_blocks, by_bytes);
-                l.thread_cap = Some(cap);
-                l.tag_used = Some(format!("0x{:x}", tag(l.index, true)));
-            }
-            Allocator::General => {
-                l.reclaim_priority = Some(
-                    members
-                        .iter()
-                        .map(|c| c.p_f * (1.0 - c.p_m) * c.size as f64 * c.mean_free_list)
-                        .sum(),
-                );
-            }
-        }
+        l.reclaim_priority = classes
+            .iter()
+            .filter(|c| c.list == l.index)
+            .map(|c| c.p_f * (1.0 - c.p_m) * c.size as f64 * c.mean_free_list)
+            .sum();
     }
 }

@@ -38,6 +38,7 @@
 //! (dispatch and reclaim order); this file holds the types, the unit rule
 //! and [`plan`], which runs the steps at each unit.
 
+pub mod core;
 pub mod dispatch;
 pub mod kind;
 pub mod lists;
@@ -53,18 +54,18 @@ use heaplab_trace::profile::{Profile, SizeClass};
 use serde::Serialize;
 
 /// The version of the `decisions.json` format.
-pub const FORMAT: &str = "heaplab-synth-decisions/1";
+pub const FORMAT: &str = "heaplab-synth-decisions/2";
 
 /// Instructions per frequency-ordered malloc test (compare and branch on the
 /// request size: "each conditional statement adds ≈ 3 instructions", §3).
 pub const COST_MALLOC_TEST: f64 = 3.0;
-/// Instructions per frequency-ordered free test (compare the tag, branch).
-pub const COST_FREE_TEST: f64 = 2.0;
-/// Instructions of a size-map lookup in malloc (bound check, shift, load,
-/// compare with the number of fast lists).
-pub const COST_MALLOC_MAP: f64 = 7.0;
-/// Instructions to decode a list from a tag in free.
-pub const COST_FREE_MAP: f64 = 5.0;
+/// Instructions of the size-map lookup in malloc: one byte load from the
+/// thread's map indexed by the size (the bound check is paid either way).
+pub const COST_MALLOC_MAP: f64 = 1.0;
+/// Instructions of free's class lookup, either way: the class is the block's
+/// address minus the thread's slot base, shifted (fastcore.h): subtract,
+/// shift, compare, branch.
+pub const COST_FREE_ADDRESS: f64 = 4.0;
 /// Instructions of a malloc and free that go to the general allocator: the
 /// shim's lock and gnugpp (measured on perl-wc: gnugpp alone 98 per malloc +
 /// 85 per free, with the lock; on python3 its first fit costs ~1,700).
@@ -148,13 +149,14 @@ pub struct Thresholds {
     pub never_freed: f64,
     /// Classes larger than this are never kept.
     pub max_class_bytes: u64,
-    /// A per-thread list holds at most this many bytes ...
-    pub max_thread_list_bytes: u64,
-    /// ... and at least this many blocks.
-    pub min_thread_list_blocks: u64,
-    /// Bytes a thread takes from the fast heap at a time, at least (the plan
-    /// makes it room for 8 blocks of its largest fast list).
-    pub extent_bytes: u64,
+    /// Every request up to this many bytes has a fast class (the ladder's top).
+    pub fast_max_bytes: u64,
+    /// Ladder steps per doubling above 128 bytes.
+    pub ladder_steps: u64,
+    /// A slab is at least this many bytes ...
+    pub min_slab_bytes: u64,
+    /// ... and this many blocks.
+    pub slab_blocks: u64,
     /// The unit rule's tolerance: share of the mean live bytes ...
     pub unit_tolerance_share: f64,
     /// ... and at least this many bytes.
@@ -168,19 +170,20 @@ impl Default for Thresholds {
             min_reclaim_bytes: 64 << 10,
             never_freed: 0.01,
             max_class_bytes: 32 << 10,
-            max_thread_list_bytes: 1 << 20,
-            min_thread_list_blocks: 64,
-            extent_bytes: 8192,
+            fast_max_bytes: 32 << 10,
+            ladder_steps: 4,
+            min_slab_bytes: 16 << 10,
+            slab_blocks: 8,
             unit_tolerance_share: 0.02,
             unit_tolerance_min_bytes: 4096,
         }
     }
 }
 
-/// Bytes of a fast block for requests up to `size`: an 8-byte tag below a
-/// 16-aligned payload.
+/// Bytes of a fast block for requests up to `size`: no header (the block's
+/// address says its class), a multiple of 16.
 pub fn fast_block(size: u64) -> u64 {
-    (size + 8).div_ceil(16) * 16
+    size.max(1).div_ceil(16) * 16
 }
 
 /// Bytes of a gnugpp block for a request of `size` (header and footer, 16
@@ -242,7 +245,11 @@ pub struct Selection {
     /// Share of allocations the lists serve: the kept classes and those
     /// absorbed into their lists.
     pub served_share: f64,
-    /// Share of allocations left to the general allocator as they are.
+    /// Share of allocations the fast core serves (the fast lists and the
+    /// ladder classes, every size up to `core.fast_max_bytes` not general).
+    pub fast_share: f64,
+    /// Share of allocations left to gnugpp as they are (neither the fast
+    /// core nor a general list).
     pub outlier_share: f64,
     /// `coverage` (target reached), `cap` (max_classes reached) or
     /// `classes` (every eligible class kept).
@@ -295,22 +302,19 @@ pub struct ListPlan {
     /// Position in the malloc / free tests (0 first).
     pub malloc_rank: usize,
     pub free_rank: usize,
-    /// Fast lists: the most blocks a thread's list holds before the whole
-    /// list goes to the shared depot (where another thread, or this one
-    /// later, takes it back whole).
-    pub thread_cap: Option<u64>,
-    /// General lists: P_f(s)(1 − P_m(s)) s F(s) summed over its classes.
-    pub reclaim_priority: Option<f64>,
-    /// Fast lists: the tag word of a block in use.
-    pub tag_used: Option<String>,
+    /// P_f(s)(1 − P_m(s)) s F(s) summed over its classes (002 §2.2).
+    pub reclaim_priority: f64,
+    /// Fast lists: the fast core's class that serves it.
+    pub core_class: Option<usize>,
 }
 
+/// Estimated instructions of the class lookup per malloc and per free.
 #[derive(Debug, Clone, Serialize)]
 pub struct Estimates {
     pub ordered_malloc: f64,
-    pub ordered_free: f64,
     pub sizemap_malloc: f64,
-    pub sizemap_free: f64,
+    /// Free finds the class from the address whatever malloc does.
+    pub free: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -320,13 +324,15 @@ pub struct DispatchDecision {
     pub how: String,
     pub rule: String,
     pub estimated_instructions: Estimates,
-    /// List indices in malloc order (fast lists are tested without the lock).
+    /// List indices in malloc order (ordered: the fast lists tested before
+    /// the map, in this order).
     pub malloc_order: Vec<usize>,
-    /// Fast list indices in free order (tag tests without the lock).
+    /// Fast list indices in free-frequency order (their rank only: free
+    /// tests nothing).
     pub free_order: Vec<usize>,
     /// General list indices in free order (usable-size tests under the lock).
     pub general_free_order: Vec<usize>,
-    /// Sizemap: the largest request it maps, and its entries.
+    /// The per-thread byte map: the largest request it maps, and its entries.
     pub map_max_bytes: u64,
     pub map_entries: u64,
 }
@@ -336,6 +342,8 @@ pub struct ReclaimDecision {
     pub rule: String,
     /// General list indices, first reclaimed first.
     pub order: Vec<usize>,
+    /// The fast core's classes, first given back first (`core.reclaim_order`).
+    pub core_order: Vec<usize>,
 }
 
 /// Everything decided; serialized as `decisions.json`.
@@ -351,10 +359,11 @@ pub struct Plan {
     pub lists: Vec<ListPlan>,
     pub dispatch: DispatchDecision,
     pub reclaim: ReclaimDecision,
+    /// The fast core's classes, map and slabs.
+    pub core: core::CoreLayout,
+    /// The measured check of the fast/general decisions, when one was made.
+    pub check: Option<serde_json::Value>,
     pub thresholds: Thresholds,
-    /// Bytes a thread takes from the fast heap at a time: the threshold, or
-    /// 8 blocks of the largest fast list, rounded up to a page.
-    pub extent_bytes: u64,
     pub general_allocator: String,
     /// Filled in by the build.
     pub outputs: Option<serde_json::Value>,
@@ -504,10 +513,11 @@ pub fn wasted_live_bytes(p: &Plan) -> f64 {
 /// The planned dispatch's estimated instructions per malloc + free.
 pub fn dispatch_cost(p: &Plan) -> f64 {
     let e = &p.dispatch.estimated_instructions;
-    match p.dispatch.kind {
-        Dispatch::Sizemap => e.sizemap_malloc + e.sizemap_free,
-        _ => e.ordered_malloc + e.ordered_free,
-    }
+    e.free
+        + match p.dispatch.kind {
+            Dispatch::Sizemap => e.sizemap_malloc,
+            _ => e.ordered_malloc,
+        }
 }
 /// Plans at one unit: the steps of this module in order. `strict` checks
 /// `--fast`/`--general` against the kept classes (at the chosen unit only).
@@ -520,21 +530,22 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
     }
     let mut classes = kind::decide(&sel.kept, unit, totals, opts, th);
     lists::absorb_neighbours(&mut classes, prof, unit, totals, th);
-    let mut lists = lists::group(&mut classes);
-    lists::absorb_smaller(&mut classes, &mut lists, prof, unit, totals);
+    let lists = lists::group(&mut classes);
     let mut lists = lists::order(&mut classes, lists);
-    lists::caps_and_priorities(&mut lists, &classes, th);
-    let dispatch = dispatch::decide(&mut lists, unit, opts);
-    let reclaim = dispatch::reclaim(&lists);
-    let extent_bytes = lists
-        .iter()
-        .filter(|l| l.allocator == Allocator::Fast)
-        .map(|l| l.block_bytes * 8)
-        .fold(th.extent_bytes, u64::max)
-        .div_ceil(4096)
-        * 4096;
+    lists::priorities(&mut lists, &classes);
+    let core = core::layout(&lists, prof, th);
+    for c in &core.classes {
+        if let Some(l) = c.list {
+            lists[l].core_class = Some(c.index);
+        }
+    }
+    let dispatch = dispatch::decide(&mut lists, opts);
+    let reclaim = dispatch::reclaim(&lists, &core);
     let classes_seen = prof.size_classes.len();
     let served: f64 = classes.iter().map(|c| c.p_m).sum();
+    let fast: f64 = core.classes.iter().map(|c| c.malloc_share).sum();
+    let general: f64 =
+        lists.iter().filter(|l| l.allocator == Allocator::General).map(|l| l.malloc_share).sum();
     Ok(Plan {
         format: FORMAT,
         name: opts.name.clone(),
@@ -565,7 +576,8 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
             kept: classes.iter().filter(|c| !c.absorbed).count(),
             covered_share: sel.covered,
             served_share: served,
-            outlier_share: (1.0 - served).max(0.0),
+            fast_share: fast,
+            outlier_share: (1.0 - fast - general).max(0.0),
             stopped_by: sel.stopped_by,
             too_large: sel.too_large,
         },
@@ -573,18 +585,12 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
         lists,
         dispatch,
         reclaim,
+        core,
+        check: None,
         thresholds: th.clone(),
-        extent_bytes,
         general_allocator: "gnugpp: Lea's segregated first fit with coalescing \
                             (native/alloc/gnugpp.c; 002 §2.2 and §4 FIRSTFIT)"
             .into(),
         outputs: None,
     })
-}
-
-/// The tag word of a fast block of list `l` (`used` or free): the magic
-/// 0x5c000000, the list in bits 4-11, 0xD in use / 0xC free. gnugpp's
-/// headers have 0 or 1 in their low four bits.
-pub fn tag(l: usize, used: bool) -> u64 {
-    0x5c00_0000 | (l as u64) << 4 | if used { 0xD } else { 0xC }
 }
