@@ -465,3 +465,36 @@ void sf_check_locked(sf_core_t *core, sf_tls_t *self) {
         HL_CHECK(foot == s->footprint);
     }
 }
+
+/* A line per class of slot `s` with blocks: its slabs, the bytes on the
+ * caller's list, the rest of its slab, blocks waiting on the remote stack. */
+void sf_report_locked(sf_core_t *core, sf_tls_t *self, void (*line)(const char *, size_t)) {
+    char buf[256];
+    for (unsigned i = 0; i < core->nslots; i++) {
+        sf_slot_t *s = core->slots[i];
+        size_t n = hl_format(buf, sizeof buf, "%s: slot %u%s: footprint %zu bytes, taken since reclaim %zu\n",
+                             core->name, i, s->owned ? (s->tls == self ? " (this thread)" : " (a thread)") : "",
+                             s->footprint, s->taken);
+        line(buf, n);
+        for (unsigned c = 0; c < core->nclass; c++) {
+            sf_bin_t *b = &s->bin[c];
+            if (!b->slabs && !b->nfree) continue;
+            void *head = b->head;
+            char *bump = b->bump, *end = b->end;
+            if (s->owned && s->tls == self) head = self->head[c], bump = self->bump[c], end = self->end[c];
+            else if (s->owned) head = NULL, bump = end = NULL;
+            size_t listed = 0, remote = 0;
+            for (void **f = head; f; f = *f) listed++;
+            for (void **f = __atomic_load_n(&b->remote, __ATOMIC_ACQUIRE); f; f = *f) remote++;
+            size_t left = bump < end ? (size_t)(end - bump) / core->block[c] + 1 : 0;
+            n = hl_format(buf, sizeof buf,
+                          "  class %u block %u: %zu slabs of %u (%zu given back), %zu free listed, "
+                          "%zu remote, %zu uncarved\n",
+                          c, core->block[c], b->slabs, core->slab[c], (size_t)b->nfree, listed, remote, left);
+            line(buf, n);
+        }
+    }
+    size_t n = hl_format(buf, sizeof buf, "%s: %lu reclaims gave back %lu bytes; %lu slabs taken\n", core->name,
+                         core->reclaims, core->reclaimed_bytes, core->slabs_taken);
+    line(buf, n);
+}

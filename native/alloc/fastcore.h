@@ -279,4 +279,8 @@ void sf_stats_locked(sf_core_t *core, heaplab_alloc_stats_t *s);
 void sf_fork_child_locked(sf_core_t *core, sf_tls_t *self);
 void sf_check_locked(sf_core_t *core, sf_tls_t *self);
 
+/* Under the lock: where the footprint is, a line per slot and per class
+ * with blocks, handed to `line` (HEAPLAB_SYNTH_REPORT in a synthesized one). */
+void sf_report_locked(sf_core_t *core, sf_tls_t *self, void (*line)(const char *, size_t));
+
 #endif /* HL_FASTCORE_H */

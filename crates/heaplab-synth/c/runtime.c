@@ -14,8 +14,19 @@
  *   general lists over gnugpp                 the classes the plan made general
  *     (002 §2.2: storage that can be          (episodic ones, when the measured
  *     given back and coalesced)                cost agreed): under the lock
- *   gnugpp (native/alloc/gnugpp.c)            everything else (large requests,
- *     Lea's segregated first fit               memalign, a full span): under the lock
+ *   gnugpp (native/alloc/gnugpp.c)            requests over fast_max and under
+ *     Lea's segregated first fit               SYN_HUGE, memalign, a full span:
+ *                                              under the lock
+ *   huge blocks                               requests of SYN_HUGE and more: their
+ *     their own pages from the OS              own mapping each, given back when
+ *                                              freed; calloc needs no memset
+ *
+ *   a huge block   m                m+8                  m+16 (16-aligned, 16 mod the page)
+ *                  +----------------+--------------------+----------------------------+
+ *                  | SYN_HUGE_MAGIC | bytes | HL_TAG_USED | payload (bytes - 16) ...   |
+ *                  +----------------+--------------------+----------------------------+
+ *   (the word below the payload ends in HL_TAG_USED, which gnugpp never
+ *   writes there: hl_alloc.h's header-bit convention)
  *
  * A general block is one of gnugpp's (on the default heap).  When its usable
  * size falls in a general list's range, free keeps it on that list (second
@@ -48,6 +59,10 @@ static syn_link_t *general[SYN_NG1]; /* the general lists */
 static size_t general_n[SYN_NG1];
 static size_t reclaimable;           /* bytes of blocks on the general lists */
 static int deny_growth;              /* gnugpp may not grow its heap (see SYN_GP_SBRK) */
+static size_t huge_blocks;           /* live huge blocks (the checker's count) */
+
+#define SYN_HUGE       ((size_t)128 << 10)
+#define SYN_HUGE_MAGIC ((uint64_t)0x4b434f4c42454755ull) /* "UGEBLOCK" */
 static unsigned long reclaims, reclaimed_bytes;
 
 /* The shim's API, exported by it under these names (build.rs: -DHL_API_...);
@@ -151,6 +166,40 @@ static void general_free(void *p) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Huge blocks: their own pages                                              */
+/* ------------------------------------------------------------------------ */
+
+static void *huge_alloc(size_t n) {
+    size_t bytes = HL_ALIGN_UP(n + 16, hl_page_size());
+    uint64_t *m = hl_pages_alloc(bytes, 0);
+    if (!m) return NULL;
+    m[0] = SYN_HUGE_MAGIC;
+    m[1] = bytes | HL_TAG_USED;
+    huge_blocks++;
+    return m + 2;
+}
+
+/* p is not the fast core's: is it a huge block?  The word below a gnugpp
+ * payload never ends in HL_TAG_USED, so the magic is read only for ours. */
+static int is_huge(void *p) {
+    const uint64_t *h = (const uint64_t *)p - 2;
+    return ((uintptr_t)p & (hl_page_size() - 1)) == 16 &&
+           (h[1] & HL_HDR_LOW_BITS) == HL_TAG_USED && h[0] == SYN_HUGE_MAGIC;
+}
+
+static size_t huge_bytes(void *p) {
+    return ((const uint64_t *)p)[-1] & ~(uint64_t)HL_HDR_LOW_BITS;
+}
+
+static void huge_free(void *p) {
+    uint64_t *m = (uint64_t *)p - 2;
+    size_t bytes = huge_bytes(p);
+    m[0] = 0;
+    huge_blocks--;
+    hl_pages_free(m, bytes);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The allocator under the shim's lock                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -170,6 +219,7 @@ static void *syn_malloc(size_t n) {
     }
     int g = syn_general_of(n);
     if (g >= 0) return general_malloc((unsigned)g);
+    if (n >= SYN_HUGE) return huge_alloc(n);
     return gp_malloc(n);
 }
 
@@ -178,26 +228,44 @@ static void syn_free(void *p) {
         sf_free_locked(&SYN_CORE, p);
         return;
     }
+    if (is_huge(p)) {
+        huge_free(p);
+        return;
+    }
     general_free(p);
 }
 
 static size_t syn_usable_size(void *p) {
     if (sf_slot_of(&SYN_CORE, p)) return sf_block_size(&SYN_CORE, p, "malloc_usable_size");
+    if (is_huge(p)) return huge_bytes(p) - 16;
     return hl_alloc_gnugpp.usable_size(p);
+}
+
+/* Moves a block to a new one of n bytes (realloc across allocators). */
+static void *moved(void *p, size_t u, size_t n) {
+    void *q = syn_malloc(n);
+    if (!q) return NULL;
+    memcpy(q, p, n < u ? n : u);
+    syn_free(p);
+    return q;
 }
 
 /* A fast block stays put while the new size is of its class or uses at
  * least half of it (002 §2.2: realloc'd objects go to the list of the
  * closest suitable size). */
 static void *syn_realloc(void *p, size_t n) {
-    if (!sf_slot_of(&SYN_CORE, p)) return gp_realloc(p, n);
-    size_t u = sf_block_size(&SYN_CORE, p, "realloc");
-    if (n <= u && (n >= u / 2 || sf_class_of(&SYN_CORE, n) == sf_class_at(p))) return p;
-    void *q = syn_malloc(n);
-    if (!q) return NULL;
-    memcpy(q, p, n < u ? n : u);
-    syn_free(p);
-    return q;
+    if (sf_slot_of(&SYN_CORE, p)) {
+        size_t u = sf_block_size(&SYN_CORE, p, "realloc");
+        if (n <= u && (n >= u / 2 || sf_class_of(&SYN_CORE, n) == sf_class_at(p))) return p;
+        return moved(p, u, n);
+    }
+    if (is_huge(p)) {
+        size_t u = huge_bytes(p) - 16;
+        if (n <= u && n >= u / 2) return p;
+        return moved(p, u, n);
+    }
+    if (n >= SYN_HUGE) return moved(p, hl_alloc_gnugpp.usable_size(p), n);
+    return gp_realloc(p, n);
 }
 
 static void *syn_memalign(size_t align, size_t n) {
@@ -243,6 +311,19 @@ void SYN_FRONT_FORK_CHILD(void) {
     sf_fork_child_locked(&SYN_CORE, &SYN_TLS);
 }
 
+/* HEAPLAB_SYNTH_REPORT=1: at exit, where the fast core's footprint is, on
+ * standard error (native/alloc/README.md lists the tunable). */
+static void report_line(const char *s, size_t n) {
+    hl_platform_append("stderr", s, n);
+}
+
+static void __attribute__((destructor)) syn_report(void) {
+    if (!SYN_CORE.inited || !hl_tunable("HEAPLAB_SYNTH_REPORT", 0)) return;
+    hl_front_enter();
+    sf_report_locked(&SYN_CORE, &SYN_TLS, report_line);
+    hl_front_leave();
+}
+
 /* ------------------------------------------------------------------------ */
 /* The slow paths of the entry points (out of line, so the hits keep no     */
 /* stack frame)                                                              */
@@ -272,8 +353,15 @@ static void *__attribute__((noinline)) syn_calloc_slow(size_t a, size_t b) {
     if (__builtin_mul_overflow(a, b, &n) || n > HL_MAX_REQUEST) return SYN_LOCKED_CALLOC(a, b);
     int fresh;
     void *p = sf_malloc_slow(&SYN_CORE, &SYN_TLS, n, &fresh);
-    if (!p) return SYN_LOCKED_CALLOC(a, b);
-    if (!fresh) memset(p, 0, n);
+    if (p) {
+        if (!fresh) memset(p, 0, n);
+        return p;
+    }
+    if (n < SYN_HUGE || !SYN_CORE.front_on) return SYN_LOCKED_CALLOC(a, b);
+    /* A huge block is a new mapping, which reads as zero (the pad layer,
+     * when on, is the locked calloc's). */
+    p = SYN_LOCKED_MALLOC(n);
+    if (p && !is_huge(p)) memset(p, 0, n);
     return p;
 }
 

@@ -9,9 +9,10 @@
 //!   nearest above a kept block go first. A request of n bytes takes the
 //!   smallest block of at least n, unless n falls in a general list's range
 //!   (then `SF_NONE`: the general allocator).
-//! - **Slabs**: a class's blocks come from slabs of the smallest multiple of
-//!   the page of at least `min_slab_bytes` and `slab_blocks` blocks that
-//!   wastes at most 1/16 of itself at its end.
+//! - **Slabs**: a class's blocks come from slabs ([`slab_of`]): small blocks
+//!   `slab_blocks` at a time (more for a class the runs used a lot), large
+//!   ones one or two at a time, each slab the smallest multiple of the page
+//!   that wastes at most 1/16 of itself at its end.
 //! - **Reclaim order** (002 §2.2): decreasing P_f(s)(1 − P_m(s)) · s · F(s),
 //!   each class summing the profile classes it serves; classes the runs
 //!   never used come last, larger blocks first.
@@ -89,9 +90,25 @@ pub fn ladder(th: &Thresholds) -> Vec<u64> {
     v
 }
 
-/// The slab of a class of `block` bytes.
-pub fn slab_of(block: u64, th: &Thresholds) -> u64 {
-    let least = th.min_slab_bytes.max(block * th.slab_blocks);
+/// The slab of a class of `block` bytes whose live blocks the runs held at
+/// most `peak_bytes` of: small blocks `slab_blocks` at a time, in at least
+/// `min_slab_bytes` (64 KiB when the runs held a MiB or more of them, so
+/// that a busy class takes a new slab less often); blocks of 2 KiB and up two
+/// at a time, of 8 KiB and up one at a time (a slab counts in the footprint
+/// from its first block on, and a class the runs hardly used should not cost
+/// eight large blocks); then the smallest multiple of the page that wastes at
+/// most 1/16 of itself.
+pub fn slab_of(block: u64, peak_bytes: u64, th: &Thresholds) -> u64 {
+    let (blocks, floor) = if block >= 8192 {
+        (1, PAGE)
+    } else if block >= 2048 {
+        (2, PAGE)
+    } else if peak_bytes >= 1 << 20 {
+        (th.slab_blocks, th.min_slab_bytes.max(64 << 10))
+    } else {
+        (th.slab_blocks, th.min_slab_bytes)
+    };
+    let least = floor.max(block * blocks);
     let mut s = least.div_ceil(PAGE) * PAGE;
     while (s % block) * 16 > s && s < least * 4 {
         s += PAGE;
@@ -164,7 +181,14 @@ pub fn layout(lists: &[ListPlan], prof: &Profile, th: &Thresholds) -> CoreLayout
         .enumerate()
         .map(|(i, &(b, list))| {
             let lo = if i == 0 { 0 } else { blocks[i - 1].0 + 1 };
-            let slab = slab_of(b, th);
+            // The most live bytes the runs held in the sizes this class serves.
+            let peak: u64 = prof
+                .size_classes
+                .iter()
+                .filter(|sc| sc.size.max(1) >= lo.max(1) && sc.size <= b)
+                .map(|sc| sc.max_live * b)
+                .sum();
+            let slab = slab_of(b, peak, th);
             CoreClass {
                 index: i,
                 block_bytes: b,

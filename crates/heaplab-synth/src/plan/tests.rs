@@ -305,7 +305,7 @@ fn every_small_size_has_a_fast_class_whatever_the_runs_asked() {
             .classes
             .iter()
             .all(|k| k.block_bytes < n.max(1) || k.block_bytes >= c.block_bytes));
-        assert!(c.slab_bytes % 4096 == 0 && c.blocks_per_slab >= 8);
+        assert!(c.slab_bytes % 4096 == 0 && c.blocks_per_slab >= 1);
         assert!(c.slab_bytes - c.blocks_per_slab * c.block_bytes <= c.slab_bytes / 16);
     }
     // The kept class is exact (no header), and marked as the list's.
@@ -377,8 +377,13 @@ fn blocks() {
         (general_block(1), general_block(16), general_block(17), general_block(100)),
         (32, 32, 48, 128)
     );
-    assert_eq!(core::slab_of(16, &Thresholds::default()), 16 << 10);
-    assert_eq!(core::slab_of(4096, &Thresholds::default()), 32 << 10);
+    let th = Thresholds::default();
+    assert_eq!(core::slab_of(16, 0, &th), 16 << 10);
+    assert_eq!(core::slab_of(48, 2 << 20, &th), 64 << 10); // a busy class
+    assert_eq!(core::slab_of(1024, 0, &th), 16 << 10);
+    assert_eq!(core::slab_of(4096, 0, &th), 8 << 10); // two at a time
+    assert_eq!(core::slab_of(32 << 10, 0, &th), 32 << 10); // one at a time
+    assert_eq!(core::slab_of(10240, 0, &th), 20480); // two: one would waste 1/6 of 3 pages
     let l = core::ladder(&Thresholds::default());
     assert_eq!(&l[..10], &[16, 32, 48, 64, 80, 96, 112, 128, 160, 192]);
     assert_eq!(*l.last().unwrap(), 32 << 10);
