@@ -175,6 +175,9 @@ fn heuristic_with_fast_and_general_lists_in_order_and_as_a_map() {
                 name: format!("shape_{name}"),
                 coverage: 1.0,
                 dispatch,
+                // The paper's rule alone: the cost check would make the hot
+                // episodic class fast, and this shape is the mixed one.
+                variant: Variant::Paper,
                 ..Options::default()
             },
         );

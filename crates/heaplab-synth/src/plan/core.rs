@@ -93,7 +93,10 @@ pub fn ladder(th: &Thresholds) -> Vec<u64> {
 /// The slab of a class of `block` bytes whose live blocks the runs held at
 /// most `peak_bytes` of: small blocks `slab_blocks` at a time, in at least
 /// `min_slab_bytes` (64 KiB when the runs held a MiB or more of them, so
-/// that a busy class takes a new slab less often); blocks of 2 KiB and up two
+/// that a busy class takes a new slab less often; one page when they held
+/// less than `min_slab_bytes`, so that a class the runs hardly used, or
+/// never, costs a page, not 16 KiB, in a small program's footprint: a slab
+/// counts whole from its first block on); blocks of 2 KiB and up two
 /// at a time, of 8 KiB and up one at a time (a slab counts in the footprint
 /// from its first block on, and a class the runs hardly used should not cost
 /// eight large blocks); then the smallest multiple of the page that wastes at
@@ -105,8 +108,10 @@ pub fn slab_of(block: u64, peak_bytes: u64, th: &Thresholds) -> u64 {
         (2, PAGE)
     } else if peak_bytes >= 1 << 20 {
         (th.slab_blocks, th.min_slab_bytes.max(64 << 10))
-    } else {
+    } else if peak_bytes >= th.min_slab_bytes {
         (th.slab_blocks, th.min_slab_bytes)
+    } else {
+        (th.slab_blocks, PAGE)
     };
     let least = floor.max(block * blocks);
     let mut s = least.div_ceil(PAGE) * PAGE;
@@ -243,10 +248,11 @@ pub fn layout(lists: &[ListPlan], prof: &Profile, th: &Thresholds) -> CoreLayout
         rule: format!(
             "every size up to {fast_max} bytes has a fast class: the fast lists' blocks (exact to \
              16 bytes) and a ladder (16..128 by 16, then {} steps per doubling); a request takes \
-             the smallest block that holds it, unless a general list serves it; slabs of at least \
-             {} bytes and {} blocks, wasting at most 1/16; empty slabs given back in decreasing \
-             P_f(s)(1 - P_m(s)) s F(s) (002 §2.2)",
-            th.ladder_steps, th.min_slab_bytes, th.slab_blocks
+             the smallest block that holds it, unless a general list serves it; slabs of {} \
+             blocks and at least {} bytes (a page for a class the runs held less of at their \
+             peak), wasting at most 1/16; empty slabs given back in decreasing P_f(s)(1 - P_m(s)) \
+             s F(s) (002 §2.2)",
+            th.ladder_steps, th.slab_blocks, th.min_slab_bytes
         ),
     }
 }

@@ -4,8 +4,21 @@
 //! give back at least `min_reclaim_bytes` is general; every other class is
 //! fast (MAKE). `--variant` makes every class one or the other (Table 5);
 //! `--fast` / `--general` override one class.
+//!
+//! The rule judges space only. The cost check ([`cost_check`]) weighs each
+//! class it made general against time: a general class's malloc and free
+//! cost about `COST_GENERAL` instructions (the shim's lock, gnugpp), a fast
+//! one's `COST_FAST`; when that difference, times the class's share of the
+//! program's mallocs, exceeds `general_budget_instructions` per malloc, the
+//! class is made fast (a hot class that is also episodic: the issue's logic
+//! minimizer, prodcons' batches), and `decisions.json`'s `check` says so.
+//! The fast core gives empty slabs back in the paper's reclaim order, so such
+//! a class still returns the space its episodes free.
 
-use super::{fast_block, mean_request, Allocator, ClassDecision, Options, Thresholds, Variant};
+use super::{
+    fast_block, mean_request, Allocator, ClassDecision, Options, Thresholds, Variant, COST_FAST,
+    COST_GENERAL,
+};
 use heaplab_trace::profile::SizeClass;
 
 /// The shares that turn counts into P_m(s) and P_f(s).
@@ -72,7 +85,7 @@ pub fn decide(
         .map(|c| {
             let (mut alloc, mut why) = heuristic(c, th);
             match opts.variant {
-                Variant::Heuristic => {}
+                Variant::Heuristic | Variant::Paper => {}
                 Variant::AllFast => {
                     alloc = Allocator::Fast;
                     why = "variant all-fast (002 Table 5)".into();
@@ -136,4 +149,55 @@ pub fn heuristic(c: &SizeClass, th: &Thresholds) -> (Allocator, String) {
             c.mean_free_list, c.mean_live
         ),
     )
+}
+
+/// The cost check of the heuristic's general classes (see the module's
+/// docs); `--general` and the variants are left as asked. Returns the check
+/// for `decisions.json`, or None when the rule made no class general.
+pub fn cost_check(
+    classes: &mut [ClassDecision],
+    opts: &Options,
+    th: &Thresholds,
+) -> Option<serde_json::Value> {
+    if opts.variant != Variant::Heuristic {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for c in classes.iter_mut() {
+        if c.allocator != Allocator::General || c.overridden {
+            continue;
+        }
+        let extra = c.p_m * (COST_GENERAL - COST_FAST);
+        let keep = extra <= th.general_budget_instructions;
+        rows.push(serde_json::json!({
+            "size": c.size,
+            "rule": "general",
+            "p_m": c.p_m,
+            "estimated_extra_instructions_per_malloc": extra,
+            "verdict": if keep { "general" } else { "fast" },
+        }));
+        if !keep {
+            c.allocator = Allocator::Fast;
+            c.why = format!(
+                "the rule said general ({}); made fast by the cost check: {:.1}% of mallocs x \
+                 ({COST_GENERAL} - {COST_FAST}) instructions = {extra:.1} more per malloc > {} \
+                 (the fast core gives its empty slabs back too)",
+                c.why,
+                100.0 * c.p_m,
+                th.general_budget_instructions
+            );
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    Some(serde_json::json!({
+        "rule": format!(
+            "a class the rule makes general stays general only if P_m(s) x (COST_GENERAL {COST_GENERAL} \
+             - COST_FAST {COST_FAST}) <= {} instructions per malloc, estimated on the training runs",
+            th.general_budget_instructions
+        ),
+        "budget_instructions_per_malloc": th.general_budget_instructions,
+        "classes": rows,
+    }))
 }

@@ -70,6 +70,10 @@ pub const COST_FREE_ADDRESS: f64 = 4.0;
 /// shim's lock and gnugpp (measured on perl-wc: gnugpp alone 98 per malloc +
 /// 85 per free, with the lock; on python3 its first fit costs ~1,700).
 pub const COST_GENERAL: f64 = 200.0;
+/// Instructions of a malloc and free served by the fast core on the owning
+/// thread (fastcore.h: a pop or a carve, 12 to 17, and a push, 11; vgcount
+/// on the replays of bench/synth-vs-peers.py).
+pub const COST_FAST: f64 = 23.0;
 
 /// Which allocator a class uses when its free list is empty (§2.2, Figure 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -85,8 +89,11 @@ pub enum Allocator {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
-    /// The heuristic of §2.2 chooses per class.
+    /// The heuristic of §2.2 chooses per class, then the cost check
+    /// (`kind::cost_check`) makes the hot classes it made general fast.
     Heuristic,
+    /// The heuristic of §2.2 alone, without the cost check.
+    Paper,
     /// Every kept class is fast.
     AllFast,
     /// Every kept class is general.
@@ -145,6 +152,10 @@ pub struct Thresholds {
     pub free_list_ratio: f64,
     /// ... and the mean free list holds at least this many bytes.
     pub min_reclaim_bytes: u64,
+    /// The cost check: a class the rule makes general stays general only if
+    /// that adds at most this many instructions per malloc of the program
+    /// (P_m(s) × (COST_GENERAL − COST_FAST)), estimated on the training runs.
+    pub general_budget_instructions: f64,
     /// Fast when frees / allocations is under this ("never returned").
     pub never_freed: f64,
     /// Classes larger than this are never kept.
@@ -168,6 +179,7 @@ impl Default for Thresholds {
         Thresholds {
             free_list_ratio: 1.0,
             min_reclaim_bytes: 64 << 10,
+            general_budget_instructions: 1.0,
             never_freed: 0.01,
             max_class_bytes: 32 << 10,
             fast_max_bytes: 32 << 10,
@@ -361,7 +373,8 @@ pub struct Plan {
     pub reclaim: ReclaimDecision,
     /// The fast core's classes, map and slabs.
     pub core: core::CoreLayout,
-    /// The measured check of the fast/general decisions, when one was made.
+    /// The cost check of the fast/general decisions (`kind::cost_check`):
+    /// null when the rule made no class general.
     pub check: Option<serde_json::Value>,
     pub thresholds: Thresholds,
     pub general_allocator: String,
@@ -529,6 +542,7 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
         select::check_overrides(&sel, unit, opts)?;
     }
     let mut classes = kind::decide(&sel.kept, unit, totals, opts, th);
+    let check = kind::cost_check(&mut classes, opts, th);
     lists::absorb_neighbours(&mut classes, prof, unit, totals, th);
     let lists = lists::group(&mut classes);
     let mut lists = lists::order(&mut classes, lists);
@@ -586,7 +600,7 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
         dispatch,
         reclaim,
         core,
-        check: None,
+        check,
         thresholds: th.clone(),
         general_allocator: "gnugpp: Lea's segregated first fit with coalescing \
                             (native/alloc/gnugpp.c; 002 §2.2 and §4 FIRSTFIT)"

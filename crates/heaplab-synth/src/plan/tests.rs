@@ -67,6 +67,7 @@ fn ev(kind: Kind, id: Option<u64>, old: Option<u64>, size: u64) -> Event {
         stack: 0,
         failed: false,
         inherited: false,
+        ..Event::default()
     }
 }
 
@@ -175,7 +176,9 @@ fn fast_or_general_follows_table_4() {
     r.episodic(64, 5000, 20000); // ESPRESSO: free list long, live few, 5000 x 80 B
     r.episodic(128, 40, 4000); // episodic but only 40 blocks to reclaim
     r.never_freed(256, 3000);
-    let p = plan(&measured(&[&r]), &Options { unit: Some(32), coverage: 1.0, ..opts() }).unwrap();
+    let paper = Options { unit: Some(32), coverage: 1.0, variant: Variant::Paper, ..opts() };
+    let p = plan(&measured(&[&r]), &paper).unwrap();
+    assert!(p.check.is_none());
     assert_eq!(class(&p, 32).allocator, Allocator::Fast);
     assert!(class(&p, 32).why.contains("MAKE"), "{}", class(&p, 32).why);
     let c64 = class(&p, 64);
@@ -183,6 +186,27 @@ fn fast_or_general_follows_table_4() {
     assert!(c64.mean_free_list > c64.mean_live);
     assert_eq!(class(&p, 128).allocator, Allocator::Fast, "{}", class(&p, 128).why);
     assert_eq!(class(&p, 256).allocator, Allocator::Fast);
+    // The cost check: the episodic class takes 48% of the mallocs, so general
+    // would cost ~85 instructions more per malloc; it is made fast, and says so.
+    let h =
+        plan(&measured(&[&r]), &Options { variant: Variant::Heuristic, ..paper.clone() }).unwrap();
+    let c64 = class(&h, 64);
+    assert_eq!(c64.allocator, Allocator::Fast, "{}", c64.why);
+    assert!(c64.why.contains("ESPRESSO") && c64.why.contains("cost check"), "{}", c64.why);
+    let check = h.check.as_ref().unwrap();
+    assert_eq!(check["classes"][0]["size"], 64);
+    assert_eq!(check["classes"][0]["verdict"], "fast");
+    assert!(
+        check["classes"][0]["estimated_extra_instructions_per_malloc"].as_f64().unwrap() > 50.0
+    );
+    // ... while a cold episodic class stays general.
+    let mut cold = Run::default();
+    cold.steady(32, 1_200_000, 50);
+    cold.episodic(64, 2000, 3000);
+    let h = plan(&measured(&[&cold]), &Options { variant: Variant::Heuristic, ..paper.clone() })
+        .unwrap();
+    assert_eq!(class(&h, 64).allocator, Allocator::General, "{}", class(&h, 64).why);
+    assert_eq!(h.check.as_ref().unwrap()["classes"][0]["verdict"], "general");
     // Overrides and variants.
     let o = Options { unit: Some(32), coverage: 1.0, fast: vec![64], general: vec![32], ..opts() };
     let p2 = plan(&measured(&[&r]), &o).unwrap();
@@ -208,7 +232,8 @@ fn reclaim_order_is_the_papers_priority() {
     r.episodic(64, 4000, 8000);
     r.episodic(256, 2000, 8000);
     r.steady(32, 30000, 10);
-    let p = plan(&measured(&[&r]), &Options { unit: Some(32), coverage: 1.0, ..opts() }).unwrap();
+    let o = Options { unit: Some(32), coverage: 1.0, variant: Variant::Paper, ..opts() };
+    let p = plan(&measured(&[&r]), &o).unwrap();
     let gen: Vec<&ListPlan> =
         p.lists.iter().filter(|l| l.allocator == Allocator::General).collect();
     assert_eq!(gen.len(), 2);
@@ -378,9 +403,11 @@ fn blocks() {
         (32, 32, 48, 128)
     );
     let th = Thresholds::default();
-    assert_eq!(core::slab_of(16, 0, &th), 16 << 10);
+    assert_eq!(core::slab_of(16, 0, &th), 4096); // a class the runs never used: a page
+    assert_eq!(core::slab_of(16, 20 << 10, &th), 16 << 10);
     assert_eq!(core::slab_of(48, 2 << 20, &th), 64 << 10); // a busy class
-    assert_eq!(core::slab_of(1024, 0, &th), 16 << 10);
+    assert_eq!(core::slab_of(1024, 0, &th), 8 << 10); // eight blocks
+    assert_eq!(core::slab_of(1024, 16 << 10, &th), 16 << 10);
     assert_eq!(core::slab_of(4096, 0, &th), 8 << 10); // two at a time
     assert_eq!(core::slab_of(32 << 10, 0, &th), 32 << 10); // one at a time
     assert_eq!(core::slab_of(10240, 0, &th), 20480); // two: one would waste 1/6 of 3 pages

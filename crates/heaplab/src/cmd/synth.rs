@@ -80,7 +80,9 @@ pub struct Args {
     /// frequency order before it (auto: the cheaper, always the map today).
     #[arg(long, value_enum, default_value_t = DispatchArg::Auto)]
     dispatch: DispatchArg,
-    /// Fast or general per class: the heuristic, or all one way (002 Table 5).
+    /// Fast or general per class: the heuristic (002 §2.2) with the cost
+    /// check (a hot class it makes general is made fast), the paper's
+    /// heuristic alone, or all one way (002 Table 5).
     #[arg(long, value_enum, default_value_t = VariantArg::Heuristic)]
     variant: VariantArg,
     /// Also write decisions.json to FILE (no FILE, or -: standard output,
@@ -104,6 +106,7 @@ enum DispatchArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum VariantArg {
     Heuristic,
+    Paper,
     AllFast,
     AllGeneral,
 }
@@ -149,6 +152,7 @@ pub fn run(a: Args) -> Result<i32> {
         },
         variant: match a.variant {
             VariantArg::Heuristic => Variant::Heuristic,
+            VariantArg::Paper => Variant::Paper,
             VariantArg::AllFast => Variant::AllFast,
             VariantArg::AllGeneral => Variant::AllGeneral,
         },
