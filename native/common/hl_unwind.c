@@ -708,11 +708,11 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
                                              uintptr_t cfa) {
     if (max > 1024) max = 1024;
     if (!sp) {
-        void *b[max + 8];
-        int n = unw_backtrace(b, max + 8), i = 0, k = 0;
-        while (i < n && i < 8 && (uintptr_t)b[i] != ra)
+        void *b[max + 16];
+        int n = unw_backtrace(b, max + 16), i = 0, k = 0;
+        while (i < n && i < 16 && (uintptr_t)b[i] != ra)
             i++;
-        if (i == n || i == 8) return 0;
+        if (i == n || i == 16) return 0;
         while (i < n && k < max)
             out[k++] = (uintptr_t)b[i++];
         return k;
@@ -721,7 +721,7 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
     unw_cursor_t cur;
     if (unw_getcontext(&uc) || unw_init_local(&cur, &uc)) return 0;
     int k = 0;
-    for (int guard = 0; guard < 8 && !k; guard++) {
+    for (int guard = 0; guard < 16 && !k; guard++) {
         unw_word_t ip, s;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) || unw_get_reg(&cur, UNW_REG_SP, &s)) return 0;
         if (ip == ra && s == cfa) {
@@ -806,6 +806,11 @@ odd:
     }
     return n;
 #endif
+}
+
+int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
+                   uintptr_t rbp) {
+    return hl_unwind_walk_(ip, sp, max, ra, cfa, rbp);
 }
 
 /* The entry points: no frame of their own, so the walk starts at the

@@ -39,6 +39,13 @@ HL_UNWIND_API int hl_unwind_backtrace(void **buf, int max);
  * caller's stack pointer after this call returns. */
 HL_UNWIND_API int hl_unwind_trace(uintptr_t *ip, uintptr_t *sp, int max);
 
+/* The same walk from a frame the caller knows (a malloc wrapper that kept a
+ * frame pointer knows its caller's): ra its return address, cfa its stack
+ * pointer after the return, rbp its rbp at the call.  ip[0] = ra, ip[1] the
+ * address its caller returns to, ...; sp (may be NULL) as above. */
+HL_UNWIND_API int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra,
+                                 uintptr_t cfa, uintptr_t rbp);
+
 /* Reads HEAPLAB_UNWIND (fast | libunwind; default fast). A bad value is
  * reported on stderr and the default used. Optional: the walkers start
  * themselves; call it early to get the report early. */
