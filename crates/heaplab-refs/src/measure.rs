@@ -43,7 +43,7 @@ use std::process::Stdio;
 pub const OTHER_BIT: u64 = 1 << 46;
 
 /// Counts of one measured stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MeasureStats {
     /// The application's references to heap objects, re-issued.
     pub app_heap_refs: u64,
