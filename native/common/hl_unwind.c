@@ -808,6 +808,33 @@ odd:
 #endif
 }
 
+int hl_unwind_rule(uintptr_t ra, hl_unwind_rule_t *out) {
+    rule_t r;
+    if (ra < 0x4000) return HL_UNWIND_RULE_LAST;
+    uint64_t w = lookup_rest(ra, &r);
+    if (w) { /* decode the table word (see encode) */
+        r.kind = (int)(w >> 32 & 3);
+        if (r.kind == K_STD) {
+            r.cfa_rbp = (int)(w >> 34 & 1);
+            r.cfa_off = (int64_t)(w >> 32 & (0x1ffffu << 3));
+            unsigned v = (unsigned)(w >> 52 & 0x3ff);
+            r.rbp_saved = v != 0;
+            r.rbp_off = ((int64_t)v - 512) * 8;
+        }
+    }
+    if (r.kind == K_LAST) return HL_UNWIND_RULE_LAST;
+    if (r.kind != K_STD) return HL_UNWIND_RULE_ODD;
+    out->cfa_rbp = r.cfa_rbp;
+    out->cfa_off = r.cfa_off;
+    out->rbp_saved = r.rbp_saved;
+    out->rbp_off = r.rbp_off;
+    return HL_UNWIND_RULE_STD;
+}
+
+uintptr_t hl_unwind_stack_top(uintptr_t sp) {
+    return stack_top(sp);
+}
+
 int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
                    uintptr_t rbp) {
     return hl_unwind_walk_(ip, sp, max, ra, cfa, rbp);

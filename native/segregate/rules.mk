@@ -36,6 +36,11 @@ $(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
+# DEFAULT's shim: one segment, no identification
+$(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+
 $(SEG_OBJ)/%.o: $(SEG_DIR)/%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
@@ -44,12 +49,13 @@ $(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
 
-SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_bestfit.o \
+SEG_COMMON := $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_bestfit.o \
             $(SEG_OBJ)/seg_cache.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
             $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o $(HL_UNWIND_OBJ)
+SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_COMMON)
 SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl
 
-$(LIBDIR)/libheaplab-segregated.so: $(SEG_CORE) $(SEG_OBJ)/default_table.o
+$(LIBDIR)/libheaplab-segregated.so: $(SEG_OBJ)/shim_one.o $(SEG_COMMON) $(SEG_OBJ)/default_table.o
 	$(SEG_LINK)
 $(LIBDIR)/libheaplab-segregated_%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 	$(SEG_LINK)

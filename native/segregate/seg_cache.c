@@ -36,17 +36,18 @@ static seg_thread_t *threads;
 static uint64_t gone_pops[HL_SEG_CLASSES], gone_pushes, gone_hinted[HL_SEG_CLASSES];
 static hl_seg_ident_stats_t gone_id;
 
-/* (A thread counts no calls: they are the sum of its levels.) */
-static void add_ident(hl_seg_ident_stats_t *to, const hl_seg_ident_stats_t *from) {
+/* A thread's identification counters into the report's form. */
+static void add_ident(hl_seg_ident_stats_t *to, const seg_thread_t *t) {
     for (unsigned l = 0; l < HL_SEG_LEVELS; l++) {
-        to->level[l] += from->level[l];
-        to->calls += from->level[l];
+        uint64_t n = t->lv[l] + t->lv[l + HL_SEG_LEVELS];
+        to->level[l] += n;
+        to->calls += n;
+        to->unknown += t->lv[l + HL_SEG_LEVELS];
     }
-    to->unknown += from->unknown;
-    to->ra_misses += from->ra_misses;
-    to->path_hits += from->path_hits;
-    to->path_misses += from->path_misses;
-    to->frames += from->frames;
+    to->ra_misses += t->ra_misses;
+    to->path_hits += t->path_hits;
+    to->path_misses += t->path_misses;
+    to->frames += t->frames;
 }
 
 static void keep_counts(const seg_thread_t *t) {
@@ -55,7 +56,7 @@ static void keep_counts(const seg_thread_t *t) {
         gone_hinted[c] += t->hinted[c];
     }
     gone_pushes += t->pushes;
-    add_ident(&gone_id, &t->id);
+    add_ident(&gone_id, t);
 }
 
 static void unlink_thread(seg_thread_t *t) {
@@ -92,7 +93,8 @@ static void thread_exit(void *arg) {
     memset(t->pops, 0, sizeof t->pops);
     memset(t->hinted, 0, sizeof t->hinted);
     t->pushes = 0;
-    memset(&t->id, 0, sizeof t->id);
+    memset(t->lv, 0, sizeof t->lv);
+    t->ra_misses = t->path_hits = t->path_misses = t->frames = 0;
     unlink_thread(t);
     hl_front_leave();
 }
@@ -133,7 +135,24 @@ void *__attribute__((noinline)) hl_seg_front_malloc4(size_t size, void *const *f
     if (HL_UNLIKELY(t->state == SEG_T_NEW)) hl_seg_thread_start(); /* initialises the allocator */
     unsigned mode = hl_seg_mode;
     unsigned c = mode == SEG_MODE_ONE ? 0 : front_class(t, mode, fp, size);
-    return hl_seg_cache_pop(t, c < HL_SEG_CLASSES ? c : HL_SEG_OTHER, size);
+    if (c >= HL_SEG_CLASSES) c = HL_SEG_OTHER;
+    unsigned pend = t->pend;
+    if (t->state == SEG_T_ARMED && size <= SEG_MAX_BLOCK - 8) {
+        unsigned i = seg_size_index(SH_BLOCK(size));
+        void **b = (void **)t->head[c][i];
+        if (b) {
+            t->head[c][i] = b[0];
+            t->count[c][i]--;
+            b[1] = NULL;
+            t->pops[c]++;
+            if (pend == SEG_PEND_HINT) t->hinted[c]++;
+            t->pend = SEG_PEND_NONE;
+            return b;
+        }
+    }
+    if (pend != SEG_PEND_HINT) t->pend = mode == SEG_MODE_UNREADY ? SEG_PEND_NONE : SEG_PEND_FRONT;
+    t->pend_cls = (uint8_t)c;
+    return NULL;
 }
 
 int hl_seg_cache_refree(void *p) {
@@ -160,7 +179,7 @@ void hl_seg_cache_sum(uint64_t pops[HL_SEG_CLASSES], uint64_t *pushes,
             hinted[c] += t->hinted[c];
         }
         *pushes += t->pushes;
-        add_ident(id, &t->id);
+        add_ident(id, t);
         self |= t == &hl_seg_tls;
     }
     if (!self) { /* a thread that never armed (the report's own, at exit) */
@@ -170,7 +189,7 @@ void hl_seg_cache_sum(uint64_t pops[HL_SEG_CLASSES], uint64_t *pushes,
             hinted[c] += t->hinted[c];
         }
         *pushes += t->pushes;
-        add_ident(id, &t->id);
+        add_ident(id, t);
     }
 }
 

@@ -13,6 +13,10 @@
  * of either goes to the shim's locked path (hl_alloc_segregated), which takes
  * the class from the thread's pending prediction.
  *
+ * DEFAULT's libraries use a shim compiled with -DHL_SEG_ONE: the same front
+ * end without the identification's branches (a table with one segment
+ * works with either).
+ *
  * The frame: the shim's entry points keep a frame pointer, so that
  * __builtin_frame_address(0) there gives fp with fp[0] the program's rbp and
  * fp[1] the return address into the program (the walk starts at the
@@ -25,10 +29,10 @@
 #include "seg_thread.h"
 
 /* A block of this thread's cache for class c, or NULL with the class left
- * pending for the locked path. */
+ * pending for the locked path (no prediction pending before). */
 static inline __attribute__((always_inline)) void *hl_seg_cache_pop(seg_thread_t *t, unsigned c,
                                                                     size_t size) {
-    if (HL_LIKELY(t->state == SEG_T_ARMED) && HL_LIKELY(size <= SEG_MAX_BLOCK - 8)) {
+    if (HL_LIKELY(size <= SEG_MAX_BLOCK - 8)) {
         unsigned i = seg_size_index(SH_BLOCK(size));
         void **b = (void **)t->head[c][i];
         if (HL_LIKELY(b != NULL)) {
@@ -36,28 +40,41 @@ static inline __attribute__((always_inline)) void *hl_seg_cache_pop(seg_thread_t
             t->count[c][i]--;
             b[1] = NULL;
             t->pops[c]++;
-            if (HL_UNLIKELY(t->pend != SEG_PEND_NONE)) {
-                if (t->pend == SEG_PEND_HINT) t->hinted[c]++;
-                t->pend = SEG_PEND_NONE;
-            }
             return b;
         }
     }
-    if (t->pend != SEG_PEND_HINT)
-        t->pend = hl_seg_mode == SEG_MODE_UNREADY ? SEG_PEND_NONE : SEG_PEND_FRONT;
+    t->pend = SEG_PEND_FRONT;
     t->pend_cls = (uint8_t)c;
     return NULL;
 }
 
-/* Four segments (or a thread's first call): the class, then the cache
- * (seg_cache.c). */
+/* Everything but an armed thread with nothing pending and a predictor that
+ * identifies (or one segment): the class, then the cache (seg_cache.c). */
 void *hl_seg_front_malloc4(size_t size, void *const *fp);
 
 static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t size,
                                                                        void *const *fp) {
     seg_thread_t *t = &hl_seg_tls;
-    if (HL_LIKELY(hl_seg_mode == SEG_MODE_ONE) && HL_LIKELY(t->state == SEG_T_ARMED))
+#ifdef HL_SEG_ONE
+    /* DEFAULT's shim (one segment, no prediction): nothing to identify */
+    if (HL_LIKELY(t->state == SEG_T_ARMED) && HL_LIKELY(t->pend == SEG_PEND_NONE) &&
+        HL_LIKELY(hl_seg_mode == SEG_MODE_ONE))
         return hl_seg_cache_pop(t, 0, size);
+    return hl_seg_front_malloc4(size, fp);
+#endif
+    unsigned mode = hl_seg_mode;
+    if (HL_LIKELY(t->state == SEG_T_ARMED) && HL_LIKELY(t->pend == SEG_PEND_NONE)) {
+        unsigned c = 0;
+        if (mode != SEG_MODE_ONE) {
+            if (HL_LIKELY(mode == SEG_MODE_STACK))
+                c = hl_seg_identify(fp, size);
+            else if (mode == SEG_MODE_SP)
+                c = hl_seg_identify_sp(fp);
+            else
+                return hl_seg_front_malloc4(size, fp);
+        }
+        return hl_seg_cache_pop(t, c, size);
+    }
     return hl_seg_front_malloc4(size, fp);
 }
 

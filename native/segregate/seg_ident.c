@@ -13,7 +13,10 @@
  *     │       walk every frame and look for a path point); cached in ra[]  │
  *     ▼                                                                    ▼
  *     2. walk `need` frames from the program's frame (fp[0] its rbp, fp+2 its
- *        stack pointer): ra0 .. ra_need (seg_os.c, hl_unwind's cached rules)
+ *        stack pointer): ra0 .. ra_need (seg_os.c, hl_unwind's cached rules);
+ *        need == 1 (the common case) steps itself with hl_unwind's rule of
+ *        ra0 kept in ra0's slot: CFA = (rbp or sp) + off, ra1 = CFA[-1]
+ *        (checked against the thread's stack; else the full walk)
  *     3. path[mix(ra0 .. ra_need)]: the class decided for that walk before?  ──yes──▶ done
  *        no: their frame keys down the tree (hl_seg_decide) ─▶ class, cached in path[]
  *
@@ -27,6 +30,7 @@
  */
 #include "hl_alloc.h"
 #include "heaplab_site.h"
+#include "hl_unwind.h"
 #include "seg.h"
 #include "seg_thread.h"
 
@@ -130,27 +134,69 @@ static uint32_t first_decision(uint64_t k0) {
     if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
     if (t->flags & HL_SEG_FLAG_WALK_ALWAYS) return SEG_DEC_WALK | (depth - 1) << 16;
     int v = node(hl_seg_fmix((FNV_BASIS ^ k0) * FNV_PRIME));
-    if (v < 0)
-        return t->predictor == HL_SEG_PATH && depth > 1
-                   ? SEG_DEC_WALK | SEG_DEC_UNKNOWN | (depth - 1) << 16 /* look for a path point */
-                   : SEG_DEC_UNKNOWN | HL_SEG_OTHER;
+    if (v < 0) {
+        if (t->predictor == HL_SEG_PATH && depth > 1) /* look for a path point above */
+            return SEG_DEC_WALK | SEG_DEC_UNKNOWN | (depth - 1) << 16;
+        return SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    }
     if (!HL_SEG_IS_WALK((unsigned)v)) return (uint32_t)v & 3u;
     return SEG_DEC_WALK | HL_SEG_WALK_NEED((unsigned)v) << 16;
 }
 
 /* ---- the identification ---- */
 
+/* The slot of a return address in the thread's cache (a multiplicative hash
+ * of its low bits: call sites are a few bytes apart at least). */
 static inline unsigned ra_slot(uintptr_t ra) {
-    return (unsigned)((ra ^ (ra >> 7) ^ (ra >> 15)) & (SEG_RA_SLOTS - 1));
+    return (uint32_t)ra * 0x9E3779B1u >> (32 - 7);
+}
+_Static_assert(SEG_RA_SLOTS == 1 << 7, "ra_slot's shift");
+
+/* The tag of a walk in the path cache: its return addresses (and, for
+ * STACK+size, the size). */
+static inline uint64_t path_tag(const uintptr_t *ras, unsigned n, size_t size) {
+    uint64_t tag = 0x9E3779B97F4A7C15ull * (n + 1);
+    for (unsigned i = 0; i < n; i++)
+        tag = (tag ^ ras[i]) * 0xff51afd7ed558ccdull;
+    if (hl_seg_by_size) tag ^= size * 0xC2B2AE3D27D4EB4Full;
+    return hl_seg_fmix(tag) | 1;
 }
 
-static inline void count_level(seg_thread_t *t, unsigned level) {
-    if (level & HL_SEG_UNKNOWN) t->id.unknown++;
-    level &= 0xffu;
-    t->id.level[level < HL_SEG_LEVELS ? level : HL_SEG_LEVELS - 1]++;
+static inline seg_path_slot_t *path_slot(seg_thread_t *t, uint64_t tag) {
+    return &t->path[(tag >> 20) & (SEG_PATH_SLOTS - 1)];
 }
 
-/* Step 2 and 3: walk `need` more frames and decide from them. */
+/* The walk's class from its frames' keys (the path cache missed). */
+static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uintptr_t *ras,
+                                                      unsigned n, unsigned need, size_t size,
+                                                      uint64_t tag) {
+    t->path_misses++;
+    uint64_t keys[HL_SEG_MAX_DEPTH];
+    if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
+    for (unsigned i = 0; i < n; i++)
+        keys[i] = hl_seg_os_key(ras[i]);
+    for (unsigned i = n; i < need + 1 && i < HL_SEG_MAX_DEPTH; i++)
+        keys[i] = 0; /* (the stack ended: hl_seg_decide pads with 0 anyway) */
+    unsigned level;
+    unsigned c = hl_seg_decide(keys, n, size, 0, &level);
+    unsigned counter = seg_counter(level);
+    if (hl_seg_caching) { /* (a slot is never filled otherwise: lookups need not ask) */
+        seg_path_slot_t *s = path_slot(t, tag);
+        s->tag = tag;
+        s->cls = c;
+        s->counter = counter;
+    }
+    t->lv[counter]++;
+    if (hl_seg_debug) {
+        t->last_n = n;
+        t->last_cls = c;
+        t->last_sp = 0;
+        memcpy(t->last_keys, keys, (n < 16 ? n : 16) * sizeof keys[0]);
+    }
+    return c;
+}
+
+/* Walk `need` more frames from the program's (hl_unwind) and decide. */
 static unsigned __attribute__((noinline)) walk_and_decide(seg_thread_t *t, void *const *fp,
                                                           size_t size, uint32_t dec) {
     if (t->busy) return HL_SEG_OTHER;
@@ -160,105 +206,147 @@ static unsigned __attribute__((noinline)) walk_and_decide(seg_thread_t *t, void 
     uintptr_t ras[HL_SEG_MAX_DEPTH];
     unsigned n = hl_seg_os_walk(ras, need + 1, (uintptr_t)fp[1], (uintptr_t)(fp + 2),
                                 (uintptr_t)fp[0]);
-    t->id.frames += n;
-    /* the walk's own cache: the class of these return addresses (and size) */
-    uint64_t tag = 0x9E3779B97F4A7C15ull * (n + 1);
-    for (unsigned i = 0; i < n; i++)
-        tag = (tag ^ ras[i]) * 0xff51afd7ed558ccdull;
-    if (hl_seg_table.predictor == HL_SEG_STACK_SIZE) tag ^= size * 0xC2B2AE3D27D4EB4Full;
-    tag = hl_seg_fmix(tag) | 1;
-    seg_path_slot_t *s = &t->path[(tag >> 20) & (SEG_PATH_SLOTS - 1)];
-    int cache = !(hl_seg_table.flags & HL_SEG_FLAG_NO_CACHE) && !hl_seg_debug;
-    if (cache && s->tag == tag) {
-        t->id.path_hits++;
-        count_level(t, s->level);
-        t->busy = 0;
-        return s->cls;
-    }
-    t->id.path_misses++;
-    uint64_t keys[HL_SEG_MAX_DEPTH];
-    if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
-    for (unsigned i = 0; i < n; i++)
-        keys[i] = hl_seg_os_key(ras[i]);
-    for (unsigned i = n; i < need + 1 && i < HL_SEG_MAX_DEPTH; i++)
-        keys[i] = 0; /* (the stack ended: hl_seg_decide pads with 0 anyway) */
-    unsigned level;
-    unsigned c = hl_seg_decide(keys, n, size, 0, &level);
-    if (cache) {
-        s->tag = tag;
-        s->cls = c;
-        s->level = level;
-    }
-    count_level(t, level);
-    if (hl_seg_debug) {
-        t->last_n = n;
-        t->last_cls = c;
-        t->last_sp = 0;
-        memcpy(t->last_keys, keys, (n < 16 ? n : 16) * sizeof keys[0]);
+    t->frames += n;
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *s = path_slot(t, tag);
+    unsigned c;
+    if (s->tag == tag) {
+        t->path_hits++;
+        t->lv[s->counter]++;
+        c = s->cls;
+    } else {
+        c = decide_walk(t, ras, n, need, size, tag);
     }
     t->busy = 0;
     return c;
 }
 
-/* Step 1's miss: the return address's decision from the table. */
-static unsigned __attribute__((noinline)) first_miss(seg_thread_t *t, void *const *fp,
-                                                     size_t size, seg_ra_slot_t *e) {
+/* One frame up from the program's, with the rule cached in the return
+ * address's slot: its caller's return address in a few instructions. */
+static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
+                                                          void *const *fp, size_t size) {
+    uintptr_t ras[2];
+    ras[0] = e->ra;
+    unsigned n = 1;
+    if (HL_LIKELY(!(e->rule & SEG_RULE_LAST))) {
+        uintptr_t sp0 = (uintptr_t)(fp + 2);
+        uintptr_t cfa = ((e->rule & SEG_RULE_RBP) ? (uintptr_t)fp[0] : sp0) + (intptr_t)e->cfa_off;
+        if (HL_UNLIKELY(cfa <= sp0 || cfa > t->stack_hi)) /* a rule that does not fit: walk */
+            return walk_and_decide(t, fp, size, SEG_DEC_WALK | 1u << 16);
+        ras[1] = ((const uintptr_t *)cfa)[-1];
+        n = 2;
+    }
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *s = path_slot(t, tag);
+    if (HL_LIKELY(s->tag == tag)) {
+        t->path_hits++;
+        t->lv[s->counter]++;
+        return s->cls;
+    }
+    if (t->busy) return HL_SEG_OTHER;
+    t->busy = 1;
+    t->frames += n;
+    unsigned c = decide_walk(t, ras, n, 1, size, tag);
+    t->busy = 0;
+    return c;
+}
+
+/* The return address's rule, for step_and_decide. */
+static void fill_rule(seg_thread_t *t, seg_ra_slot_t *e) {
+    e->rule = 0;
+    if (!t->stack_hi) t->stack_hi = hl_unwind_stack_top((uintptr_t)__builtin_frame_address(0));
+    if (!t->stack_hi) return;
+    hl_unwind_rule_t r;
+    switch (hl_unwind_rule(e->ra, &r)) {
+    case HL_UNWIND_RULE_LAST:
+        e->rule = SEG_RULE_VALID | SEG_RULE_LAST;
+        return;
+    case HL_UNWIND_RULE_STD:
+        if (r.cfa_off <= 0 || r.cfa_off > INT32_MAX || r.rbp_off < INT32_MIN ||
+            r.rbp_off > INT32_MAX)
+            return;
+        e->cfa_off = (int32_t)r.cfa_off;
+        e->rbp_off = (int32_t)r.rbp_off;
+        e->rule = SEG_RULE_VALID | (r.cfa_rbp ? SEG_RULE_RBP : 0) |
+                  (r.rbp_saved ? SEG_RULE_RBP_SAVED : 0);
+        return;
+    default:
+        return;
+    }
+}
+
+/* The return address is not in the cache: its decision from the table. */
+static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra_slot_t *e) {
     if (t->busy) return HL_SEG_OTHER;
     t->busy = 1;
     uintptr_t ra = (uintptr_t)fp[1];
-    t->id.ra_misses++;
-    uint32_t d = hl_seg_os_ready() > 0 ? first_decision(hl_seg_os_key(ra))
-                                       : SEG_DEC_UNKNOWN | HL_SEG_OTHER;
-    if (!(hl_seg_table.flags & HL_SEG_FLAG_NO_CACHE)) {
-        e->ra = ra;
-        e->dec = d;
-    }
+    t->ra_misses++;
+    uint32_t d = hl_seg_os_ready() > 0
+                     ? first_decision(hl_seg_os_key(ra))
+                     : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    seg_ra_slot_t tmp, *slot = hl_seg_caching ? e : &tmp;
+    slot->ra = ra;
+    slot->dec = d;
+    slot->rule = 0;
+    if ((d & SEG_DEC_WALK) && SEG_DEC_NEED(d) == 1) fill_rule(t, slot);
     t->busy = 0;
-    if (d & SEG_DEC_WALK) return walk_and_decide(t, fp, size, d);
-    if (d & SEG_DEC_UNKNOWN) t->id.unknown++;
-    t->id.level[0]++;
+    if (d & SEG_DEC_WALK) {
+        if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
+        return walk_and_decide(t, fp, size, d);
+    }
+    t->lv[SEG_DEC_COUNTER(d)]++;
     return SEG_DEC_CLASS(d);
 }
 
-unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size) {
-    seg_thread_t *t = &hl_seg_tls;
-    uintptr_t ra = (uintptr_t)fp[1];
-    seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
-    if (HL_LIKELY(e->ra == ra)) {
-        uint32_t d = e->dec;
-        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
-            t->id.level[0]++;
-            if (HL_UNLIKELY(d & SEG_DEC_UNKNOWN)) t->id.unknown++;
-            return SEG_DEC_CLASS(d);
-        }
-        return walk_and_decide(t, fp, size, d);
+/* The return address walks further, or is not in the cache. */
+static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *const *fp,
+                                                        size_t size, seg_ra_slot_t *e) {
+    if (e->ra == (uintptr_t)fp[1]) {
+        if (HL_LIKELY(e->rule & SEG_RULE_VALID)) return step_and_decide(t, e, fp, size);
+        return walk_and_decide(t, fp, size, e->dec);
     }
     return first_miss(t, fp, size, e);
 }
 
-/* SP: the depth of the caller's stack pointer decides (main thread only). */
+/* The fast path: the return address is in this thread's cache and decides
+ * alone (a dozen instructions, no stack frame). */
+unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size) {
+    seg_thread_t *t = &hl_seg_tls;
+    uintptr_t ra = (uintptr_t)fp[1];
+    seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
+    uint32_t d = e->dec;
+    if (HL_LIKELY(e->ra == ra) && HL_LIKELY(!(d & SEG_DEC_WALK))) {
+        t->lv[SEG_DEC_COUNTER(d)]++;
+        return SEG_DEC_CLASS(d);
+    }
+    return identify_more(t, fp, size, e);
+}
+
+/* SP: the depth of the caller's stack pointer decides (main thread only);
+ * the cache is keyed by the stack pointer. */
 unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
     seg_thread_t *t = &hl_seg_tls;
     uintptr_t sp = (uintptr_t)(fp + 2);
     seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
+    uint32_t d = e->dec;
     if (HL_LIKELY(e->ra == sp)) {
-        t->id.level[0]++;
-        if (HL_UNLIKELY(e->dec & SEG_DEC_UNKNOWN)) t->id.unknown++;
-        return SEG_DEC_CLASS(e->dec);
+        t->lv[SEG_DEC_COUNTER(d)]++;
+        return SEG_DEC_CLASS(d);
     }
-    t->id.ra_misses++;
+    t->ra_misses++;
     uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
     unsigned level;
     unsigned c = hl_seg_decide(NULL, 0, 0, depth, &level);
-    if (!(hl_seg_table.flags & HL_SEG_FLAG_NO_CACHE) && !hl_seg_debug) {
+    if (hl_seg_caching) {
         e->ra = sp;
-        e->dec = c | (level & HL_SEG_UNKNOWN ? SEG_DEC_UNKNOWN : 0);
+        e->dec = c | (uint32_t)seg_counter(level) << 24;
+        e->rule = 0;
     }
     if (hl_seg_debug) {
         t->last_n = 0;
         t->last_cls = c;
         t->last_sp = depth;
     }
-    count_level(t, level);
+    t->lv[seg_counter(level)]++;
     return c;
 }

@@ -36,23 +36,38 @@ enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
 enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
 
 typedef struct seg_ra_slot {
-    uintptr_t ra;  /* the return address (0: empty) */
-    uint32_t dec;  /* SEG_DEC_* */
-    uint32_t pad_;
+    uintptr_t ra;    /* the return address (0: empty) */
+    uint32_t dec;    /* SEG_DEC_* */
+    uint32_t rule;   /* SEG_RULE_*: how to step from the program's frame to its caller's */
+    int32_t cfa_off; /* the frame's CFA = (rbp if SEG_RULE_RBP, else sp) + cfa_off */
+    int32_t rbp_off; /* the caller's rbp at CFA + rbp_off (SEG_RULE_RBP_SAVED) */
 } seg_ra_slot_t;
 
+#define SEG_RULE_VALID     1u /* cfa_off, rbp_off hold hl_unwind's rule of ra */
+#define SEG_RULE_RBP       2u
+#define SEG_RULE_RBP_SAVED 4u
+#define SEG_RULE_LAST      8u /* ra's frame is the outermost: nothing above */
+
 typedef struct seg_path_slot {
-    uint64_t tag;    /* the mix of the walked return addresses (0: empty) */
-    uint32_t cls;    /* the class */
-    uint32_t level;  /* where it was decided (HL_SEG_LEVELS: "unknown") */
+    uint64_t tag;     /* the mix of the walked return addresses (0: empty) */
+    uint32_t cls;     /* the class */
+    uint32_t counter; /* where it was decided (seg_counter) */
 } seg_path_slot_t;
 
-/* A decision from the return address alone (seg_ident.c): a class, or walk
- * `need` more frames (and, for SP, nothing: SP never walks). */
+/* A decision from the return address alone (seg_ident.c): a class and the
+ * counter it counts in, or walk `need` more frames (SP never walks). */
 #define SEG_DEC_WALK        0x100u
+#define SEG_DEC_UNKNOWN     0x200u /* the return address has no node ("other", or PATH's scan) */
 #define SEG_DEC_CLASS(d)    ((d)&3u)
 #define SEG_DEC_NEED(d)     (((d) >> 16) & 0xffu)
-#define SEG_DEC_UNKNOWN     0x200u /* the return address has no node ("other", or PATH's scan) */
+#define SEG_DEC_COUNTER(d)  ((d) >> 24) /* 0, or HL_SEG_LEVELS (no node) */
+
+/* A counter of identifications: where decided (a level), + HL_SEG_LEVELS
+ * when the last prefix looked at had no node. */
+static inline unsigned seg_counter(unsigned level) {
+    unsigned l = level & 0xffu;
+    return (l < HL_SEG_LEVELS ? l : HL_SEG_LEVELS - 1) + (level & HL_SEG_UNKNOWN ? HL_SEG_LEVELS : 0);
+}
 
 typedef struct seg_thread {
     void *head[HL_SEG_CLASSES][SEG_NSIZES];
@@ -61,14 +76,16 @@ typedef struct seg_thread {
     uint8_t pend;  /* SEG_PEND_* */
     uint8_t pend_cls;
     uint8_t busy; /* inside the identification: a nested malloc predicts nothing */
-    uint32_t ra_fill;
+    uintptr_t stack_hi; /* the top of this thread's stack (0: not known yet) */
     seg_ra_slot_t ra[SEG_RA_SLOTS];
     seg_path_slot_t path[SEG_PATH_SLOTS];
     /* counters */
     uint64_t pops[HL_SEG_CLASSES]; /* new objects served from the caches, per segment */
     uint64_t pushes;               /* frees kept in the caches */
     uint64_t hinted[HL_SEG_CLASSES];
-    hl_seg_ident_stats_t id;
+    /* the identification's counters (seg_ident.c) */
+    uint64_t lv[2 * HL_SEG_LEVELS]; /* per seg_counter */
+    uint64_t ra_misses, path_hits, path_misses, frames;
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */
     unsigned last_n, last_cls;
     uint64_t last_sp;
@@ -93,6 +110,8 @@ extern uint64_t hl_seg_allocations; /* new objects (RANDOM's count), atomic */
 extern size_t hl_seg_cache_cap[SEG_NSIZES]; /* blocks a list keeps; 0: no caching */
 extern uint64_t hl_seg_cache_key;           /* in a cached block's second word */
 extern int hl_seg_debug;                    /* HEAPLAB_SEG_DEBUG */
+extern int hl_seg_caching;                  /* per-thread decisions are kept (not in tests) */
+extern int hl_seg_by_size;                  /* STACK+size: a walk's class depends on the size */
 
 /* ---- seg_cache.c ---- */
 

@@ -46,6 +46,8 @@ uint64_t hl_seg_allocations;
 size_t hl_seg_cache_cap[SEG_NSIZES];
 uint64_t hl_seg_cache_key;
 int hl_seg_debug;
+int hl_seg_caching;
+int hl_seg_by_size;
 
 /* Objects that took the locked path, per segment (the caches count theirs);
  * and those whose class nobody predicted (the memalign family). */
@@ -117,6 +119,8 @@ static int segregated_init(void) {
         if (!ph || sh_init(i, ph) != 0) return -1;
     }
     hl_seg_debug = hl_tunable("HEAPLAB_SEG_DEBUG", 0) != 0;
+    hl_seg_caching = !(tb->flags & HL_SEG_FLAG_NO_CACHE) && !hl_seg_debug;
+    hl_seg_by_size = tb->predictor == HL_SEG_STACK_SIZE;
     /* The caches: at most HEAPLAB_SEG_CACHE bytes per list (4096 by default),
      * 2 to 32 blocks; none under the pad layer or the shim's generic realloc
      * and memalign, whose blocks do not start with this allocator's header. */

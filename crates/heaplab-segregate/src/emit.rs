@@ -217,6 +217,17 @@ impl Builder {
                 "shim",
                 vec![
                     "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            // DEFAULT's: one segment, no identification
+            (
+                n.join("alloc/shim.c"),
+                "shim_one",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_ONE".into(),
                     front,
                     "-fno-omit-frame-pointer".into(),
                 ],
@@ -242,8 +253,9 @@ impl Builder {
         Ok(objs)
     }
 
-    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so`.
-    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path) -> Result<Built> {
+    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` (with DEFAULT's
+    /// shim when `segments` is 1).
+    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, segments: u32) -> Result<Built> {
         let t0 = Instant::now();
         let start = self.commands.len();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -255,7 +267,8 @@ impl Builder {
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
-        let mut objects = core;
+        let skip = if segments == 1 { "shim.o" } else { "shim_one.o" };
+        let mut objects: Vec<PathBuf> = core.into_iter().filter(|o| !o.ends_with(skip)).collect();
         objects.push(o);
         let r = self.cb.link_shared(&so, &objects, &["-lunwind", "-ldl"]);
         self.take_commands();

@@ -147,7 +147,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     let default = Predictor::untrained(Kind::Default);
     libs.push((
         "DEFAULT".to_string(),
-        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &o.out_dir)?,
+        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &o.out_dir, 1)?,
     ));
     for tr in &trained {
         let c = emit::table_c(
@@ -156,7 +156,10 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
             emit::table_depth(tr.kind, train.stack_depth),
             &about,
         );
-        libs.push((tr.name.clone(), b.build(&tr.kind.slug(), &c, &o.out_dir)?));
+        libs.push((
+            tr.name.clone(),
+            b.build(&tr.kind.slug(), &c, &o.out_dir, emit::segments(tr.kind))?,
+        ));
     }
     log(&format!("emitted {} libraries in {}", libs.len(), o.out_dir.display()));
     // measure
