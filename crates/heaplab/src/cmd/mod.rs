@@ -5,6 +5,7 @@ pub mod compare;
 pub mod completions;
 pub mod convert;
 pub mod demo;
+pub mod job;
 pub mod lab;
 pub mod locality;
 pub mod record;
