@@ -77,6 +77,11 @@ fn load(role: &str, p: &Path, log: &mut dyn FnMut(&str)) -> Result<Profile> {
 pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     std::fs::create_dir_all(&o.out_dir)
         .with_context(|| format!("creating {}", o.out_dir.display()))?;
+    // Absolute: the measured replay runs in the events file's folder (a fixed
+    // environment, heaplab_refs::measure), so a relative library or report
+    // path would not be found there.
+    let out_dir = std::path::absolute(&o.out_dir)
+        .with_context(|| format!("resolving {}", o.out_dir.display()))?;
     let train = load("training", &o.train, log)?;
     let thresh = load("threshold", &o.threshold, log)?;
     let test = load("test", &o.test, log)?;
@@ -136,7 +141,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         trained.push(tr);
     }
     // emit
-    let mut b = Builder::new(&o.layout, &o.out_dir)?;
+    let mut b = Builder::new(&o.layout, &out_dir)?;
     let about = [
         b"trained on ".as_slice(),
         o.train.as_os_str().as_encoded_bytes(),
@@ -147,7 +152,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     let default = Predictor::untrained(Kind::Default);
     libs.push((
         "DEFAULT".to_string(),
-        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &o.out_dir, 1)?,
+        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &out_dir, 1)?,
     ));
     for tr in &trained {
         let c = emit::table_c(
@@ -158,16 +163,16 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         );
         libs.push((
             tr.name.clone(),
-            b.build(&tr.kind.slug(), &c, &o.out_dir, emit::segments(tr.kind))?,
+            b.build(&tr.kind.slug(), &c, &out_dir, emit::segments(tr.kind))?,
         ));
     }
-    log(&format!("emitted {} libraries in {}", libs.len(), o.out_dir.display()));
+    log(&format!("emitted {} libraries in {}", libs.len(), out_dir.display()));
     // measure
     let mut measured = Vec::new();
     if o.measure {
-        let events = o.out_dir.join("test.events.hltrace");
+        let events = out_dir.join("test.events.hltrace");
         heaplab_refs::measure::events_only(&o.test, &events)?;
-        let sp_events = o.out_dir.join("test.sp-events.hltrace");
+        let sp_events = out_dir.join("test.sp-events.hltrace");
         let has_sp = trained.iter().any(|t| t.kind == Kind::Sp);
         if has_sp {
             evaluate::sp_events(&o.test, &sp_events)?;
@@ -179,7 +184,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
             events: &events,
             sp_events: has_sp.then_some(sp_events.as_path()),
             caches: &o.caches,
-            scratch: &o.out_dir,
+            scratch: &out_dir,
         };
         for (name, built) in &libs {
             let m = evaluate::measure(&job, name, &built.so, *name == Kind::Sp.name())?;
@@ -209,7 +214,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
             }
         }
         if p.callgrind {
-            costs = Some(runtime::costs(&p.command, &p.cwd, &run_libs, &o.out_dir, log)?);
+            costs = Some(runtime::costs(&p.command, &p.cwd, &run_libs, &out_dir, log)?);
         }
         if p.repeats > 0 {
             let mut v = run_libs.clone();
@@ -217,7 +222,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
                 Some(m) => v.insert(0, ("mimalloc".to_string(), m.clone())),
                 None => notes.push("mimalloc is not installed: no wall time beside it".into()),
             }
-            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &o.out_dir)?;
+            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &out_dir)?;
             for r in &w.rows {
                 log(&format!(
                     "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc{}){}",
