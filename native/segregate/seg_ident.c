@@ -12,11 +12,14 @@
  *     │       table: LEAF(c) → c; WALK(n) → walk n; none → "other" (PATH:  │
  *     │       walk every frame and look for a path point); cached in ra[]  │
  *     ▼                                                                    ▼
- *     2. walk `need` frames from the program's frame (fp[0] its rbp, fp+2 its
- *        stack pointer): ra0 .. ra_need (seg_os.c, hl_unwind's cached rules);
- *        need == 1 (the common case) steps itself with hl_unwind's rule of
- *        ra0 kept in ra0's slot: CFA = (rbp or sp) + off, ra1 = CFA[-1]
- *        (checked against the thread's stack; else the full walk)
+ *     2. step `need` frames up from the program's frame (fp[0] its rbp, fp+2
+ *        its stack pointer): ra0 .. ra_need, each step with hl_unwind's rule
+ *        of the return address kept in this thread's caches (ra0's in its ra
+ *        slot, the others' in rules[]): CFA = (rbp or sp) + off, the next
+ *        return address = CFA[-1], rbp reloaded where saved; every CFA
+ *        checked against the thread's stack.  A rule of another form, or a
+ *        frame out of bounds: hl_unwind's own walk (seg_os.c), which finds
+ *        the same frames.
  *     3. path[mix(ra0 .. ra_need)]: the class decided for that walk before?  ──yes──▶ done
  *        no: their frame keys down the tree (hl_seg_decide) ─▶ class, cached in path[]
  *
@@ -169,7 +172,7 @@ static inline seg_path_slot_t *path_slot(seg_thread_t *t, uint64_t tag) {
 /* The walk's class from its frames' keys (the path cache missed). */
 static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uintptr_t *ras,
                                                       unsigned n, unsigned need, size_t size,
-                                                      uint64_t tag) {
+                                                      uint64_t tag, unsigned *counter_out) {
     t->path_misses++;
     uint64_t keys[HL_SEG_MAX_DEPTH];
     if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
@@ -187,6 +190,7 @@ static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uin
         s->counter = counter;
     }
     t->lv[counter]++;
+    *counter_out = counter;
     if (hl_seg_debug) {
         t->last_n = n;
         t->last_cls = c;
@@ -215,64 +219,169 @@ static unsigned __attribute__((noinline)) walk_and_decide(seg_thread_t *t, void 
         t->lv[s->counter]++;
         c = s->cls;
     } else {
-        c = decide_walk(t, ras, n, need, size, tag);
+        unsigned counter;
+        c = decide_walk(t, ras, n, need, size, tag, &counter);
     }
     t->busy = 0;
     return c;
 }
 
-/* One frame up from the program's, with the rule cached in the return
- * address's slot: its caller's return address in a few instructions. */
-static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
-                                                          void *const *fp, size_t size) {
-    uintptr_t ras[2];
-    ras[0] = e->ra;
-    unsigned n = 1;
-    if (HL_LIKELY(!(e->rule & SEG_RULE_LAST))) {
-        uintptr_t sp0 = (uintptr_t)(fp + 2);
-        uintptr_t cfa = ((e->rule & SEG_RULE_RBP) ? (uintptr_t)fp[0] : sp0) + (intptr_t)e->cfa_off;
-        if (HL_UNLIKELY(cfa <= sp0 || cfa > t->stack_hi)) /* a rule that does not fit: walk */
-            return walk_and_decide(t, fp, size, SEG_DEC_WALK | 1u << 16);
-        ras[1] = ((const uintptr_t *)cfa)[-1];
-        n = 2;
-    }
-    uint64_t tag = path_tag(ras, n, size);
-    seg_path_slot_t *s = path_slot(t, tag);
-    if (HL_LIKELY(s->tag == tag)) {
-        t->path_hits++;
-        t->lv[s->counter]++;
-        return s->cls;
-    }
-    if (t->busy) return HL_SEG_OTHER;
-    t->busy = 1;
-    t->frames += n;
-    unsigned c = decide_walk(t, ras, n, 1, size, tag);
-    t->busy = 0;
-    return c;
-}
-
-/* The return address's rule, for step_and_decide. */
-static void fill_rule(seg_thread_t *t, seg_ra_slot_t *e) {
-    e->rule = 0;
+/* hl_unwind's rule of ra into (rule, cfa_off, rbp_off); rule 0 where it has
+ * none of the standard form (the caller then walks with hl_unwind). */
+static void fill_rule(seg_thread_t *t, uintptr_t ra, uint32_t *rule, int32_t *cfa_off,
+                      int32_t *rbp_off) {
+    *rule = 0;
     if (!t->stack_hi) t->stack_hi = hl_unwind_stack_top((uintptr_t)__builtin_frame_address(0));
     if (!t->stack_hi) return;
     hl_unwind_rule_t r;
-    switch (hl_unwind_rule(e->ra, &r)) {
+    switch (hl_unwind_rule(ra, &r)) {
     case HL_UNWIND_RULE_LAST:
-        e->rule = SEG_RULE_VALID | SEG_RULE_LAST;
+        *rule = SEG_RULE_VALID | SEG_RULE_LAST;
         return;
     case HL_UNWIND_RULE_STD:
         if (r.cfa_off <= 0 || r.cfa_off > INT32_MAX || r.rbp_off < INT32_MIN ||
             r.rbp_off > INT32_MAX)
             return;
-        e->cfa_off = (int32_t)r.cfa_off;
-        e->rbp_off = (int32_t)r.rbp_off;
-        e->rule = SEG_RULE_VALID | (r.cfa_rbp ? SEG_RULE_RBP : 0) |
-                  (r.rbp_saved ? SEG_RULE_RBP_SAVED : 0);
+        *cfa_off = (int32_t)r.cfa_off;
+        *rbp_off = (int32_t)r.rbp_off;
+        *rule = SEG_RULE_VALID | (r.cfa_rbp ? SEG_RULE_RBP : 0) |
+                (r.rbp_saved ? SEG_RULE_RBP_SAVED : 0);
         return;
     default:
         return;
     }
+}
+
+/* The rule of a return address above the first frame, from this thread's
+ * rule cache (filled from hl_unwind's table on a miss). */
+static inline unsigned rule_slot(uintptr_t ra) {
+    return (uint32_t)ra * 0x85EBCA77u >> (32 - 6);
+}
+_Static_assert(SEG_RULE_SLOTS == 1 << 6, "rule_slot's shift");
+
+/* A memo's slot: the return address and the stack pointer. */
+static inline unsigned memo_slot(uintptr_t ra, uintptr_t sp) {
+    return (uint32_t)(ra ^ (sp >> 3)) * 0x9E3779B1u >> (32 - 6);
+}
+_Static_assert(SEG_MEMO_SLOTS == 1 << 6, "memo_slot's shift");
+
+static __attribute__((noinline)) const seg_rule_slot_t *rule_miss(seg_thread_t *t,
+                                                                 seg_rule_slot_t *r,
+                                                                 uintptr_t ra) {
+    uint8_t was = t->busy;
+    t->busy = 1; /* (hl_unwind's miss reads .eh_frame: no allocation, but be safe) */
+    r->ra = ra;
+    fill_rule(t, ra, &r->rule, &r->cfa_off, &r->rbp_off);
+    t->busy = was;
+    return r;
+}
+
+static inline const seg_rule_slot_t *rule_of(seg_thread_t *t, uintptr_t ra) {
+    seg_rule_slot_t *r = &t->rules[rule_slot(ra)];
+    if (HL_LIKELY(r->ra == ra)) return r;
+    return rule_miss(t, r, ra);
+}
+
+/* Up `need` frames from the program's with the rules cached per return
+ * address (the first in its ra slot, the others in the rule cache): each
+ * frame is a CFA computed from sp or rbp, checked against this thread's
+ * stack, and one load.  The frames are those hl_unwind's walk finds (the same
+ * rules, bounds and stop at a return address below 0x4000); a frame with no
+ * standard rule, or out of bounds, hands over to that walk. */
+static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
+                                                          void *const *fp, size_t size) {
+    unsigned need = SEG_DEC_NEED(e->dec);
+    if (need > HL_SEG_MAX_DEPTH - 1) need = HL_SEG_MAX_DEPTH - 1;
+    uintptr_t ras[HL_SEG_MAX_DEPTH];
+    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi;
+    uintptr_t pc = e->ra, s = lo, bp = (uintptr_t)fp[0];
+    uint32_t rule = e->rule;
+    int32_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
+    if (HL_UNLIKELY(lo >= hi || hi - lo > (uintptr_t)1 << 30)) /* not this thread's stack */
+        return walk_and_decide(t, fp, size, e->dec);
+    /* what the walk reads, for the memo */
+    uintptr_t addr[SEG_MEMO_READS], val[SEG_MEMO_READS];
+    unsigned nreads = 0, use_bp = 0, bp_entry = 1;
+    uintptr_t bp_addr = 0; /* where bp was reloaded from: a read only once a rule uses bp */
+    unsigned n = 0;
+    for (;;) {
+        ras[n++] = pc;
+        if (n > need || (rule & SEG_RULE_LAST)) break;
+        if (HL_UNLIKELY(!(rule & SEG_RULE_VALID))) return walk_and_decide(t, fp, size, e->dec);
+        if (rule & SEG_RULE_RBP) {
+            use_bp |= bp_entry;
+            if (bp_addr) {
+                if (nreads < SEG_MEMO_READS) addr[nreads] = bp_addr, val[nreads] = bp;
+                nreads++;
+                bp_addr = 0;
+            }
+        }
+        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)cfa_off;
+        if (HL_UNLIKELY(cfa <= s || cfa > hi)) return walk_and_decide(t, fp, size, e->dec);
+        if (rule & SEG_RULE_RBP_SAVED) {
+            uintptr_t a = cfa + (intptr_t)rbp_off;
+            if (HL_UNLIKELY(a < lo || a > hi - 8)) return walk_and_decide(t, fp, size, e->dec);
+            bp = *(const uintptr_t *)a;
+            bp_entry = 0;
+            bp_addr = a;
+        }
+        pc = ((const uintptr_t *)cfa)[-1];
+        if (nreads < SEG_MEMO_READS) addr[nreads] = cfa - 8, val[nreads] = pc;
+        nreads++;
+        s = cfa;
+        if (pc < 0x4000) break;
+        const seg_rule_slot_t *r = rule_of(t, pc);
+        rule = r->rule;
+        cfa_off = r->cfa_off;
+        rbp_off = r->rbp_off;
+    }
+    t->frames += n;
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *ps = path_slot(t, tag);
+    unsigned c, counter;
+    if (HL_LIKELY(ps->tag == tag)) {
+        t->path_hits++;
+        counter = ps->counter;
+        t->lv[counter]++;
+        c = ps->cls;
+    } else {
+        if (t->busy) return HL_SEG_OTHER;
+        t->busy = 1;
+        c = decide_walk(t, ras, n, need, size, tag, &counter);
+        t->busy = 0;
+    }
+    if (hl_seg_caching && nreads <= SEG_MEMO_READS) {
+        seg_memo_slot_t *m = &t->memo[memo_slot(e->ra, lo)];
+        m->ra = e->ra;
+        m->sp = lo;
+        m->bp = (uintptr_t)fp[0];
+        m->use_bp = (uint8_t)use_bp;
+        m->size = size;
+        m->nreads = (uint8_t)nreads;
+        m->cls = (uint8_t)c;
+        m->counter = (uint8_t)counter;
+        for (unsigned i = 0; i < nreads; i++) {
+            m->addr[i] = addr[i];
+            m->val[i] = val[i];
+        }
+    }
+    return c;
+}
+
+/* The memo of the walk from this return address at this stack pointer: its
+ * class if every stack word the walk read still holds what it held (then the
+ * walk would find the same frames), else -1. */
+static inline int memo_lookup(seg_thread_t *t, uintptr_t ra, void *const *fp, size_t size) {
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    const seg_memo_slot_t *m = &t->memo[memo_slot(ra, sp)];
+    if (m->ra != ra || m->sp != sp) return -1;
+    if (m->use_bp && m->bp != (uintptr_t)fp[0]) return -1;
+    if (hl_seg_by_size && m->size != size) return -1;
+    for (unsigned i = 0; i < m->nreads; i++)
+        if (*(const uintptr_t *)m->addr[i] != m->val[i]) return -1;
+    t->memo_hits++;
+    t->lv[m->counter]++;
+    return m->cls;
 }
 
 /* The return address is not in the cache: its decision from the table. */
@@ -288,7 +397,7 @@ static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra
     slot->ra = ra;
     slot->dec = d;
     slot->rule = 0;
-    if ((d & SEG_DEC_WALK) && SEG_DEC_NEED(d) == 1) fill_rule(t, slot);
+    if (d & SEG_DEC_WALK) fill_rule(t, ra, &slot->rule, &slot->cfa_off, &slot->rbp_off);
     t->busy = 0;
     if (d & SEG_DEC_WALK) {
         if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
@@ -315,9 +424,13 @@ unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size)
     uintptr_t ra = (uintptr_t)fp[1];
     seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
     uint32_t d = e->dec;
-    if (HL_LIKELY(e->ra == ra) && HL_LIKELY(!(d & SEG_DEC_WALK))) {
-        t->lv[SEG_DEC_COUNTER(d)]++;
-        return SEG_DEC_CLASS(d);
+    if (HL_LIKELY(e->ra == ra)) {
+        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
+            t->lv[SEG_DEC_COUNTER(d)]++;
+            return SEG_DEC_CLASS(d);
+        }
+        int c = memo_lookup(t, ra, fp, size); /* the walk from here, remembered */
+        if (HL_LIKELY(c >= 0)) return (unsigned)c;
     }
     return identify_more(t, fp, size, e);
 }

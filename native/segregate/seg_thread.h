@@ -31,6 +31,9 @@
 #define SEG_MAX_BLOCK 1024
 #define SEG_RA_SLOTS  128
 #define SEG_PATH_SLOTS 64
+#define SEG_RULE_SLOTS 64
+#define SEG_MEMO_SLOTS 64
+#define SEG_MEMO_READS 6
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
 enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
@@ -42,6 +45,29 @@ typedef struct seg_ra_slot {
     int32_t cfa_off; /* the frame's CFA = (rbp if SEG_RULE_RBP, else sp) + cfa_off */
     int32_t rbp_off; /* the caller's rbp at CFA + rbp_off (SEG_RULE_RBP_SAVED) */
 } seg_ra_slot_t;
+
+/* hl_unwind's rule of a return address above the program's first frame
+ * (seg_ident.c steps with it): the same fields as seg_ra_slot_t's. */
+typedef struct seg_rule_slot {
+    uintptr_t ra;    /* the return address (0: empty) */
+    uint32_t rule;   /* SEG_RULE_* (0: no rule: walk with hl_unwind) */
+    int32_t cfa_off;
+    int32_t rbp_off;
+    uint32_t pad_;
+} seg_rule_slot_t;
+
+/* A walk remembered (seg_ident.c): from (ra, sp, and bp where the walk used
+ * the program's rbp) the walk read these stack words and decided cls; if the
+ * words hold the same values again, the same walk would read the same words
+ * and decide the same class (the rules depend on the return addresses only). */
+typedef struct seg_memo_slot {
+    uintptr_t ra, sp, bp; /* ra 0: empty */
+    size_t size;          /* STACK+size only */
+    uint8_t use_bp, nreads, cls, counter;
+    uint32_t pad_;
+    uintptr_t addr[SEG_MEMO_READS];
+    uintptr_t val[SEG_MEMO_READS];
+} seg_memo_slot_t;
 
 #define SEG_RULE_VALID     1u /* cfa_off, rbp_off hold hl_unwind's rule of ra */
 #define SEG_RULE_RBP       2u
@@ -79,13 +105,15 @@ typedef struct seg_thread {
     uintptr_t stack_hi; /* the top of this thread's stack (0: not known yet) */
     seg_ra_slot_t ra[SEG_RA_SLOTS];
     seg_path_slot_t path[SEG_PATH_SLOTS];
+    seg_rule_slot_t rules[SEG_RULE_SLOTS];
+    seg_memo_slot_t memo[SEG_MEMO_SLOTS];
     /* counters */
     uint64_t pops[HL_SEG_CLASSES]; /* new objects served from the caches, per segment */
     uint64_t pushes;               /* frees kept in the caches */
     uint64_t hinted[HL_SEG_CLASSES];
     /* the identification's counters (seg_ident.c) */
     uint64_t lv[2 * HL_SEG_LEVELS]; /* per seg_counter */
-    uint64_t ra_misses, path_hits, path_misses, frames;
+    uint64_t ra_misses, path_hits, path_misses, frames, memo_hits;
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */
     unsigned last_n, last_cls;
     uint64_t last_sp;
