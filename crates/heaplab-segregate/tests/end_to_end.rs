@@ -155,6 +155,13 @@ fn segregate_a_real_program_end_to_end() {
         lv[0] > 0 && lv.iter().skip(1).sum::<u64>() > 0,
         "the workload decides at one level only: {lv:?}"
     );
+    // The walks repeat (same call site, same stack): most come from the memo
+    // of walks, which walks no frame, and they still decide as offline (above)
+    let walked: u64 = rt.levels.iter().skip(1).sum();
+    assert!(
+        rt.path_hits > 0 && rt.runtime_frames < walked,
+        "no walk was remembered: {walked} walks, {rt:?}"
+    );
     assert!(
         rt.cache_mallocs > 0 && rt.cache_frees > 0,
         "the per-thread caches served nothing: {rt:?}"
