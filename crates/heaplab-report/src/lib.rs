@@ -2,7 +2,9 @@
 //! bar charts (a group per program, a bar per allocator, as paper 002's
 //! Figures 4 to 6 draw them), line charts with linear or log axes (miss rates
 //! against cache size, page faults against memory), and tables. Figures are
-//! inline SVG; the page needs no network and no script.
+//! inline SVG; the page needs no network and no script. A [`Table`] renders
+//! as terminal text too ([`Table::to_text`]), with the same cells shown the
+//! same way ([`num`] formats counts).
 //!
 //! Every heaplab study draws its figures with this crate: `heaplab compare`
 //! (instructions, share, footprint, wall-time ratios), and the locality,
@@ -30,6 +32,7 @@
 mod axis;
 mod bars;
 mod lines;
+pub mod num;
 mod table;
 
 pub use axis::{fmt_num, Scale};

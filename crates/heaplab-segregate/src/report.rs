@@ -697,11 +697,7 @@ pub fn text(t: &Table) -> String {
 
 /// What a cell shows, as the HTML page shows it.
 fn shown(c: &Cell) -> String {
-    match c {
-        Cell::Text(s) | Cell::Missing(s) => s.clone(),
-        Cell::Num(v, d) => format!("{v:.*}", *d),
-        Cell::Short(v) => heaplab_report::fmt_num(*v),
-    }
+    c.shown()
 }
 
 fn all_tables(e: &[Entry]) -> Vec<Table> {
