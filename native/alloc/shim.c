@@ -327,7 +327,9 @@ static void __attribute__((noinline)) free_after_front(void *p) {
     HL_FRONT_SLOW();
     free_locked_path(p);
 }
-static inline void *do_malloc(size_t size) {
+/* Inlined into every entry point, so that a front end sees the program's
+ * frame (the segmented allocator's identifies the call site from it). */
+static inline __attribute__((always_inline)) void *do_malloc(size_t size) {
     void *f = HL_FRONT_MALLOC(size);
     return HL_LIKELY(f != NULL) ? f : malloc_after_front(size);
 }
@@ -368,7 +370,7 @@ HL_EXPORT void *HL_API_calloc(size_t n, size_t m) {
     return p;
 }
 
-static void *realloc_api(void *p, size_t size) {
+static inline __attribute__((always_inline)) void *realloc_api(void *p, size_t size) {
     if (!p) return do_malloc(size);
     if (size == 0) { /* glibc: frees and returns NULL */
         do_free(p);

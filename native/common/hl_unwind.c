@@ -708,11 +708,11 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
                                              uintptr_t cfa) {
     if (max > 1024) max = 1024;
     if (!sp) {
-        void *b[max + 8];
-        int n = unw_backtrace(b, max + 8), i = 0, k = 0;
-        while (i < n && i < 8 && (uintptr_t)b[i] != ra)
+        void *b[max + 16];
+        int n = unw_backtrace(b, max + 16), i = 0, k = 0;
+        while (i < n && i < 16 && (uintptr_t)b[i] != ra)
             i++;
-        if (i == n || i == 8) return 0;
+        if (i == n || i == 16) return 0;
         while (i < n && k < max)
             out[k++] = (uintptr_t)b[i++];
         return k;
@@ -721,7 +721,7 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
     unw_cursor_t cur;
     if (unw_getcontext(&uc) || unw_init_local(&cur, &uc)) return 0;
     int k = 0;
-    for (int guard = 0; guard < 8 && !k; guard++) {
+    for (int guard = 0; guard < 16 && !k; guard++) {
         unw_word_t ip, s;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) || unw_get_reg(&cur, UNW_REG_SP, &s)) return 0;
         if (ip == ra && s == cfa) {
@@ -806,6 +806,38 @@ odd:
     }
     return n;
 #endif
+}
+
+int hl_unwind_rule(uintptr_t ra, hl_unwind_rule_t *out) {
+    rule_t r;
+    if (ra < 0x4000) return HL_UNWIND_RULE_LAST;
+    uint64_t w = lookup_rest(ra, &r);
+    if (w) { /* decode the table word (see encode) */
+        r.kind = (int)(w >> 32 & 3);
+        if (r.kind == K_STD) {
+            r.cfa_rbp = (int)(w >> 34 & 1);
+            r.cfa_off = (int64_t)(w >> 32 & (0x1ffffu << 3));
+            unsigned v = (unsigned)(w >> 52 & 0x3ff);
+            r.rbp_saved = v != 0;
+            r.rbp_off = ((int64_t)v - 512) * 8;
+        }
+    }
+    if (r.kind == K_LAST) return HL_UNWIND_RULE_LAST;
+    if (r.kind != K_STD) return HL_UNWIND_RULE_ODD;
+    out->cfa_rbp = r.cfa_rbp;
+    out->cfa_off = r.cfa_off;
+    out->rbp_saved = r.rbp_saved;
+    out->rbp_off = r.rbp_off;
+    return HL_UNWIND_RULE_STD;
+}
+
+uintptr_t hl_unwind_stack_top(uintptr_t sp) {
+    return stack_top(sp);
+}
+
+int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
+                   uintptr_t rbp) {
+    return hl_unwind_walk_(ip, sp, max, ra, cfa, rbp);
 }
 
 /* The entry points: no frame of their own, so the walk starts at the

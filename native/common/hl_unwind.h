@@ -39,6 +39,33 @@ HL_UNWIND_API int hl_unwind_backtrace(void **buf, int max);
  * caller's stack pointer after this call returns. */
 HL_UNWIND_API int hl_unwind_trace(uintptr_t *ip, uintptr_t *sp, int max);
 
+/* The same walk from a frame the caller knows (a malloc wrapper that kept a
+ * frame pointer knows its caller's): ra its return address, cfa its stack
+ * pointer after the return, rbp its rbp at the call.  ip[0] = ra, ip[1] the
+ * address its caller returns to, ...; sp (may be NULL) as above. */
+HL_UNWIND_API int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra,
+                                 uintptr_t cfa, uintptr_t rbp);
+
+/* The rule of the frame a return address returns into, for a caller that
+ * steps one frame itself (the segmented allocator's identification caches
+ * it per call site): CFA = (rbp if cfa_rbp else the stack pointer after the
+ * return) + cfa_off; the return address above it is at CFA - 8; the rbp of
+ * the frame above is at CFA + rbp_off if rbp_saved, else unchanged.  Returns
+ * HL_UNWIND_RULE_STD, HL_UNWIND_RULE_LAST (the outermost frame: nothing above)
+ * or HL_UNWIND_RULE_ODD (a rule of another form: walk with the functions
+ * above). */
+enum { HL_UNWIND_RULE_STD = 0, HL_UNWIND_RULE_LAST = 1, HL_UNWIND_RULE_ODD = 2 };
+typedef struct hl_unwind_rule {
+    int cfa_rbp;
+    int64_t cfa_off;
+    int rbp_saved;
+    int64_t rbp_off;
+} hl_unwind_rule_t;
+HL_UNWIND_API int hl_unwind_rule(uintptr_t ra, hl_unwind_rule_t *out);
+
+/* The top of the stack that holds sp (0: unknown). */
+HL_UNWIND_API uintptr_t hl_unwind_stack_top(uintptr_t sp);
+
 /* Reads HEAPLAB_UNWIND (fast | libunwind; default fast). A bad value is
  * reported on stderr and the default used. Optional: the walkers start
  * themselves; call it early to get the report early. */

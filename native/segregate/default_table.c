@@ -13,8 +13,6 @@ const hl_seg_table_t hl_seg_table = {
     .depth = 0,
     .nsegments = 1,
     .n = 0,
-    .keys = 0,
-    .classes = 0,
     .name = "DEFAULT",
     .about = "one segment, no prediction",
 };

@@ -6,8 +6,9 @@
 #
 #   build/lib/libheaplab-segregated.so           DEFAULT: one segment, no prediction
 #   build/lib/libheaplab-segregated_random.so    RANDOM: four segments, a random one per object
-#   build/lib/libheaplab-segregated_stack.so     STACK-3 with an empty table: four segments,
-#                                                the run-time lookup on every allocation
+#   build/lib/libheaplab-segregated_stack.so     STACK-3 with an empty table that walks every
+#                                                time: four segments, the whole run-time
+#                                                identification (walk, keys) on every allocation
 #   build/lib/libheaplab-segtest-*.so            tables for the tests (tests/table_*.c)
 #   build/bin/seg-test, seg-workload             the C tests; a small program whose objects fall
 #                                                into the classes by construction (for the Rust
@@ -18,24 +19,27 @@
 
 SEG_DIR := $(NATIVE)/segregate
 SEG_OBJ := $(OBJDIR)/segregate
-SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(NATIVE)/common/heaplab_site.h \
+SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h \
+               $(SEG_DIR)/seg_thread.h $(NATIVE)/common/heaplab_site.h \
                $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
                $(NATIVE)/common/hl_unwind.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
 SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
               -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
-# The shim's lock-free front end hook (HL_FRONT_H) lets the prediction run
-# before the lock.
+# The shim's lock-free front end hook (HL_FRONT_H) identifies the call site
+# and serves the per-thread caches before the lock; its entry points keep a
+# frame pointer, which gives the identification the program's frame.
 SEG_FRONT := -DHL_FRONT_H='"seg_front.h"'
 
 $(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
-	$(CC) $(SEG_CFLAGS) -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
-$(SEG_OBJ)/segregated.o: $(SEG_DIR)/segregated.c $(SEG_HEADERS) | dirs
+# DEFAULT's shim: one segment, no identification
+$(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
-	$(CC) $(SEG_CFLAGS) $(SEG_FRONT) -c $< -o $@
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
 $(SEG_OBJ)/%.o: $(SEG_DIR)/%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
@@ -45,11 +49,13 @@ $(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
 
-SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_os.o \
+SEG_COMMON := $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_bestfit.o \
+            $(SEG_OBJ)/seg_cache.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
             $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o $(HL_UNWIND_OBJ)
+SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_COMMON)
 SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl
 
-$(LIBDIR)/libheaplab-segregated.so: $(SEG_CORE) $(SEG_OBJ)/default_table.o
+$(LIBDIR)/libheaplab-segregated.so: $(SEG_OBJ)/shim_one.o $(SEG_COMMON) $(SEG_OBJ)/default_table.o
 	$(SEG_LINK)
 $(LIBDIR)/libheaplab-segregated_%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 	$(SEG_LINK)
@@ -58,7 +64,8 @@ $(LIBDIR)/libheaplab-segtest-%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 
 SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
             $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segtest-hint.so \
-            $(LIBDIR)/libheaplab-segtest-path.so $(LIBDIR)/libheaplab-segtest-size.so
+            $(LIBDIR)/libheaplab-segtest-path.so $(LIBDIR)/libheaplab-segtest-size.so \
+            $(LIBDIR)/libheaplab-segtest-env.so
 SEG_TESTBIN := $(BINDIR)/seg-test $(BINDIR)/seg-workload
 
 $(BINDIR)/seg-test: $(SEG_DIR)/tests/seg_test.c $(SEG_DIR)/seg.h $(NATIVE)/common/heaplab_site.h | dirs

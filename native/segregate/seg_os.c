@@ -2,26 +2,30 @@
  * seg_os.c: the segmented allocator's contact with the operating system,
  * apart from memory (which comes from the zoo's platform.c):
  *
- *   - the call stack at run time: return addresses from hl_unwind
- *     (native/common/hl_unwind.h: libunwind's frames, from cached rules), turned
- *     into the ASLR-stable frame keys of native/common/heaplab_site.h through
- *     a map of the loaded modules (dl_iterate_phdr; the main program's name
- *     is /proc/self/exe's, as the recorders name it);
+ *   - the program's call stack: return addresses from hl_unwind
+ *     (native/common/hl_unwind.h: cached CFA rules, libunwind for odd
+ *     frames), starting at the frame of the program that called malloc (the
+ *     shim's frame pointer gives its return address, stack pointer and rbp),
+ *     so that the allocator's own frames are never walked;
+ *   - frame keys: a return address turned into the ASLR-stable key of
+ *     native/common/heaplab_site.h through a map of the loaded modules
+ *     (dl_iterate_phdr; the main program's name is /proc/self/exe's, as the
+ *     recorders name it);
  *   - the stack pointer's depth, for the SP predictor: bytes between the
  *     main thread's first stack pointer (__libc_stack_end, rounded as _start
  *     aligns the stack) and the caller's stack pointer, exactly as the
  *     recorder measures it (native/vgtool; other threads: unknown);
  *   - the report at exit (HEAPLAB_SEG_REPORT=PATH: one JSON line appended).
  *
- *   return addresses (hl_unwind)          module map (sorted by address)
- *   [ours][ours][ra0][ra1][ra2] ...  ──▶  lo..hi, bias, fnv1a64(basename)  ──▶  key_i =
- *          skipped: in this library        (rebuilt when a frame falls in       name ^ (ra - bias)
- * * φ no module: dlopen)
+ *   ra (malloc's caller)          module map (sorted by address)
+ *   ra0, ra1, ... (hl_unwind) ──▶ lo..hi, bias, fnv1a64(basename) ──▶ key = name ^ (ra - bias) * φ
+ *                                 (rebuilt when a frame falls in no module: dlopen)
  *
  * Everything here runs outside the shim's lock (from HL_FRONT_MALLOC), so
- * that libunwind (hl_unwind's fallback) and dl_iterate_phdr may take the loader's lock without a
- * deadlock against a thread that holds it and calls malloc.  A malloc made
- * by them while we unwind (there should be none) predicts nothing.
+ * that libunwind (hl_unwind's fallback) and dl_iterate_phdr may take the
+ * loader's lock without a deadlock against a thread that holds it and calls
+ * malloc.  A malloc made by them while we walk (there should be none)
+ * predicts nothing (seg_thread_t.busy).
  */
 #define _GNU_SOURCE
 #include "seg.h"
@@ -49,7 +53,6 @@ typedef struct mod {
 
 static mod_t mods[MAX_MODS];
 static unsigned nmods;
-static uintptr_t self_lo, self_hi;
 static int building; /* a spin flag: one builder at a time */
 static char exe_base[256];
 static size_t exe_len;
@@ -68,10 +71,6 @@ static int mod_cb(struct dl_phdr_info *info, size_t size, void *arg) {
         if (e > hi) hi = e;
     }
     if (lo >= hi) return 0;
-    if ((uintptr_t)&mod_cb >= lo && (uintptr_t)&mod_cb < hi) {
-        self_lo = lo;
-        self_hi = hi;
-    }
     if (*n == MAX_MODS) return 0;
     const char *name = info->dlpi_name;
     size_t len = name ? strlen(name) : 0;
@@ -139,11 +138,11 @@ static void build_map(void) {
 }
 
 int hl_seg_os_ready(void) {
-    if (ready < 0) {
+    if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) < 0) {
         build_map();
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         hl_unwind_init();
-        ready = 1;
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
     }
     return ready;
 }
@@ -162,13 +161,12 @@ static const mod_t *module_of(uintptr_t a) {
     return NULL;
 }
 
-static uint64_t key_of(uintptr_t ra, int *rebuilt) {
+uint64_t hl_seg_os_key(uintptr_t ra) {
     const mod_t *m = module_of(ra);
-    if (!m && !*rebuilt && __atomic_fetch_add(&misses, 1, __ATOMIC_RELAXED) % 4096 == 0) {
+    if (!m && __atomic_fetch_add(&misses, 1, __ATOMIC_RELAXED) % 4096 == 0) {
         /* a module loaded since the map was built (dlopen)?  Rebuilt at the
          * first miss and then once per 4096, so that frames in no module
          * (JIT code) do not rebuild it at every allocation. */
-        *rebuilt = 1;
         build_map();
         m = module_of(ra);
     }
@@ -178,7 +176,7 @@ static uint64_t key_of(uintptr_t ra, int *rebuilt) {
 
 static _Thread_local int thread_kind; /* 0 unknown, 1 main, 2 another */
 
-static uint64_t sp_depth_of(uintptr_t sp) {
+uint64_t hl_seg_os_sp_depth(uintptr_t sp) {
     if (!thread_kind) thread_kind = syscall(SYS_gettid) == getpid() ? 1 : 2;
     if (thread_kind != 1 || !__libc_stack_end) return 0;
     /* as the recorder does it (native/vgtool): _start aligns the stack to 16
@@ -188,38 +186,19 @@ static uint64_t sp_depth_of(uintptr_t sp) {
     return sp < top ? (uint64_t)(top - sp) : 0;
 }
 
-unsigned hl_seg_os_frames(uint64_t *keys, unsigned max, uint64_t *sp_depth) {
-    if (hl_seg_os_ready() <= 0) return 0;
-    int rebuilt = 0;
-    *sp_depth = 0;
-    if (hl_seg_table.predictor == HL_SEG_SP) {
-        /* each frame's stack pointer (libunwind's UNW_REG_SP): the first
-         * frame that is not ours is the caller, and its SP is the one at the
-         * call */
-        uintptr_t ip[16], sp[16];
-        int n = hl_unwind_trace(ip, sp, 16);
-        for (int i = 0; i < n; i++)
-            if (ip[i] - self_lo >= self_hi - self_lo) {
-                *sp_depth = sp_depth_of(sp[i]);
-                return 0;
-            }
-        return 0;
+unsigned hl_seg_os_walk(uintptr_t *ras, unsigned max, uintptr_t ra, uintptr_t cfa,
+                        uintptr_t rbp) {
+    if (!max) return 0;
+    if (hl_seg_os_ready() <= 0) {
+        ras[0] = ra;
+        return 1;
     }
-    /* Unwinding is the cost: ask for our own frames (counted at the last
-     * call, plus one in case a path has one more) and the `max` we want. */
-    static int own = 4;
-    void *buf[64 + 16];
-    int want = (int)max + own + 1;
-    if (want > 80) want = 80;
-    int n = hl_unwind_backtrace(buf, want);
-    int i = 0;
-    while (i < n && (uintptr_t)buf[i] - self_lo < self_hi - self_lo)
-        i++;
-    if (i + 1 > own && i < 15) own = i + 1;
-    unsigned k = 0;
-    while (i < n && k < max)
-        keys[k++] = key_of((uintptr_t)buf[i++], &rebuilt);
-    return k;
+    int n = hl_unwind_from(ras, NULL, (int)max, ra, cfa, rbp);
+    if (n <= 0) { /* an unknown stack: the first frame needs no walk */
+        ras[0] = ra;
+        n = 1;
+    }
+    return (unsigned)n;
 }
 
 /* ---- the report at exit ---- */

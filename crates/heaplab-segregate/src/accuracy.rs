@@ -4,10 +4,10 @@
 
 use crate::classes::Class;
 use crate::objects::Profile;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Precision and recall of one class.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct ClassScore {
     pub class: Class,
     /// Objects of this class (true), predicted to be, and both.
@@ -21,7 +21,7 @@ pub struct ClassScore {
 }
 
 /// The confusion matrix, counted in objects and in references.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Accuracy {
     /// `objects[true][predicted]`, classes in segment order.
     pub objects: [[u64; 4]; 4],

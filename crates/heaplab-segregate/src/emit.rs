@@ -5,11 +5,14 @@
 //!
 //! | object | from | how |
 //! |---|---|---|
-//! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the keys, sorted, and their classes |
-//! | `segregated.o` | `native/segregate/segregated.c` | the segments, the chunks, the lookup |
-//! | `seg_os.o` | `native/segregate/seg_os.c` | unwinding, module map, report |
+//! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the tree's nodes, sorted, and PATH's points |
+//! | `segregated.o` | `native/segregate/segregated.c` | the segments, the class of a new object, the report |
+//! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | the allocator inside each segment |
+//! | `seg_cache.o` | `native/segregate/seg_cache.c` | the per-thread caches of free blocks |
+//! | `seg_ident.o` | `native/segregate/seg_ident.c` | the call site's class: return address, walk, tree |
+//! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
-//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h"`: the malloc API, the prediction before the lock |
+//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the caches before the lock |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! The objects shared by every table are compiled once per output directory
@@ -25,73 +28,107 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The C file of a predictor table.
+/// The C file of a predictor table (`hl_seg_table_t`, version 2: a tree of
+/// call-site prefixes, `native/segregate/seg.h`).
 /// `about` (which may name trace files, so hold any byte) goes into a
 /// comment and a string, both escaped by `heaplab_trace::escape`.
 pub fn table_c(p: &Predictor, nsegments: u32, depth: u32, about: impl AsRef<[u8]>) -> String {
     let about = about.as_ref();
+    let nodes = p.nodes();
+    let points: Vec<(u64, Class)> = p.tree.as_ref().map(|t| t.points.clone()).unwrap_or_default();
     let mut s = String::new();
     let _ = writeln!(s, "/*");
     let _ = writeln!(
         s,
-        " * The {} predictor table for native/segregate/segregated.c, emitted",
+        " * The {} predictor table for native/segregate (seg.h), emitted",
         p.kind.name()
     );
     let _ = writeln!(
         s,
-        " * by `heaplab segregate` (crates/heaplab-segregate). {} entries:",
+        " * by `heaplab segregate` (crates/heaplab-segregate). {} keys kept in training:",
         p.table.len()
     );
     let n = p.entries_per_class();
     let _ = writeln!(
         s,
-        " * {} SL, {} HR, {} not-HR; every other key predicts \"other\".",
+        " * {} SL, {} HR, {} not-HR; as a tree of call-site prefixes: {} nodes{}.",
         n[Class::Sl.index()],
         n[Class::Hr.index()],
-        n[Class::NotHr.index()]
+        n[Class::NotHr.index()],
+        nodes.len(),
+        match &p.tree {
+            Some(t) => format!(
+                ", {} return addresses decide alone, {} walk further",
+                t.levels.first().map_or(0, |l| l.leaves),
+                t.root_walks()
+            ),
+            None => String::new(),
+        }
     );
     for line in about.split(|&b| b == b'\n') {
         let _ = writeln!(s, " * {}", escape::c_comment(line));
     }
     let _ = writeln!(s, " */");
     let _ = writeln!(s, "#include \"seg.h\"\n");
-    let len = p.table.len().max(1);
-    let _ = writeln!(s, "static const uint64_t keys[{len}] = {{");
-    for chunk in p.table.chunks(4) {
-        let row: Vec<String> = chunk.iter().map(|(k, _)| format!("0x{k:016x}ull")).collect();
-        let _ = writeln!(s, "    {},", row.join(", "));
-    }
-    if p.table.is_empty() {
-        let _ = writeln!(s, "    0,");
-    }
-    let _ = writeln!(s, "}};\n");
-    let _ = writeln!(s, "/* 0 other, 1 SL, 2 HR, 3 not-HR */");
-    let _ = writeln!(s, "static const uint8_t classes[{len}] = {{");
-    for chunk in p.table.chunks(24) {
-        let row: Vec<String> = chunk.iter().map(|(_, c)| c.index().to_string()).collect();
-        let _ = writeln!(s, "    {},", row.join(", "));
-    }
-    if p.table.is_empty() {
-        let _ = writeln!(s, "    0,");
-    }
-    let _ = writeln!(s, "}};\n");
+    let array = |s: &mut String, ty: &str, name: &str, items: Vec<String>, per_line: usize| {
+        let _ = writeln!(s, "static const {ty} {name}[{}] = {{", items.len().max(1));
+        for chunk in items.chunks(per_line) {
+            let _ = writeln!(s, "    {},", chunk.join(", "));
+        }
+        if items.is_empty() {
+            let _ = writeln!(s, "    0,");
+        }
+        let _ = writeln!(s, "}};\n");
+    };
+    array(
+        &mut s,
+        "uint64_t",
+        "keys",
+        nodes.iter().map(|(k, _)| format!("0x{k:016x}ull")).collect(),
+        4,
+    );
+    let _ =
+        writeln!(s, "/* 0 other, 1 SL, 2 HR, 3 not-HR; 0x80 | n: walk (n more frames at most) */");
+    array(
+        &mut s,
+        "uint8_t",
+        "values",
+        nodes.iter().map(|(_, v)| format!("0x{v:02x}")).collect(),
+        16,
+    );
+    array(
+        &mut s,
+        "uint64_t",
+        "points",
+        points.iter().map(|(k, _)| format!("0x{k:016x}ull")).collect(),
+        4,
+    );
+    array(
+        &mut s,
+        "uint8_t",
+        "point_classes",
+        points.iter().map(|(_, c)| c.index().to_string()).collect(),
+        24,
+    );
     let seed = match p.kind {
         Kind::Random { seed } => seed,
         _ => 0,
     };
     let about_c = escape::c_string(about);
+    let root_walks = p.tree.as_ref().map_or(0, |t| t.root_walks());
     let _ = writeln!(
         s,
-        "const hl_seg_table_t hl_seg_table = {{\n    .version = HL_SEG_TABLE_VERSION,\n    .predictor = {},\n    .depth = {depth},\n    .nsegments = {nsegments},\n    .seed = {seed}ull,\n    .n = {},\n    .keys = keys,\n    .classes = classes,\n    .name = \"{}\",\n    .about = {about_c},\n}};",
+        "const hl_seg_table_t hl_seg_table = {{\n    .version = HL_SEG_TABLE_VERSION,\n    .predictor = {},\n    .depth = {depth},\n    .nsegments = {nsegments},\n    .seed = {seed}ull,\n    .n = {},\n    .keys = keys,\n    .values = values,\n    .npoints = {},\n    .points = points,\n    .point_classes = point_classes,\n    .root_walks = {root_walks},\n    .name = \"{}\",\n    .about = {about_c},\n}};",
         p.kind.code(),
-        p.table.len(),
+        nodes.len(),
+        points.len(),
         p.kind.name()
     );
     s
 }
 
 /// What a build made.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Built {
     pub name: String,
     pub table: PathBuf,
@@ -123,6 +160,9 @@ impl Builder {
         cb.require(
             &[
                 "segregate/segregated.c",
+                "segregate/seg_bestfit.c",
+                "segregate/seg_cache.c",
+                "segregate/seg_ident.c",
                 "segregate/seg_os.c",
                 "segregate/seg.h",
                 "common/hl_unwind.c",
@@ -150,6 +190,8 @@ impl Builder {
         let headers: Vec<PathBuf> = [
             "segregate/seg.h",
             "segregate/seg_front.h",
+            "segregate/seg_heap.h",
+            "segregate/seg_thread.h",
             "common/heaplab_site.h",
             "common/hl_unwind.h",
             "alloc/hl_alloc.h",
@@ -160,16 +202,35 @@ impl Builder {
         .iter()
         .map(|h| n.join(h))
         .collect();
-        // The shim's lock-free front end runs the prediction before the lock.
+        // The shim's lock-free front end identifies the call site and serves
+        // the caches before the lock; its entry points keep a frame pointer.
         let front = "-DHL_FRONT_H=\"seg_front.h\"".to_string();
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
-            (n.join("segregate/segregated.c"), "segregated", vec![front.clone()]),
+            (n.join("segregate/segregated.c"), "segregated", vec![]),
+            (n.join("segregate/seg_bestfit.c"), "seg_bestfit", vec![]),
+            (n.join("segregate/seg_cache.c"), "seg_cache", vec![]),
+            (n.join("segregate/seg_ident.c"), "seg_ident", vec![]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
             (n.join("common/hl_unwind.c"), "hl_unwind", vec!["-DHL_UNWIND_LIBUNWIND".into()]),
             (
                 n.join("alloc/shim.c"),
                 "shim",
-                vec!["-DHL_ALLOC_SYM=hl_alloc_segregated".into(), front],
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            // DEFAULT's: one segment, no identification
+            (
+                n.join("alloc/shim.c"),
+                "shim_one",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_ONE".into(),
+                    front,
+                    "-fno-omit-frame-pointer".into(),
+                ],
             ),
             (n.join("alloc/platform.c"), "platform", vec![]),
             (n.join("alloc/pad.c"), "pad", vec![]),
@@ -192,8 +253,9 @@ impl Builder {
         Ok(objs)
     }
 
-    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so`.
-    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path) -> Result<Built> {
+    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` (with DEFAULT's
+    /// shim when `segments` is 1).
+    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, segments: u32) -> Result<Built> {
         let t0 = Instant::now();
         let start = self.commands.len();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -205,7 +267,8 @@ impl Builder {
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
-        let mut objects = core;
+        let skip = if segments == 1 { "shim.o" } else { "shim_one.o" };
+        let mut objects: Vec<PathBuf> = core.into_iter().filter(|o| !o.ends_with(skip)).collect();
         objects.push(o);
         let r = self.cb.link_shared(&so, &objects, &["-lunwind", "-ldl"]);
         self.take_commands();
@@ -220,12 +283,13 @@ impl Builder {
     }
 }
 
-/// The table's `depth` field: STACK's k; the frames PATH and SP unwind at run
-/// time (PATH: as many as the recording kept).
+/// The table's `depth` field: the frames of a context (STACK's k; PATH: as
+/// many as the recording kept); 0 for the others.
 pub fn table_depth(kind: Kind, recorded_depth: u64) -> u32 {
     match kind {
-        Kind::Stack { depth } | Kind::StackSize { depth } => depth,
-        Kind::Path => recorded_depth.clamp(1, 64) as u32,
+        Kind::Stack { .. } | Kind::StackSize { .. } | Kind::Path => {
+            Predictor::tree_depth(kind, recorded_depth)
+        }
         _ => 0,
     }
 }

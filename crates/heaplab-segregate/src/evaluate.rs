@@ -16,6 +16,7 @@
 //! the allocator runs for real, in its own process, and the simulators see
 //! the addresses it chose.
 
+use crate::runtime::SegReport;
 use anyhow::{bail, Context, Result};
 use heaplab_plumb::alloc::Source;
 use heaplab_plumb::Allocator;
@@ -23,7 +24,7 @@ use heaplab_refs::measure::{measure_with_args, MeasureStats, Merged, OTHER_BIT};
 use heaplab_refs::vg::VgTools;
 use heaplab_sim::config::CacheConfig;
 use heaplab_sim::{AccessSource, CacheResult, CacheSweep, Mode, Next, PageCurve, PageSim, Part};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -35,14 +36,14 @@ pub fn default_caches() -> Vec<CacheConfig> {
 }
 
 /// References per 4 KB page.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct PageRefs {
     pub app: u64,
     pub alloc: u64,
 }
 
 /// A segment as the allocator reported it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Segment {
     pub class: String,
     pub first: u64,
@@ -53,7 +54,7 @@ pub struct Segment {
 }
 
 /// One segment's pages and references in a measured run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SegmentUse {
     pub class: String,
     /// Pages touched (by the program or the allocator) of 4 KB and of 8 KB.
@@ -69,7 +70,7 @@ pub struct SegmentUse {
 }
 
 /// One cache configuration's misses, for two streams.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CacheMisses {
     pub config: String,
     pub size: u64,
@@ -93,7 +94,7 @@ impl CacheMisses {
 }
 
 /// One allocator (DEFAULT or a predictor) measured on the test trace.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measured {
     pub name: String,
     pub library: PathBuf,
@@ -109,8 +110,8 @@ pub struct Measured {
     #[serde(skip)]
     pub faults: Vec<PageCurve>,
     pub caches: Vec<CacheMisses>,
-    /// The allocator's report line (JSON), as it wrote it.
-    pub report: serde_json::Value,
+    /// The allocator's report at the end of the replay.
+    pub report: SegReport,
     pub seconds: f64,
 }
 
@@ -202,12 +203,12 @@ fn collect(src: &mut Merged, caches: &[CacheConfig], keep: bool) -> Result<Colle
     })
 }
 
-fn hex(v: &serde_json::Value) -> u64 {
-    v.as_str().and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()).unwrap_or(0)
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or(0)
 }
 
 /// Reads the allocator's report (the last line in the file).
-pub fn read_report(path: &Path) -> Result<(serde_json::Value, Vec<Segment>)> {
+pub fn read_report(path: &Path) -> Result<(SegReport, Vec<Segment>)> {
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
             "reading {} (the segmented allocator writes it at exit; did the replay finish?)",
@@ -215,22 +216,21 @@ pub fn read_report(path: &Path) -> Result<(serde_json::Value, Vec<Segment>)> {
         )
     })?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty()).context("an empty report")?;
-    let v: serde_json::Value = serde_json::from_str(line)
-        .with_context(|| format!("{}: the report is not JSON: {line}", path.display()))?;
-    let segs = v["segments"]
-        .as_array()
-        .context("the report has no segments")?
+    let r: SegReport = serde_json::from_str(line)
+        .with_context(|| format!("{}: not a segment report: {line}", path.display()))?;
+    let segs = r
+        .segments
         .iter()
         .map(|s| Segment {
-            class: s["class"].as_str().unwrap_or("?").to_string(),
-            first: hex(&s["first"]),
-            end: hex(&s["end"]),
-            objects: s["objects"].as_u64().unwrap_or(0),
-            bytes_peak: s["bytes_peak"].as_u64().unwrap_or(0),
-            grows: s["grows"].as_u64().unwrap_or(0),
+            class: s.class.clone(),
+            first: hex(&s.first),
+            end: hex(&s.end),
+            objects: s.objects,
+            bytes_peak: s.bytes_peak,
+            grows: s.grows,
         })
         .collect();
-    Ok((v, segs))
+    Ok((r, segs))
 }
 
 /// Writes `dst`: `src`'s events without references, for the replayer, where

@@ -21,6 +21,8 @@
 //! - [`classes`]: the four segments and the four thresholds, with the rule
 //!   that keeps SL and HR apart.
 //! - [`predictors`]: training and prediction.
+//! - [`tree`]: a trained predictor as a tree of call-site prefixes, as the
+//!   allocator decides (the return address alone where it can).
 //! - [`search`]: the threshold search, outward from a start point.
 //! - [`accuracy`]: precision and recall per class.
 //!
@@ -39,9 +41,11 @@ pub mod emit;
 pub mod evaluate;
 pub mod keys;
 pub mod objects;
+pub mod paper;
 pub mod pipeline;
 pub mod predictors;
 pub mod report;
 pub mod runtime;
 pub mod search;
 pub mod study;
+pub mod tree;

@@ -52,8 +52,11 @@ pub struct Options {
     /// Measure on the test trace (else: train, emit and score only).
     pub measure: bool,
     pub program: Option<Program>,
-    /// The predictor whose library runs the real program (run-time lookups).
-    pub runtime_predictor: Kind,
+    /// The predictors whose libraries run the real program (empty: every
+    /// trained one).
+    pub runtime_predictors: Vec<Kind>,
+    /// mimalloc, the fast allocator the wall times compare with (None: not installed).
+    pub mimalloc: Option<PathBuf>,
 }
 
 fn load(role: &str, p: &Path, log: &mut dyn FnMut(&str)) -> Result<Profile> {
@@ -74,6 +77,11 @@ fn load(role: &str, p: &Path, log: &mut dyn FnMut(&str)) -> Result<Profile> {
 pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     std::fs::create_dir_all(&o.out_dir)
         .with_context(|| format!("creating {}", o.out_dir.display()))?;
+    // Absolute: the measured replay runs in the events file's folder (a fixed
+    // environment, heaplab_refs::measure), so a relative library or report
+    // path would not be found there.
+    let out_dir = std::path::absolute(&o.out_dir)
+        .with_context(|| format!("resolving {}", o.out_dir.display()))?;
     let train = load("training", &o.train, log)?;
     let thresh = load("threshold", &o.threshold, log)?;
     let test = load("test", &o.test, log)?;
@@ -133,7 +141,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         trained.push(tr);
     }
     // emit
-    let mut b = Builder::new(&o.layout, &o.out_dir)?;
+    let mut b = Builder::new(&o.layout, &out_dir)?;
     let about = [
         b"trained on ".as_slice(),
         o.train.as_os_str().as_encoded_bytes(),
@@ -144,7 +152,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
     let default = Predictor::untrained(Kind::Default);
     libs.push((
         "DEFAULT".to_string(),
-        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &o.out_dir)?,
+        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &out_dir, 1)?,
     ));
     for tr in &trained {
         let c = emit::table_c(
@@ -153,15 +161,18 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
             emit::table_depth(tr.kind, train.stack_depth),
             &about,
         );
-        libs.push((tr.name.clone(), b.build(&tr.kind.slug(), &c, &o.out_dir)?));
+        libs.push((
+            tr.name.clone(),
+            b.build(&tr.kind.slug(), &c, &out_dir, emit::segments(tr.kind))?,
+        ));
     }
-    log(&format!("emitted {} libraries in {}", libs.len(), o.out_dir.display()));
+    log(&format!("emitted {} libraries in {}", libs.len(), out_dir.display()));
     // measure
     let mut measured = Vec::new();
     if o.measure {
-        let events = o.out_dir.join("test.events.hltrace");
+        let events = out_dir.join("test.events.hltrace");
         heaplab_refs::measure::events_only(&o.test, &events)?;
-        let sp_events = o.out_dir.join("test.sp-events.hltrace");
+        let sp_events = out_dir.join("test.sp-events.hltrace");
         let has_sp = trained.iter().any(|t| t.kind == Kind::Sp);
         if has_sp {
             evaluate::sp_events(&o.test, &sp_events)?;
@@ -173,7 +184,7 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
             events: &events,
             sp_events: has_sp.then_some(sp_events.as_path()),
             caches: &o.caches,
-            scratch: &o.out_dir,
+            scratch: &out_dir,
         };
         for (name, built) in &libs {
             let m = evaluate::measure(&job, name, &built.so, *name == Kind::Sp.name())?;
@@ -187,47 +198,39 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         }
     }
     // the real program
-    let (mut lookup, mut wall) = (None, None);
+    let (mut costs, mut wall) = (None, None);
     if let Some(p) = &o.program {
         let lib_of = |name: &str| libs.iter().find(|(n, _)| n == name).map(|(_, b)| b.so.clone());
-        let rt = o.runtime_predictor.name();
-        if p.callgrind {
-            match lib_of(&rt) {
-                Some(so) => {
-                    let c = runtime::lookup_cost(
-                        &p.command,
-                        &p.cwd,
-                        &so,
-                        lib_of("DEFAULT").as_deref(),
-                        &o.out_dir,
-                    )?;
-                    log(&format!(
-                        "run-time lookup ({rt}): {:.0} instructions per lookup over {} lookups; {:.0} per malloc with it, {} with DEFAULT",
-                        c.per_lookup,
-                        c.lookups,
-                        c.per_malloc,
-                        c.default_per_malloc.map_or("?".into(), |d| format!("{d:.0}"))
-                    ));
-                    lookup = Some(c);
-                }
-                None => notes.push(format!("no {rt} library, so no run-time lookup cost")),
+        let names: Vec<String> = if o.runtime_predictors.is_empty() {
+            trained.iter().filter(|t| t.kind.trained()).map(|t| t.name.clone()).collect()
+        } else {
+            o.runtime_predictors.iter().map(|k| k.name()).collect()
+        };
+        let mut run_libs: Vec<(String, PathBuf)> = Vec::new();
+        for name in std::iter::once("DEFAULT".to_string()).chain(names) {
+            match lib_of(&name) {
+                Some(so) => run_libs.push((name, so)),
+                None => notes.push(format!("no {name} library, so it did not run the program")),
             }
         }
+        if p.callgrind {
+            costs = Some(runtime::costs(&p.command, &p.cwd, &run_libs, &out_dir, log)?);
+        }
         if p.repeats > 0 {
-            let mut v: Vec<(String, PathBuf)> = vec![];
-            for name in ["DEFAULT".to_string(), rt.clone()] {
-                if let Some(so) = lib_of(&name) {
-                    v.push((name, so));
-                }
+            let mut v = run_libs.clone();
+            match &o.mimalloc {
+                Some(m) => v.insert(0, ("mimalloc".to_string(), m.clone())),
+                None => notes.push("mimalloc is not installed: no wall time beside it".into()),
             }
-            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &o.out_dir)?;
+            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &out_dir)?;
             for r in &w.rows {
                 log(&format!(
-                    "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc){}",
+                    "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc{}){}",
                     r.name,
                     r.median,
                     r.seconds.len(),
                     r.vs_glibc,
+                    r.vs_default.map_or(String::new(), |d| format!(", {d:.2}x DEFAULT")),
                     if r.same_output { "" } else { "; OUTPUT DIFFERS FROM GLIBC'S" }
                 ));
             }
@@ -251,8 +254,9 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         figure4: vec![],
         fault_curves: vec![],
         figure6: vec![],
-        lookup,
+        costs,
         wall,
+        verdict: None,
         libraries: libs.into_iter().map(|(_, b)| b).collect(),
         notes,
     };

@@ -24,17 +24,26 @@
 //! Everything here works on dense ids so that the threshold search can
 //! retrain thousands of times: [`Features`] numbers the training keys once;
 //! [`Features::encode`] maps another run's objects onto those numbers.
+//!
+//! A trained STACK, STACK+size or PATH predictor is then folded into a tree
+//! of call-site prefixes ([`crate::tree`]): every training context keeps the
+//! class the table gives it, and each prefix that all its contexts agree on
+//! becomes a leaf. That tree is what the allocator carries and what
+//! [`Predictor::predict_all`] predicts with, so that a context never seen in
+//! training gets the class of its deepest known prefix, in the study as in
+//! the allocator.
 
 use crate::classes::{Class, Thresholds};
 use crate::keys;
 use crate::objects::{Obj, Profile};
+use crate::tree::{Context, Finish, Tree};
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 
 /// Which predictor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Kind {
     Default,
@@ -291,7 +300,7 @@ pub fn random_class(seed: u64, n: u64) -> Class {
 }
 
 /// How training keeps a key.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TrainOptions {
     /// Share of a key's training objects that must have its class.
     pub purity: f64,
@@ -304,20 +313,33 @@ impl Default for TrainOptions {
 }
 
 /// A trained predictor: what the emitted allocator carries.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Predictor {
     pub kind: Kind,
     pub thresholds: Option<Thresholds>,
-    /// Keys that predict a class other than "other", sorted by key.
+    /// Keys that predict a class other than "other", sorted by key (not in
+    /// the JSON: the tree is what the allocator carries).
+    #[serde(skip)]
     pub table: Vec<(u64, Class)>,
-    /// Keys seen in training (kept or not).
+    /// Keys seen in training (kept or not), and kept.
     pub keys_seen: usize,
+    #[serde(default)]
+    pub keys_kept: usize,
+    /// STACK, STACK+size and PATH: the table as a tree of call-site prefixes.
+    pub tree: Option<Tree>,
 }
 
 impl Predictor {
     /// DEFAULT or RANDOM (no training).
     pub fn untrained(kind: Kind) -> Predictor {
-        Predictor { kind, thresholds: None, table: Vec::new(), keys_seen: 0 }
+        Predictor {
+            kind,
+            thresholds: None,
+            table: Vec::new(),
+            keys_seen: 0,
+            keys_kept: 0,
+            tree: None,
+        }
     }
 
     /// Trains `kind` on a profile with thresholds.
@@ -327,7 +349,9 @@ impl Predictor {
         }
         let f = Features::new(kind, train);
         let classes = classify(train, t);
-        Predictor::from_decisions(&f, &f.decide(&classes, opt.purity), Some(*t))
+        let mut p = Predictor::from_decisions(&f, &f.decide(&classes, opt.purity), Some(*t));
+        p.tree = p.build_tree(train);
+        p
     }
 
     /// The table from decisions over `f`'s keys.
@@ -335,7 +359,53 @@ impl Predictor {
         let mut table: Vec<(u64, Class)> =
             f.keys.iter().zip(d).filter_map(|(&k, c)| c.map(|c| (k, c))).collect();
         table.sort_unstable_by_key(|e| e.0);
-        Predictor { kind: f.kind, thresholds: t, table, keys_seen: f.keys.len() }
+        Predictor {
+            kind: f.kind,
+            thresholds: t,
+            keys_kept: table.len(),
+            table,
+            keys_seen: f.keys.len(),
+            tree: None,
+        }
+    }
+
+    /// The frames a context of this predictor holds (PATH: every frame the
+    /// recording kept).
+    pub fn tree_depth(kind: Kind, recorded_depth: u64) -> u32 {
+        match kind {
+            Kind::Stack { depth } | Kind::StackSize { depth } => depth,
+            _ => recorded_depth.clamp(1, 64) as u32,
+        }
+    }
+
+    /// The table's class of one training object (the full predictor).
+    fn table_class(&self, map: &HashMap<u64, Class>, p: &Profile, o: &Obj) -> Class {
+        let mut tmp = Vec::new();
+        object_keys(self.kind, p, o, &mut tmp);
+        tmp.iter().find_map(|k| map.get(k).copied()).unwrap_or(Class::Other)
+    }
+
+    /// STACK, STACK+size, PATH: the tree over the training contexts, each
+    /// with the class the table gives it.
+    pub fn build_tree(&self, train: &Profile) -> Option<Tree> {
+        let finish = match self.kind {
+            Kind::Stack { .. } => Finish::Other,
+            Kind::StackSize { .. } => Finish::Size,
+            Kind::Path => Finish::PathPoints,
+            _ => return None,
+        };
+        let depth = Predictor::tree_depth(self.kind, train.stack_depth);
+        let map: HashMap<u64, Class> = self.table.iter().copied().collect();
+        let contexts = train
+            .objects
+            .iter()
+            .map(|o| {
+                let class = self.table_class(&map, train, o);
+                (Context { frames: train.frames(o).to_vec(), size: o.size, class }, 1)
+            })
+            .collect();
+        let points = if finish == Finish::PathPoints { self.table.clone() } else { Vec::new() };
+        Some(Tree::build(depth, finish, contexts, points))
     }
 
     /// The class of each object of a run.
@@ -346,17 +416,29 @@ impl Predictor {
                 (0..p.objects.len() as u64).map(|n| random_class(seed, n)).collect()
             }
             _ => {
+                if let Some(t) = &self.tree {
+                    return p.objects.iter().map(|o| t.predict(p.frames(o), o.size).0).collect();
+                }
                 let map: HashMap<u64, Class> = self.table.iter().copied().collect();
-                let mut tmp = Vec::new();
-                p.objects
-                    .iter()
-                    .map(|o| {
-                        object_keys(self.kind, p, o, &mut tmp);
-                        tmp.iter().find_map(|k| map.get(k).copied()).unwrap_or(Class::Other)
-                    })
-                    .collect()
+                p.objects.iter().map(|o| self.table_class(&map, p, o)).collect()
             }
         }
+    }
+
+    /// Objects of a run decided at each level of the tree (the return
+    /// address alone first), and those whose last prefix had no node; None
+    /// for a predictor without a tree.
+    pub fn levels_of(&self, p: &Profile) -> Option<(Vec<u64>, u64)> {
+        let t = self.tree.as_ref()?;
+        let n = t.depth as usize;
+        let mut levels = vec![0u64; n];
+        let mut unknown = 0;
+        for o in &p.objects {
+            let (_, l, u) = t.predict(p.frames(o), o.size);
+            levels[(l as usize).min(n - 1)] += 1;
+            unknown += u64::from(u);
+        }
+        Some((levels, unknown))
     }
 
     /// Table entries per class.
@@ -366,6 +448,15 @@ impl Predictor {
             n[c.index()] += 1;
         }
         n
+    }
+
+    /// The nodes the allocator's table holds: the tree's, or (SP) the
+    /// table's, as (key, value).
+    pub fn nodes(&self) -> Vec<(u64, u8)> {
+        match &self.tree {
+            Some(t) => t.nodes.clone(),
+            None => self.table.iter().map(|&(k, c)| (k, c.index() as u8)).collect(),
+        }
     }
 }
 

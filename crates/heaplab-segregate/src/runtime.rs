@@ -1,51 +1,177 @@
-//! The emitted allocator in the real program, on its test input (not in the
+//! The emitted allocators in the real program, on its test input (not in the
 //! paper, which never built its predictors: §4.2 "we are not able to provide
 //! estimates of the CPU overhead necessary to implement the predictors").
 //!
-//! - [`lookup_cost`]: the program under callgrind with the library
-//!   preloaded: the instructions of the run-time lookup (`hl_seg_front`:
-//!   unwinding, frame keys, table search) per allocation, and the allocator's
-//!   instructions per malloc with it; beside them, how many lookups found a
-//!   class (the allocator's report).
-//! - [`wall`]: the program's wall time with glibc, DEFAULT and the
+//! - [`costs`]: the program under callgrind with each library preloaded
+//!   (DEFAULT and every predictor): the allocator's instructions per malloc
+//!   and per free, the identification's (`hl_seg_identify`, inclusive) per
+//!   new object, and from the allocator's report where each identification
+//!   was decided (the return address alone, or after L more frames).
+//! - [`wall`]: the program's wall time with glibc, mimalloc, DEFAULT and the
 //!   segmented allocators, runs interleaved, medians and ratios; each run's
 //!   output compared with glibc's.
 
 use anyhow::{bail, Context, Result};
 use heaplab_plumb::callgrind;
 use heaplab_plumb::process::CommandLine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// The cost of predicting at run time, from one callgrind run.
-#[derive(Debug, Clone, Serialize)]
-pub struct LookupCost {
+/// One segment in the allocator's report (`hl_seg_report`, segregated.c).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReportSegment {
+    pub class: String,
+    #[serde(default)]
+    pub first: String,
+    #[serde(default)]
+    pub end: String,
+    #[serde(default)]
+    pub objects: u64,
+    #[serde(default)]
+    pub hinted: u64,
+    #[serde(default)]
+    pub runtime: u64,
+    #[serde(default)]
+    pub from_cache: u64,
+    #[serde(default)]
+    pub bytes_live: u64,
+    #[serde(default)]
+    pub bytes_peak: u64,
+    #[serde(default)]
+    pub grows: u64,
+}
+
+/// The allocator's report at exit (`HEAPLAB_SEG_REPORT`): one JSON line.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SegReport {
+    #[serde(default)]
+    pub pid: u64,
+    pub predictor: String,
+    #[serde(default)]
+    pub entries: u64,
+    pub segments: Vec<ReportSegment>,
+    #[serde(default)]
+    pub hints: u64,
+    /// Identifications (new objects whose call site was identified).
+    #[serde(default)]
+    pub runtime_lookups: u64,
+    /// ... that went to a segment other than "other".
+    #[serde(default)]
+    pub runtime_predicted: u64,
+    /// Frames walked in all.
+    #[serde(default)]
+    pub runtime_frames: u64,
+    /// Identifications decided after looking at the return address and L more frames.
+    #[serde(default)]
+    pub levels: Vec<u64>,
+    /// ... whose last prefix had no node in the table ("other", or PATH's scan).
+    #[serde(default)]
+    pub unknown: u64,
+    #[serde(default)]
+    pub ra_misses: u64,
+    #[serde(default)]
+    pub path_hits: u64,
+    #[serde(default)]
+    pub path_misses: u64,
+    /// New objects served by the per-thread caches, and frees kept in them.
+    #[serde(default)]
+    pub cache_mallocs: u64,
+    #[serde(default)]
+    pub cache_frees: u64,
+}
+
+impl SegReport {
+    /// Reads the report lines a run appended; the process that did the most
+    /// (a wrapper's line is small) is the program's.
+    pub fn read_main(path: &Path) -> Result<Option<SegReport>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let mut best: Option<SegReport> = None;
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let r: SegReport = serde_json::from_str(line).with_context(|| {
+                format!("{} line {}: not a segment report", path.display(), i + 1)
+            })?;
+            let weight = |r: &SegReport| r.segments.iter().map(|s| s.objects).sum::<u64>();
+            if best.as_ref().is_none_or(|b| weight(&r) > weight(b)) {
+                best = Some(r);
+            }
+        }
+        Ok(best)
+    }
+
+    /// Share of identifications the return address alone decided.
+    pub fn level0_share(&self) -> Option<f64> {
+        (self.runtime_lookups > 0)
+            .then(|| self.levels.first().copied().unwrap_or(0) as f64 / self.runtime_lookups as f64)
+    }
+
+    /// Objects per segment, in segment order (DEFAULT: all in the first).
+    pub fn objects(&self) -> [u64; 4] {
+        let mut n = [0u64; 4];
+        for s in &self.segments {
+            let i = match s.class.as_str() {
+                "SL" => 1,
+                "HR" => 2,
+                "nonHR" => 3,
+                _ => 0,
+            };
+            n[i] += s.objects;
+        }
+        n
+    }
+}
+
+/// One library in the real program, under callgrind.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunCost {
+    /// "DEFAULT" or the predictor's name.
+    pub name: String,
     pub library: String,
-    pub command: String,
-    /// Calls of the lookup, its inclusive instructions, and per call.
-    pub lookups: u64,
-    pub lookup_instructions: u64,
-    pub per_lookup: f64,
-    /// The allocator's malloc-family calls and instructions per call,
-    /// lookup included (callgrind's arcs into the malloc API).
+    /// Every instruction of the program (callgrind's total).
+    pub program_instructions: u64,
+    /// malloc-family calls (malloc, calloc, the memalign family) and the
+    /// allocator's instructions per call (inclusive); free's; realloc's.
     pub mallocs: u64,
     pub per_malloc: f64,
-    /// The same for DEFAULT (no lookup) on the same input.
-    pub default_per_malloc: Option<f64>,
-    /// Share of all the program's instructions spent in lookups.
-    pub share_of_program: f64,
-    /// From the allocator's report: lookups that found a class, and the
-    /// frames unwound per lookup.
-    pub runtime_predicted: u64,
-    pub frames_per_lookup: f64,
+    pub frees: u64,
+    pub per_free: f64,
+    pub reallocs: u64,
+    pub per_realloc: f64,
+    /// Identifications (calls of `hl_seg_identify`, one per new object that
+    /// is not memalign's) and their inclusive instructions.
+    pub identifications: u64,
+    pub identify_instructions: u64,
+    /// Per identification, and per malloc-family call.
+    pub identify_per_object: Option<f64>,
+    pub identify_per_malloc: Option<f64>,
+    /// Share of the program's instructions spent identifying.
+    pub identify_share: f64,
+    /// The allocator's report of this run.
+    pub report: Option<SegReport>,
     /// The callgrind output kept.
     pub callgrind_out: PathBuf,
 }
 
-/// The program as an argument vector (never a shell), in `cwd`, with
-/// `preload` loaded.
+/// The allocator's costs in the real program: DEFAULT and each predictor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Costs {
+    pub command: String,
+    pub default: RunCost,
+    pub predictors: Vec<RunCost>,
+}
+
+impl Costs {
+    /// A predictor's row, by name.
+    pub fn of(&self, name: &str) -> Option<&RunCost> {
+        self.predictors.iter().find(|r| r.name == name)
+    }
+}
+
 /// LD_PRELOAD splits on spaces and colons: a library whose path holds one
 /// would silently not load.
 fn preloadable(lib: &Path) -> Result<()> {
@@ -59,6 +185,8 @@ fn preloadable(lib: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The program as an argument vector (never a shell), in `cwd`, with
+/// `preload` loaded.
 fn command(cmd: &CommandLine, cwd: &Path, preload: Option<&Path>) -> Result<Command> {
     let mut c = cmd.command();
     c.current_dir(cwd).stdin(cmd.stdin(cwd)?);
@@ -70,55 +198,63 @@ fn command(cmd: &CommandLine, cwd: &Path, preload: Option<&Path>) -> Result<Comm
     Ok(c)
 }
 
-/// Runs `cmd` under callgrind with `library` preloaded and reads the lookup's cost.
-pub fn lookup_cost(
+/// Runs `cmd` under callgrind with each library and reads the costs.
+/// `libs`: DEFAULT first, then the predictors.
+pub fn costs(
     cmd: &CommandLine,
     cwd: &Path,
-    library: &Path,
-    default_library: Option<&Path>,
+    libs: &[(String, PathBuf)],
     scratch: &Path,
-) -> Result<LookupCost> {
-    let (cg, report) = callgrind_run(cmd, cwd, library, scratch, "lookup")?;
-    let mut lookups = 0;
-    let mut incl = 0;
-    for ((_, callee), arc) in &cg.arcs {
-        if callee == "hl_seg_front" {
-            lookups += arc.calls;
-            incl += arc.inclusive;
+    log: &mut dyn FnMut(&str),
+) -> Result<Costs> {
+    let mut rows = Vec::new();
+    for (name, lib) in libs {
+        let tag = name.to_ascii_lowercase().replace('+', "-");
+        let (cg, report) = callgrind_run(cmd, cwd, lib, scratch, &tag)?;
+        let c = callgrind::program_costs(&cg);
+        let (mut ids, mut incl) = (0u64, 0u64);
+        for ((_, callee), arc) in &cg.arcs {
+            if callee == "hl_seg_identify" || callee == "hl_seg_identify_sp" {
+                ids += arc.calls;
+                incl += arc.inclusive;
+            }
         }
+        let row = RunCost {
+            name: name.clone(),
+            library: lib.display().to_string(),
+            program_instructions: cg.total,
+            mallocs: c.malloc.calls,
+            per_malloc: c.malloc.per_call().unwrap_or(0.0),
+            frees: c.free.calls,
+            per_free: c.free.per_call().unwrap_or(0.0),
+            reallocs: c.realloc.calls,
+            per_realloc: c.realloc.per_call().unwrap_or(0.0),
+            identifications: ids,
+            identify_instructions: incl,
+            identify_per_object: (ids > 0).then(|| incl as f64 / ids as f64),
+            identify_per_malloc: (ids > 0 && c.malloc.calls > 0)
+                .then(|| incl as f64 / c.malloc.calls as f64),
+            identify_share: incl as f64 / cg.total.max(1) as f64,
+            report,
+            callgrind_out: scratch.join(format!("callgrind.{tag}.out")),
+        };
+        log(&format!(
+            "callgrind, {name}: {:.0} instructions per malloc, {:.0} per free{}",
+            row.per_malloc,
+            row.per_free,
+            match row.identify_per_object {
+                Some(i) => format!(
+                    "; identification {i:.1} per new object, the return address alone decides {:.1}%",
+                    100.0 * row.report.as_ref().and_then(SegReport::level0_share).unwrap_or(0.0)
+                ),
+                None => String::new(),
+            }
+        ));
+        rows.push(row);
     }
-    if lookups == 0 {
-        bail!(
-            "callgrind saw no call of hl_seg_front in `{}` with {}: is it a segmented allocator with a stack predictor?",
-            cmd.text,
-            library.display()
-        );
-    }
-    let costs = callgrind::program_costs(&cg);
-    let default_per_malloc = match default_library {
-        Some(d) => {
-            let (dcg, _) = callgrind_run(cmd, cwd, d, scratch, "default")?;
-            callgrind::program_costs(&dcg).malloc.per_call()
-        }
-        None => None,
-    };
-    let r = report.as_ref();
-    let rl = r.and_then(|v| v["runtime_lookups"].as_u64()).unwrap_or(0);
-    Ok(LookupCost {
-        library: library.display().to_string(),
-        command: cmd.text.clone(),
-        lookups,
-        lookup_instructions: incl,
-        per_lookup: incl as f64 / lookups as f64,
-        mallocs: costs.malloc.calls,
-        per_malloc: costs.malloc.per_call().unwrap_or(0.0),
-        default_per_malloc,
-        share_of_program: incl as f64 / cg.total.max(1) as f64,
-        runtime_predicted: r.and_then(|v| v["runtime_predicted"].as_u64()).unwrap_or(0),
-        frames_per_lookup: r.and_then(|v| v["runtime_frames"].as_u64()).unwrap_or(0) as f64
-            / rl.max(1) as f64,
-        callgrind_out: scratch.join("callgrind.lookup.out"),
-    })
+    let mut it = rows.into_iter();
+    let default = it.next().context("no DEFAULT library to compare with")?;
+    Ok(Costs { command: cmd.text.clone(), default, predictors: it.collect() })
 }
 
 /// One callgrind run of the program: its profile, and the allocator's report.
@@ -128,7 +264,7 @@ fn callgrind_run(
     library: &Path,
     scratch: &Path,
     tag: &str,
-) -> Result<(callgrind::Profile, Option<serde_json::Value>)> {
+) -> Result<(callgrind::Profile, Option<SegReport>)> {
     preloadable(library)?;
     let dir = scratch.join(format!("callgrind-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -176,36 +312,46 @@ fn callgrind_run(
     let (_, path) = best.context("callgrind wrote no output")?;
     let prof = callgrind::read(&path)?;
     let _ = std::fs::copy(&path, scratch.join(format!("callgrind.{tag}.out")));
-    let rep = std::fs::read_to_string(&report).ok().and_then(|t| {
-        t.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).max_by_key(
-            |v| v["runtime_lookups"].as_u64().unwrap_or(0) + v["hints"].as_u64().unwrap_or(0),
-        )
-    });
+    let rep = SegReport::read_main(&report)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok((prof, rep))
 }
 
 /// One allocator's wall times.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WallRow {
     pub name: String,
     pub library: Option<PathBuf>,
     pub seconds: Vec<f64>,
     pub median: f64,
-    /// median / glibc's median, and / DEFAULT's.
+    /// median / glibc's median, / DEFAULT's, / mimalloc's.
     pub vs_glibc: f64,
     pub vs_default: Option<f64>,
+    #[serde(default)]
+    pub vs_mimalloc: Option<f64>,
     /// Every run's stdout and exit status equal glibc's.
     pub same_output: bool,
     pub exit_status: i32,
 }
 
 /// Wall times of the real program.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WallTimes {
     pub command: String,
     pub repeats: usize,
     pub rows: Vec<WallRow>,
+    /// The load average when the runs began and ended (`/proc/loadavg`: the
+    /// machine may be shared).
+    #[serde(default)]
+    pub load_before: Option<String>,
+    #[serde(default)]
+    pub load_after: Option<String>,
+}
+
+impl WallTimes {
+    pub fn of(&self, name: &str) -> Option<&WallRow> {
+        self.rows.iter().find(|r| r.name == name)
+    }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -220,8 +366,14 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
+fn loadavg() -> Option<String> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
 /// Runs `cmd` with glibc and each library, `repeats` rounds, interleaved.
-/// The first of `libs` named "DEFAULT" is the second baseline.
+/// The libraries named "DEFAULT" and "mimalloc" are the other baselines.
 pub fn wall(
     cmd: &CommandLine,
     cwd: &Path,
@@ -235,9 +387,10 @@ pub fn wall(
     let mut same = vec![true; all.len()];
     let mut status = vec![0; all.len()];
     let expected = scratch.join("wall.glibc.out");
+    let load_before = loadavg();
     for round in 0..repeats.max(1) {
         for (i, (name, lib)) in all.iter().enumerate() {
-            let out = scratch.join(format!("wall.{name}.out"));
+            let out = scratch.join(format!("wall.{}.out", name.replace(['/', ' '], "_")));
             let f = std::fs::File::create(&out)?;
             let t0 = Instant::now();
             let st = command(cmd, cwd, lib.as_deref())?
@@ -260,7 +413,8 @@ pub fn wall(
         }
     }
     let med: Vec<f64> = secs.iter().map(|s| median(s)).collect();
-    let def = all.iter().position(|(n, _)| n == "DEFAULT").map(|i| med[i]);
+    let base = |n: &str| all.iter().position(|(m, _)| m == n).map(|i| med[i]);
+    let (def, mi) = (base("DEFAULT"), base("mimalloc"));
     let rows = all
         .into_iter()
         .enumerate()
@@ -271,9 +425,10 @@ pub fn wall(
             median: med[i],
             vs_glibc: med[i] / med[0].max(1e-9),
             vs_default: def.map(|d| med[i] / d.max(1e-9)),
+            vs_mimalloc: mi.map(|m| med[i] / m.max(1e-9)),
             same_output: same[i],
             exit_status: status[i],
         })
         .collect();
-    Ok(WallTimes { command: cmd.text.clone(), repeats, rows })
+    Ok(WallTimes { command: cmd.text.clone(), repeats, rows, load_before, load_after: loadavg() })
 }

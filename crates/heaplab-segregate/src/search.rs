@@ -33,7 +33,7 @@
 use crate::classes::{Class, Thresholds};
 use crate::objects::Profile;
 use crate::predictors::{apply, classify, Features, Kind, ObjFeatures, TrainOptions};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Births and deaths of a run's objects, in time order (deaths first at a tie).
 pub struct Timeline {
@@ -149,7 +149,7 @@ impl Timeline {
 }
 
 /// One candidate the search evaluated.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Candidate {
     pub thresholds: Thresholds,
     pub score: f64,
@@ -158,7 +158,7 @@ pub struct Candidate {
 }
 
 /// What the search found, and how.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchResult {
     pub predictor: String,
     pub start: Thresholds,

@@ -17,11 +17,12 @@ use crate::classes::{Class, Thresholds};
 use crate::evaluate::Measured;
 use crate::objects::Profile;
 use crate::predictors::{classify, Kind, Predictor};
+use crate::runtime::{Costs, WallTimes};
 use crate::search::SearchResult;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Paper 001 Table 2 for one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSummary {
     pub role: String,
     pub trace: String,
@@ -77,7 +78,7 @@ pub fn summarize(role: &str, p: &Profile) -> RunSummary {
 }
 
 /// One predictor's training and prediction, before measuring.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Trained {
     pub name: String,
     pub kind: Kind,
@@ -89,6 +90,12 @@ pub struct Trained {
     pub accuracy: Accuracy,
     /// The placement model's score on the test run (search.rs; DEFAULT = 1).
     pub model_score: f64,
+    /// On the test run, with the tree: objects decided at each level (the
+    /// return address alone first), and those whose last prefix had no node.
+    #[serde(default)]
+    pub levels: Option<Vec<u64>>,
+    #[serde(default)]
+    pub unknown: Option<u64>,
 }
 
 /// Trains a predictor and checks it against the test run's classes.
@@ -107,6 +114,7 @@ pub fn train_and_score(
     for c in &pred {
         n[c.index()] += 1;
     }
+    let lv = p.levels_of(test);
     Trained {
         name: kind.name(),
         kind,
@@ -114,12 +122,14 @@ pub fn train_and_score(
         accuracy: accuracy(test, &actual, &pred),
         model_score: tl.score(&pred, 4096),
         predicted_objects: n,
+        levels: lv.as_ref().map(|l| l.0.clone()),
+        unknown: lv.map(|l| l.1),
         predictor: p,
     }
 }
 
 /// Table 3's row of one allocator: pages per segment relative to DEFAULT's total.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PagesRow {
     pub name: String,
     /// Per class, in segment order (other, SL, HR, not-HR); DEFAULT: `all` only.
@@ -130,7 +140,7 @@ pub struct PagesRow {
 }
 
 /// Table 4's row: references per page per segment relative to DEFAULT's.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DensityRow {
     pub name: String,
     /// None where the segment has no page.
@@ -221,7 +231,7 @@ pub fn faults_relative(
 }
 
 /// Figure 6: miss rates relative to DEFAULT's, per cache configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CacheRow {
     pub name: String,
     pub config: String,
@@ -247,7 +257,7 @@ pub fn caches_relative(def: &Measured, m: &Measured) -> Vec<CacheRow> {
 }
 
 /// The threshold choice: searched (with its log) or given.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThresholdChoice {
     pub thresholds: Thresholds,
     /// How: "searched with STACK" or "given".
@@ -255,11 +265,58 @@ pub struct ThresholdChoice {
     pub search: Option<SearchResult>,
 }
 
-/// Real-program costs of the emitted allocator (runtime.rs).
-pub use crate::runtime::{LookupCost, WallTimes};
+/// A figure's line: (x, ratio) points of one allocator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Curve {
+    pub name: String,
+    pub points: Vec<(u64, f64)>,
+}
+
+/// Absolute page faults against memory size (frames, faults) of one allocator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultCurve {
+    pub name: String,
+    pub points: Vec<(u64, u64)>,
+}
+
+/// Whether segregation pays in the real program (the paper could not tell:
+/// it never built its predictors), judged on the predictor with the fewest
+/// page faults relative to DEFAULT.
+///
+/// - faster: the program's wall time with it is below DEFAULT's by more than
+///   [`NOISE`] (the medians of interleaved runs);
+/// - smaller: its mean page faults (Figure 4, every memory size up to
+///   DEFAULT's pages) are at most [`FAULTS_SMALLER`] of DEFAULT's, or it
+///   touches at most [`PAGES_SMALLER`] of DEFAULT's pages (Table 3), and it
+///   is not slower than DEFAULT by more than [`NOISE`];
+/// - it pays when the program gets faster or smaller.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verdict {
+    pub best: Option<String>,
+    pub faults_mean: Option<f64>,
+    pub pages_relative: Option<f64>,
+    pub wall_vs_default: Option<f64>,
+    pub wall_vs_glibc: Option<f64>,
+    pub wall_vs_mimalloc: Option<f64>,
+    pub identify_per_object: Option<f64>,
+    pub per_malloc_vs_default: Option<f64>,
+    pub level0_share: Option<f64>,
+    pub faster: bool,
+    pub smaller: bool,
+    pub slower: bool,
+    pub pays: bool,
+    pub why: String,
+}
+
+/// Wall-time ratios within this of 1 are noise on a shared machine.
+pub const NOISE: f64 = 0.03;
+/// Mean page faults at most this share of DEFAULT's: the program is smaller.
+pub const FAULTS_SMALLER: f64 = 0.9;
+/// Pages touched at most this share of DEFAULT's: the program is smaller.
+pub const PAGES_SMALLER: f64 = 0.95;
 
 /// The study of one program, as JSON.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Study {
     pub program: String,
     pub runs: Vec<RunSummary>,
@@ -271,14 +328,16 @@ pub struct Study {
     pub measured: Vec<Measured>,
     pub table3: Vec<PagesRow>,
     pub table4: Vec<DensityRow>,
-    /// (allocator, 8 KB points).
-    pub figure3: Vec<(String, Vec<(u64, f64)>)>,
-    pub figure4: Vec<(String, Vec<(u64, f64)>)>,
+    /// 8 KB points.
+    pub figure3: Vec<Curve>,
+    pub figure4: Vec<Curve>,
     /// Absolute fault curves (frames, faults), 8 KB pages.
-    pub fault_curves: Vec<(String, Vec<(u64, u64)>)>,
+    pub fault_curves: Vec<FaultCurve>,
     pub figure6: Vec<CacheRow>,
-    pub lookup: Option<LookupCost>,
+    /// The real program: the allocators under callgrind, and wall times.
+    pub costs: Option<Costs>,
     pub wall: Option<WallTimes>,
+    pub verdict: Option<Verdict>,
     pub libraries: Vec<crate::emit::Built>,
     pub notes: Vec<String>,
 }
@@ -299,14 +358,87 @@ impl Study {
             let (t3, t4) = tables(&def, m);
             self.table3.push(t3);
             self.table4.push(t4);
-            self.figure3
-                .push((m.name.clone(), cumulative_relative(&def.page_refs_8k, &m.page_refs_8k)));
+            self.figure3.push(Curve {
+                name: m.name.clone(),
+                points: cumulative_relative(&def.page_refs_8k, &m.page_refs_8k),
+            });
             if let (Some(d), Some(c)) = (def.curve(8192), m.curve(8192)) {
-                self.figure4.push((m.name.clone(), faults_relative(d, c)));
-                self.fault_curves.push((m.name.clone(), c.points().collect()));
+                self.figure4.push(Curve { name: m.name.clone(), points: faults_relative(d, c) });
+                self.fault_curves
+                    .push(FaultCurve { name: m.name.clone(), points: c.points().collect() });
             }
             self.figure6.extend(caches_relative(&def, m));
         }
+        self.verdict = Some(self.judge());
+    }
+
+    /// DEFAULT's pages (its fault curve's length: one point per frame count).
+    pub fn default_pages(&self) -> u64 {
+        self.fault_curves.first().map_or(0, |c| c.points.len() as u64)
+    }
+
+    /// An allocator's mean page faults relative to DEFAULT's (Figure 4) over
+    /// every memory size up to DEFAULT's pages.
+    pub fn mean_faults(&self, name: &str) -> Option<f64> {
+        let dn = self.default_pages();
+        let f = self.figure4.iter().find(|c| c.name == name)?;
+        let v: Vec<f64> = f.points.iter().filter(|p| p.0 <= dn).map(|p| p.1).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// Does segregation pay in the real program? (See [`Verdict`].)
+    pub fn judge(&self) -> Verdict {
+        let mut v = Verdict::default();
+        let trained: Vec<&str> =
+            self.trained.iter().filter(|t| t.kind.trained()).map(|t| t.name.as_str()).collect();
+        let best = trained
+            .iter()
+            .filter_map(|n| self.mean_faults(n).map(|f| (*n, f)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((best, faults)) = best else {
+            v.why = "nothing measured on the test trace".into();
+            return v;
+        };
+        v.best = Some(best.to_string());
+        v.faults_mean = Some(faults);
+        v.pages_relative = self.table3.iter().find(|r| r.name == best).map(|r| r.total_relative);
+        if let Some(w) = &self.wall {
+            if let Some(r) = w.of(best) {
+                v.wall_vs_default = r.vs_default;
+                v.wall_vs_glibc = Some(r.vs_glibc);
+                v.wall_vs_mimalloc = r.vs_mimalloc;
+            }
+        }
+        if let Some(c) = &self.costs {
+            if let Some(r) = c.of(best) {
+                v.identify_per_object = r.identify_per_object;
+                v.per_malloc_vs_default =
+                    (c.default.per_malloc > 0.0).then(|| r.per_malloc / c.default.per_malloc);
+                v.level0_share = r.report.as_ref().and_then(|r| r.level0_share());
+            }
+        }
+        v.faster = v.wall_vs_default.is_some_and(|w| w < 1.0 - NOISE);
+        v.slower = v.wall_vs_default.is_some_and(|w| w > 1.0 + NOISE);
+        v.smaller = (faults <= FAULTS_SMALLER
+            || v.pages_relative.is_some_and(|p| p <= PAGES_SMALLER))
+            && !v.slower;
+        v.pays = v.faster || v.smaller;
+        let wall = match v.wall_vs_default {
+            Some(w) => format!("wall time {w:.2}x DEFAULT's"),
+            None => "no wall time measured (--run-test)".into(),
+        };
+        let pages = v.pages_relative.map_or(String::new(), |p| format!(", {p:.2}x its pages"));
+        v.why = if v.pays {
+            format!(
+                "{best} pays: {}mean page faults {faults:.2}x DEFAULT's{pages}, {wall}",
+                if v.faster { "faster; " } else { "" }
+            )
+        } else if v.slower {
+            format!("{best}, the best placement (mean page faults {faults:.2}x DEFAULT's{pages}), costs more than it saves: {wall}")
+        } else {
+            format!("{best}, the best placement, changes too little: mean page faults {faults:.2}x DEFAULT's{pages}, {wall}")
+        };
+        v
     }
 
     /// Share of the test run's objects in each class.

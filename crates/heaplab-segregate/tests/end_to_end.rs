@@ -23,6 +23,7 @@ use heaplab_segregate::emit::{self, Builder};
 use heaplab_segregate::evaluate::{self, MeasureJob, Measured};
 use heaplab_segregate::objects::{self, Profile};
 use heaplab_segregate::predictors::{classify, Kind, Predictor, TrainOptions};
+use heaplab_segregate::runtime::SegReport;
 use heaplab_segregate::study;
 use heaplab_sim::oracle::{NaiveCache, NaivePages};
 use heaplab_sim::{Access, CacheConfig, Part};
@@ -77,18 +78,8 @@ fn counts(c: &[Class]) -> [u64; 4] {
     n
 }
 
-fn segment_objects(m: &serde_json::Value) -> [u64; 4] {
-    let mut n = [0u64; 4];
-    for s in m["segments"].as_array().unwrap() {
-        let i = match s["class"].as_str().unwrap() {
-            "SL" => 1,
-            "HR" => 2,
-            "nonHR" => 3,
-            _ => 0,
-        };
-        n[i] += s["objects"].as_u64().unwrap();
-    }
-    n
+fn segment_objects(m: &SegReport) -> [u64; 4] {
+    m.objects()
 }
 
 #[test]
@@ -121,7 +112,7 @@ fn segregate_a_real_program_end_to_end() {
     // Emit.
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
     let c = emit::table_c(&stack, 4, 3, "end-to-end test");
-    let lib_stack = b.build("stack", &c, &dir.0).unwrap().so;
+    let lib_stack = b.build("stack", &c, &dir.0, 4).unwrap().so;
     let def = Predictor::untrained(Kind::Default);
     // Issue 17, class 5: the table's comment and `about` string hold text from
     // traces (their paths); a trigraph, a comment end, quotes, an escape
@@ -129,9 +120,9 @@ fn segregate_a_real_program_end_to_end() {
     let hostile = "DEFAULT from /t/x??/y.hltrace */ #error no \"q\" \\ \u{1b}[2J caf\u{e9}\n??=";
     let def_c = emit::table_c(&def, 1, 0, hostile);
     assert!(def_c.chars().all(|c| c == '\n' || (' '..='~').contains(&c)), "{def_c}");
-    let lib_def = b.build("default", &def_c, &dir.0).unwrap().so;
+    let lib_def = b.build("default", &def_c, &dir.0, 1).unwrap().so;
     let spc = emit::table_c(&sp, 4, 0, "end-to-end test");
-    let lib_sp = b.build("sp", &spc, &dir.0).unwrap().so;
+    let lib_sp = b.build("sp", &spc, &dir.0, 4).unwrap().so;
 
     // The real program with the STACK library: run-time lookups.
     let prog = root().join("build/bin/seg-workload");
@@ -150,9 +141,31 @@ fn segregate_a_real_program_end_to_end() {
     assert_eq!(
         segment_objects(&rt),
         offline,
-        "run-time lookups put other objects in the segments than the prediction on the recording: {rt}"
+        "run-time identifications put other objects in the segments than the prediction on the recording: {rt:?}"
     );
-    assert_eq!(rt["hints"].as_u64(), Some(0));
+    assert_eq!(rt.hints, 0);
+    // ... and were decided at the same levels of the tree as offline (the
+    // return address alone, or after walking): the allocator's walk from the
+    // program's frame sees the frames the recorder saw
+    let (lv, unknown) = stack.levels_of(&test).unwrap();
+    let mut rl = rt.levels.clone();
+    rl.resize(lv.len(), 0);
+    assert_eq!((rl, rt.unknown), (lv.clone(), unknown), "levels at run time vs offline: {rt:?}");
+    assert!(
+        lv[0] > 0 && lv.iter().skip(1).sum::<u64>() > 0,
+        "the workload decides at one level only: {lv:?}"
+    );
+    // The walks repeat (same call site, same stack): most come from the memo
+    // of walks, which walks no frame, and they still decide as offline (above)
+    let walked: u64 = rt.levels.iter().skip(1).sum();
+    assert!(
+        rt.path_hits > 0 && rt.runtime_frames < walked,
+        "no walk was remembered: {walked} walks, {rt:?}"
+    );
+    assert!(
+        rt.cache_mallocs > 0 && rt.cache_frees > 0,
+        "the per-thread caches served nothing: {rt:?}"
+    );
     // SP at run time: depths measured from __libc_stack_end as the recorder measured them
     let report_sp = dir.0.join("runtime-sp.jsonl");
     let run = Command::new(&prog)
@@ -163,7 +176,7 @@ fn segregate_a_real_program_end_to_end() {
         .unwrap();
     assert!(run.status.success());
     let (rsp, _) = evaluate::read_report(&report_sp).unwrap();
-    assert_eq!(segment_objects(&rsp), counts(&sp.predict_all(&test)), "SP at run time: {rsp}");
+    assert_eq!(segment_objects(&rsp), counts(&sp.predict_all(&test)), "SP at run time: {rsp:?}");
 
     // Replay with site hints under the measure tool, keeping every access.
     let events = dir.0.join("test.events.hltrace");
@@ -183,11 +196,11 @@ fn segregate_a_real_program_end_to_end() {
     let (md, ad) = evaluate::measure_keeping(&job, "DEFAULT", &lib_def, false).unwrap();
     let (ms, as_) = evaluate::measure_keeping(&job, "STACK", &lib_stack, false).unwrap();
     let (mp, _) = evaluate::measure_keeping(&job, "SP", &lib_sp, true).unwrap();
-    assert_eq!(segment_objects(&ms.report), offline, "the replay's hints: {}", ms.report);
+    assert_eq!(segment_objects(&ms.report), offline, "the replay's hints: {:?}", ms.report);
     assert_eq!(
         segment_objects(&mp.report),
         counts(&sp.predict_all(&test)),
-        "SP's hints: {}",
+        "SP's hints: {:?}",
         mp.report
     );
     assert_eq!(segment_objects(&md.report), [test.objects.len() as u64, 0, 0, 0]);
@@ -241,15 +254,13 @@ fn segregate_a_real_program_end_to_end() {
 /// The page, reference and cache figures of `m`, computed again the slow way
 /// from `acc`, the accesses the simulators saw.
 fn naive_check(m: &Measured, acc: &[Access], caches: &[CacheConfig]) {
-    let ranges: Vec<(u64, u64)> = m.report["segments"]
-        .as_array()
-        .unwrap()
+    let ranges: Vec<(u64, u64)> = m
+        .report
+        .segments
         .iter()
         .map(|s| {
-            let h = |k: &str| {
-                u64::from_str_radix(s[k].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
-            };
-            (h("first"), h("end"))
+            let h = |k: &str| u64::from_str_radix(k.trim_start_matches("0x"), 16).unwrap();
+            (h(&s.first), h(&s.end))
         })
         .collect();
     let other_bit = heaplab_refs::measure::OTHER_BIT;
@@ -342,7 +353,7 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     let offline = counts(&stack.predict_all(&p));
     assert!(offline[1] + offline[2] + offline[3] > 0, "nothing predicted: {offline:?}");
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
-    let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0).unwrap().so;
+    let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0, 4).unwrap().so;
     let report = dir.0.join("report.jsonl");
     let glibc = Command::new(&sqlite).args([":memory:", sql]).output().unwrap();
     let run = Command::new(&sqlite)
@@ -354,7 +365,11 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     assert!(run.status.success());
     assert_eq!(run.stdout, glibc.stdout);
     let (rt, _) = evaluate::read_report(&report).unwrap();
-    assert_eq!(segment_objects(&rt), offline, "run-time lookups in sqlite3: {rt}");
+    assert_eq!(segment_objects(&rt), offline, "run-time identifications in sqlite3: {rt:?}");
+    let (lv, unknown) = stack.levels_of(&p).unwrap();
+    let mut rl = rt.levels.clone();
+    rl.resize(lv.len(), 0);
+    assert_eq!((rl, rt.unknown), (lv, unknown), "levels in sqlite3: {rt:?}");
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {

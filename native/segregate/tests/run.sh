@@ -32,7 +32,8 @@ t "layout, one segment (DEFAULT)" segregated -- layout 1
 t "hints, STACK-3" segtest-hint -- hint
 t "hints, PATH" segtest-path -- path
 t "hints, STACK+size" segtest-size -- size
-t "run-time stack lookup" segregated_stack HEAPLAB_SEG_DEBUG=1 -- runtime
+t "run-time stack walk" segregated_stack HEAPLAB_SEG_DEBUG=1 -- runtime
+t "run-time tree levels" segregated_stack HEAPLAB_SEG_DEBUG=1 -- levels "$lib/libheaplab-segtest-env.so"
 
 # The test must be able to fail: the runtime test without the debug export on says so.
 if env LD_PRELOAD="$lib/libheaplab-segregated_stack.so" "$bin/seg-test" runtime >/dev/null 2>&1; then
@@ -43,7 +44,8 @@ fi
 for so in segregated segregated_random segregated_stack; do
     for s in malloc free calloc realloc posix_memalign aligned_alloc memalign valloc pvalloc \
         malloc_usable_size heaplab_alloc_stats heaplab_alloc_info heaplab_site_hint \
-        heaplab_seg_segments heaplab_seg_class_of heaplab_seg_last heaplab_seg_predictor; do
+        heaplab_seg_segments heaplab_seg_class_of heaplab_seg_last heaplab_seg_predictor \
+        heaplab_seg_levels; do
         nm -D --defined-only "$lib/libheaplab-$so.so" | awk '{print $3}' | grep -qx "$s" ||
             { echo "FAIL libheaplab-$so.so does not export $s"; fail=1; }
     done

@@ -6,12 +6,19 @@
  *                         i × 64 KB modulo 2 MB, breaks grown in 2 MB steps,
  *                         objects inside the segment that holds them, realloc
  *                         keeps an object's segment, every segment used (N = 4)
- *   seg-test hint         site hints reach the STACK-3 table: frames A, B, C
- *   seg-test path         ... the PATH table: the innermost path point wins
+ *   seg-test hint         site hints reach the STACK-3 tree: A, B, C decided by
+ *                         the return address, D by the second frame, E by the third
+ *   seg-test path         ... the PATH table: a node, else the innermost path point
  *   seg-test size         ... the STACK+size table: the same frames, two sizes
- *   seg-test runtime      the run-time lookup: the keys it computed from this
+ *   seg-test runtime      the run-time walk: the keys it computed from this
  *                         program's own stack equal the keys computed here from
  *                         __builtin_return_address and dladdr1
+ *   seg-test levels LIB   the run-time tree: learns its call sites' keys with
+ *                         the walk above, then runs itself again with LIB (a
+ *                         table from HEAPLAB_SEGTEST_NODES): a site decided by
+ *                         its return address, a wrapper decided by its
+ *                         callers, an unknown site; the objects' segments and
+ *                         the levels that decided them
  *
  * Prints one line per check; exits 1 at the first failure.
  */
@@ -20,6 +27,7 @@
 #include "seg.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +35,8 @@
 #include <unistd.h>
 
 static const uint64_t FR_A[3] = {11, 12, 13}, FR_B[3] = {21, 22, 23}, FR_C[3] = {31, 32, 33};
+static const uint64_t FR_D1[3] = {41, 42, 43}, FR_D2[3] = {41, 52, 53};
+static const uint64_t FR_E1[3] = {61, 62, 63}, FR_E2[3] = {61, 62, 73};
 
 typedef unsigned (*segments_fn)(uintptr_t *, uintptr_t *, uint64_t *, unsigned);
 typedef int (*class_fn)(const void *);
@@ -141,7 +151,16 @@ static int hint(void) {
     expect("frames C", hinted(FR_C, 3, 40), HL_SEG_NOTHR);
     uint64_t a4[4] = {11, 12, 13, 99}; /* depth 3: the fourth frame does not count */
     expect("frames A + 1", hinted(a4, 4, 40), HL_SEG_HR);
-    expect("frames A's first two", hinted(FR_A, 2, 40), HL_SEG_OTHER);
+    expect("frames A's first one: the return address decides", hinted(FR_A, 1, 40), HL_SEG_HR);
+    uint64_t a_other[3] = {11, 99, 98}; /* A's return address, other callers */
+    expect("A's return address, unseen callers", hinted(a_other, 3, 40), HL_SEG_HR);
+    expect("frames D1: the second frame decides", hinted(FR_D1, 3, 40), HL_SEG_HR);
+    expect("frames D2", hinted(FR_D2, 3, 40), HL_SEG_SL);
+    uint64_t d3[3] = {41, 77, 43}; /* D's return address, a caller never seen */
+    expect("D's return address, an unseen caller", hinted(d3, 3, 40), HL_SEG_OTHER);
+    expect("frames E1: the third frame decides", hinted(FR_E1, 3, 40), HL_SEG_HR);
+    expect("frames E2", hinted(FR_E2, 3, 40), HL_SEG_SL);
+    expect("E's first two: the stack ends (padded with 0)", hinted(FR_E1, 2, 40), HL_SEG_OTHER);
     expect("no frames", hinted(FR_A, 0, 40), HL_SEG_OTHER);
     expect("no hint", malloc(40), HL_SEG_OTHER);
     /* a hint is spent by one allocation */
@@ -170,6 +189,8 @@ static int path(void) {
     uint64_t both2[3] = {12, 23, 5};
     expect("12 inside 23", hinted(both2, 3, 40), HL_SEG_HR);
     expect("C: none", hinted(FR_C, 3, 40), HL_SEG_OTHER);
+    uint64_t node5[3] = {5, 12, 23}; /* the tree's node for 5 decides before any path point */
+    expect("the node of 5 before the points", hinted(node5, 3, 40), HL_SEG_NOTHR);
     printf("PASS path\n");
     return 0;
 }
@@ -256,9 +277,116 @@ static int runtime(void) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ levels */
+
+typedef uint64_t (*levels_fn)(uint64_t *, unsigned, uint64_t *);
+
+__attribute__((noinline)) static void *wrap(size_t n) { /* a wrapper: its callers decide */
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *via_a(size_t n) {
+    void *p = wrap(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *via_b(size_t n) {
+    void *p = wrap(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *direct(size_t n) { /* decided by its return address */
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *unknown_site(size_t n) { /* in no node */
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+/* The keys the walk computed for the last allocation. */
+static void last_keys(const char *what, uint64_t *k) {
+    unsigned cls;
+    uint64_t sp;
+    int n = last(k, 3, &cls, &sp);
+    CHECK(n >= 3, "%s: %d frames walked (run with HEAPLAB_SEG_DEBUG=1 and the walking table)",
+          what, n);
+}
+
+/* First run (the walking table): learn the keys, build the tree, run again. */
+static int levels(const char *lib, char **argv) {
+    uint64_t kd[3], ka[3], kb[3];
+    free(direct(40));
+    last_keys("direct", kd);
+    free(via_a(40));
+    last_keys("via_a", ka);
+    free(via_b(40));
+    last_keys("via_b", kb);
+    CHECK(ka[0] == kb[0], "the wrapper's return address has two keys: %#llx, %#llx",
+          (unsigned long long)ka[0], (unsigned long long)kb[0]);
+    CHECK(ka[1] != kb[1], "via_a and via_b return to the same key");
+    static char nodes[512], preload[4096];
+    snprintf(nodes, sizeof nodes, "HEAPLAB_SEGTEST_NODES=%llx=%x,%llx=%x,%llx=%x,%llx=%x",
+             (unsigned long long)heaplab_site_hash(kd, 1), HL_SEG_LEAF(HL_SEG_HR),
+             (unsigned long long)heaplab_site_hash(ka, 1), HL_SEG_WALKS(1),
+             (unsigned long long)heaplab_site_hash(ka, 2), HL_SEG_LEAF(HL_SEG_SL),
+             (unsigned long long)heaplab_site_hash(kb, 2), HL_SEG_LEAF(HL_SEG_NOTHR));
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", lib);
+    char *env[] = {nodes, preload, NULL};
+    char *args[] = {argv[0], "levels-child", NULL};
+    printf("ok levels: learned the keys; running again with the tree\n");
+    execve("/proc/self/exe", args, env);
+    CHECK(0, "execve: %s", strerror(errno));
+    return 1;
+}
+
+/* Second run: each site lands where its node says, decided at its level. */
+static int levels_child(void) {
+    levels_fn levels_of = (levels_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_levels");
+    CHECK(levels_of, "no heaplab_seg_levels export");
+    uint64_t l0[4] = {0}, l1[4] = {0}, u0, u1;
+    enum { ROUNDS = 100 };
+    static void *p[ROUNDS][4];
+    uint64_t n0 = levels_of(l0, 4, &u0);
+    for (int r = 0; r < ROUNDS; r++) {
+        p[r][0] = direct(40);
+        p[r][1] = via_a(40);
+        p[r][2] = via_b(40);
+        p[r][3] = unknown_site(40);
+        if (r % 2) /* every other round from the caches */
+            for (int i = 0; i < 4; i++)
+                free(p[r][i]);
+    }
+    uint64_t n1 = levels_of(l1, 4, &u1);
+    static const int want[4] = {HL_SEG_HR, HL_SEG_SL, HL_SEG_NOTHR, HL_SEG_OTHER};
+    static const char *site[4] = {"direct", "via_a", "via_b", "unknown_site"};
+    for (int r = 0; r < ROUNDS; r += 2)
+        for (int i = 0; i < 4; i++)
+            CHECK(class_of(p[r][i]) == want[i], "round %d: %s's object in segment %d, expected %d",
+                  r, site[i], class_of(p[r][i]), want[i]);
+    CHECK(n1 - n0 == 4 * ROUNDS, "%llu identifications for %d allocations",
+          (unsigned long long)(n1 - n0), 4 * ROUNDS);
+    CHECK(l1[0] - l0[0] == 2 * ROUNDS, "%llu decided by the return address alone, expected %d",
+          (unsigned long long)(l1[0] - l0[0]), 2 * ROUNDS);
+    CHECK(l1[1] - l0[1] == 2 * ROUNDS, "%llu decided at the second frame, expected %d",
+          (unsigned long long)(l1[1] - l0[1]), 2 * ROUNDS);
+    CHECK(u1 - u0 == ROUNDS, "%llu in no node, expected %d", (unsigned long long)(u1 - u0),
+          ROUNDS);
+    for (int r = 0; r < ROUNDS; r += 2)
+        for (int i = 0; i < 4; i++)
+            free(p[r][i]);
+    printf("PASS levels: the return address decides direct and unknown_site, the second frame "
+           "the wrapper's callers\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: seg-test layout N | hint | path | size | runtime\n");
+        fprintf(stderr,
+                "usage: seg-test layout N | hint | path | size | runtime | levels LIB\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -268,6 +396,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "path")) return path();
     if (!strcmp(argv[1], "size")) return size();
     if (!strcmp(argv[1], "runtime")) return runtime();
+    if (!strcmp(argv[1], "levels") && argc > 2) return levels(argv[2], argv);
+    if (!strcmp(argv[1], "levels-child")) return levels_child();
     fprintf(stderr, "seg-test: unknown test %s\n", argv[1]);
     return 2;
 }

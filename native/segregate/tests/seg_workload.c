@@ -3,11 +3,14 @@
  * classes by construction, for the end-to-end tests of heaplab segregate
  * (crates/heaplab-segregate/tests/end_to_end.rs): record it with
  * `heaplab record --refs`, train on it, emit the segmented allocator, run it
- * again on it.  Each kind of object comes from its own call site:
+ * again on it.  Each kind of object comes from its own call path:
  *
  *   hot    64-byte objects, long-lived, read and written thousands of times
- *   temp   32-byte objects, freed right after a few references (short-lived)
- *   cold   256-byte objects, long-lived, written once and never read
+ *          (through the wrapper xmalloc)
+ *   temp   32-byte objects, freed right after a few references (short-lived;
+ *          malloc called directly: the return address alone tells them)
+ *   cold   256-byte objects, long-lived, written once and never read (through
+ *          xmalloc too: its return address is ambiguous, its callers decide)
  *   grown  one buffer grown by realloc (one object, §5.1)
  *
  * `seg-workload N` makes N rounds (default 20); it prints a checksum, so a
@@ -23,11 +26,21 @@
 
 static volatile long sink;
 
+__attribute__((noinline)) static void *xmalloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) abort();
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
 __attribute__((noinline)) static long *make_hot(void) {
-    return malloc(64);
+    long *p = xmalloc(64);
+    __asm__ volatile("" ::: "memory"); /* no tail call: make_hot keeps its frame */
+    return p;
 }
 __attribute__((noinline)) static char *make_cold(void) {
-    return malloc(256);
+    char *p = xmalloc(256);
+    __asm__ volatile("" ::: "memory");
+    return p;
 }
 __attribute__((noinline)) static long temp_work(int r) {
     volatile long *t = malloc(32);

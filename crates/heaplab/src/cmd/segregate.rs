@@ -11,6 +11,7 @@ use heaplab_segregate::classes::Thresholds;
 use heaplab_segregate::pipeline::{self, Options, Program};
 use heaplab_segregate::predictors::{Kind, TrainOptions};
 use heaplab_segregate::report::{self, Entry};
+use heaplab_segregate::study::Study;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -35,12 +36,17 @@ use std::path::PathBuf;
 /// and precision and recall per class on the test input.
 ///
 /// With --run-test CMD it also runs the real program on its test input with
-/// the STACK library, which predicts at run time from its own call stack:
-/// the lookup's instructions per malloc (callgrind), and the wall time
-/// against DEFAULT and glibc, with the output checked against glibc's. CMD
-/// is split into words as a shell would split them, but no shell runs it:
-/// quotes, NAME=VALUE before the program and a final `< FILE` are
-/// understood; pipes, `;`, `$` and globs are refused.
+/// DEFAULT and each predictor's library, which identifies every allocation's
+/// call site at run time (from the return address alone where the trained
+/// tree allows, walking further up the stack only where it must): under
+/// callgrind, the identification's instructions per new object, where it was
+/// decided, and the allocator's instructions per malloc against DEFAULT's;
+/// and the wall time against glibc, mimalloc and DEFAULT, with the output
+/// checked against glibc's. It then says, program by program, whether
+/// segregation pays: whether the whole program gets faster, or smaller
+/// without getting slower. CMD is split into words as a shell would split
+/// them, but no shell runs it: quotes, NAME=VALUE before the program and a
+/// final `< FILE` are understood; pipes, `;`, `$` and globs are refused.
 ///
 /// --combine puts the JSON files of several programs into one report.
 ///
@@ -110,9 +116,10 @@ pub struct Args {
     /// Do not run the program under callgrind.
     #[arg(long)]
     no_callgrind: bool,
-    /// The predictor whose library runs the real program.
-    #[arg(long, value_name = "P", default_value = "stack")]
-    runtime_predictor: String,
+    /// The predictors whose libraries run the real program, comma-separated
+    /// (default: every trained one).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    runtime_predictor: Vec<String>,
     /// Combine these studies' JSON files into one report (no traces needed).
     #[arg(long, value_name = "JSON", num_args = 1.., conflicts_with_all = ["train", "threshold", "test"])]
     combine: Vec<PathBuf>,
@@ -132,16 +139,11 @@ fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
-fn write_out(
-    a: &Args,
-    entries: &[Entry],
-    json: &serde_json::Value,
-    dest: Option<&Dest>,
-) -> Result<i32> {
+fn write_out(a: &Args, entries: &[Entry], json: String, dest: Option<&Dest>) -> Result<i32> {
     let text = report::text_report(entries);
     cli::text(dest.is_some_and(Dest::is_stdout)).write_all(text.as_bytes())?;
     if let Some(d) = dest {
-        d.write(&(serde_json::to_string_pretty(json)? + "\n"))?;
+        d.write(&(json + "\n"))?;
     }
     if let Some(dir) = &a.report {
         let title = if entries.len() == 1 {
@@ -168,7 +170,6 @@ pub fn run(a: Args) -> Result<i32> {
     let dest = cli::dest("json", &a.json, &inputs)?;
     if !a.combine.is_empty() {
         let mut entries = Vec::new();
-        let mut all = Vec::new();
         for p in &a.combine {
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
@@ -177,11 +178,16 @@ pub fn run(a: Args) -> Result<i32> {
             if v.get("table3").is_none() {
                 bail!("{}: not a `heaplab segregate --json` result (no table3)", p.display());
             }
-            let label = report::label_of(v["program"].as_str().unwrap_or("?"));
-            all.push(v.clone());
-            entries.push(Entry { label, study: v });
+            let study: Study = serde_json::from_value(v).with_context(|| {
+                format!(
+                    "{}: a `heaplab segregate --json` result this version cannot read (written by an older one? run the study again)",
+                    p.display()
+                )
+            })?;
+            entries.push(Entry { label: report::label_of(&study.program), study });
         }
-        return write_out(&a, &entries, &serde_json::Value::Array(all), dest.as_ref());
+        let all: Vec<&Study> = entries.iter().map(|e| &e.study).collect();
+        return write_out(&a, &entries, serde_json::to_string_pretty(&all)?, dest.as_ref());
     }
     let given = [a.train.clone(), a.threshold.clone(), a.test.clone()];
     let Some(given) = given.into_iter().collect::<Option<Vec<PathBuf>>>() else {
@@ -209,7 +215,11 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     let search_with = Kind::parse(&a.search_with, a.depth)?;
-    let runtime_predictor = Kind::parse(&a.runtime_predictor, a.depth)?;
+    let runtime_predictors = a
+        .runtime_predictor
+        .iter()
+        .map(|p| Kind::parse(p, a.depth))
+        .collect::<Result<Vec<Kind>>>()?;
     let thresholds = a.thresholds.as_deref().map(Thresholds::parse).transpose()?;
     let caches = heaplab_sim::config::parse_cache_spec(&a.caches)
         .map_err(|e| anyhow::anyhow!("--caches: {e}"))?;
@@ -257,7 +267,11 @@ pub fn run(a: Args) -> Result<i32> {
         caches,
         measure: !a.no_measure,
         program,
-        runtime_predictor,
+        runtime_predictors,
+        mimalloc: heaplab_plumb::alloc::resolve(&["mimalloc".to_string()], &tools)?
+            .into_iter()
+            .find(|m| m.missing.is_none())
+            .and_then(|m| m.preload),
     };
     let quiet = a.quiet;
     let mut log = |m: &str| {
@@ -266,7 +280,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     };
     let study = pipeline::run(&o, &mut log)?;
-    let v = serde_json::to_value(&study)?;
-    let entries = vec![Entry { label: report::label_of(&study.program), study: v.clone() }];
-    write_out(&a, &entries, &v, dest.as_ref())
+    let json = serde_json::to_string_pretty(&study)?;
+    let entries = vec![Entry { label: report::label_of(&study.program), study }];
+    write_out(&a, &entries, json, dest.as_ref())
 }

@@ -1,0 +1,465 @@
+/*
+ * seg_ident.c: which class an allocation belongs to, from its call site, in
+ * a few instructions (seg.h draws the table; HALO, Savage and Jones, CGO
+ * 2020, identifies allocation contexts cheaply the same way: most call sites
+ * decide alone, and only the others look further up the stack).
+ *
+ *   hl_seg_identify(fp)                      fp: malloc's frame (fp[1]: the return
+ *     │                                      address into the program)
+ *     ├─ 1. ra[hash(ra)] == ra?  ──yes──▶ its decision: a class ─────────────▶ done (level 0)
+ *     │      (this thread's cache)                         or WALK(need) ──┐
+ *     │   no: k0 = the frame key of ra (the module map), node(k0) in the   │
+ *     │       table: LEAF(c) → c; WALK(n) → walk n; none → "other" (PATH:  │
+ *     │       walk every frame and look for a path point); cached in ra[]  │
+ *     ▼                                                                    ▼
+ *     2. step `need` frames up from the program's frame (fp[0] its rbp, fp+2
+ *        its stack pointer): ra0 .. ra_need, each step with hl_unwind's rule
+ *        of the return address kept in this thread's caches (ra0's in its ra
+ *        slot, the others' in rules[]): CFA = (rbp or sp) + off, the next
+ *        return address = CFA[-1], rbp reloaded where saved; every CFA
+ *        checked against the thread's stack.  A rule of another form, or a
+ *        frame out of bounds: hl_unwind's own walk (seg_os.c), which finds
+ *        the same frames.
+ *     3. path[mix(ra0 .. ra_need)]: the class decided for that walk before?  ──yes──▶ done
+ *        no: their frame keys down the tree (hl_seg_decide) ─▶ class, cached in path[]
+ *
+ * The table lookup (hl_seg_decide) is shared with the replayer's site hints,
+ * so that a replay and the real program place an allocation alike; and
+ * crates/heaplab-segregate/src/tree.rs predicts with the same tree.
+ *
+ * Counters (per thread, summed by seg_cache.c for the report): where each
+ * allocation was decided (the return address alone, or after L more frames),
+ * how many had no node ("other" by default), and the caches' hits.
+ */
+#include "hl_alloc.h"
+#include "heaplab_site.h"
+#include "hl_unwind.h"
+#include "seg.h"
+#include "seg_thread.h"
+
+#include <string.h>
+
+/* ---- the table ---- */
+
+/* Binary search: the index of key in keys[0..n), or -1. */
+static inline long find_in(const uint64_t *keys, uint64_t n, uint64_t key) {
+    uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) >> 1;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && keys[lo] == key ? (long)lo : -1;
+}
+
+/* A node's value, or -1. */
+static inline int node(uint64_t key) {
+    const hl_seg_table_t *t = &hl_seg_table;
+    long i = find_in(t->keys, t->n, key);
+    return i < 0 ? -1 : t->values[i];
+}
+
+/* PATH: the class of the innermost path point among keys[from..n), or
+ * -1; *at gets its index. */
+static int path_point(const uint64_t *keys, unsigned from, unsigned n, unsigned *at) {
+    const hl_seg_table_t *t = &hl_seg_table;
+    for (unsigned i = from; i < n; i++) {
+        if (!keys[i]) continue;
+        long j = find_in(t->points, t->npoints, keys[i]);
+        if (j >= 0) {
+            *at = i;
+            return t->point_classes[j];
+        }
+    }
+    return -1;
+}
+
+#define FNV_BASIS 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t sp_depth,
+                       unsigned *level) {
+    const hl_seg_table_t *t = &hl_seg_table;
+    *level = 0;
+    switch (t->predictor) {
+    case HL_SEG_SP: {
+        int v = sp_depth ? node(hl_seg_sp_key(sp_depth)) : -1;
+        if (v < 0) *level = HL_SEG_UNKNOWN;
+        return v < 0 || HL_SEG_IS_WALK((unsigned)v) ? HL_SEG_OTHER : (unsigned)v;
+    }
+    case HL_SEG_STACK:
+    case HL_SEG_STACK_SIZE:
+    case HL_SEG_PATH:
+        break;
+    default:
+        return HL_SEG_OTHER;
+    }
+    unsigned depth = t->depth ? t->depth : 1;
+    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
+    uint64_t h = FNV_BASIS; /* heaplab_site_hash of the prefix, built a key at a time */
+    for (unsigned L = 1; L <= depth; L++) {
+        h = (h ^ (L - 1 < n ? keys[L - 1] : 0)) * FNV_PRIME;
+        uint64_t key = hl_seg_fmix(h);
+        int v = node(key);
+        if (v < 0) { /* a prefix training never saw */
+            *level = (L - 1) | HL_SEG_UNKNOWN;
+            if (t->predictor == HL_SEG_PATH) {
+                /* the innermost path point among the frames from here on (those
+                 * before are on a prefix that has a node: none is a path point) */
+                unsigned at = 0, m = n < depth ? n : depth;
+                int c = path_point(keys, L - 1, m, &at);
+                *level = (c >= 0 ? at : (m ? m - 1 : 0)) | HL_SEG_UNKNOWN;
+                if (c >= 0) return (unsigned)c;
+            }
+            return HL_SEG_OTHER;
+        }
+        if (!HL_SEG_IS_WALK((unsigned)v)) {
+            *level = L - 1;
+            return (unsigned)v & 3u;
+        }
+        if (L == depth) { /* STACK+size: the size decides */
+            *level = L - 1;
+            if (t->predictor != HL_SEG_STACK_SIZE) return HL_SEG_OTHER;
+            int s = node(hl_seg_size_key(key, size));
+            if (s < 0) *level |= HL_SEG_UNKNOWN;
+            return s < 0 || HL_SEG_IS_WALK((unsigned)s) ? HL_SEG_OTHER : (unsigned)s & 3u;
+        }
+    }
+    return HL_SEG_OTHER;
+}
+
+/* The decision for a return address of key k0, alone. */
+static uint32_t first_decision(uint64_t k0) {
+    const hl_seg_table_t *t = &hl_seg_table;
+    unsigned depth = t->depth ? t->depth : 1;
+    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
+    if (t->flags & HL_SEG_FLAG_WALK_ALWAYS) return SEG_DEC_WALK | (depth - 1) << 16;
+    int v = node(hl_seg_fmix((FNV_BASIS ^ k0) * FNV_PRIME));
+    if (v < 0) {
+        if (t->predictor == HL_SEG_PATH && depth > 1) /* look for a path point above */
+            return SEG_DEC_WALK | SEG_DEC_UNKNOWN | (depth - 1) << 16;
+        return SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    }
+    if (!HL_SEG_IS_WALK((unsigned)v)) return (uint32_t)v & 3u;
+    return SEG_DEC_WALK | HL_SEG_WALK_NEED((unsigned)v) << 16;
+}
+
+/* ---- the identification ---- */
+
+/* The slot of a return address in the thread's cache (a multiplicative hash
+ * of its low bits: call sites are a few bytes apart at least). */
+static inline unsigned ra_slot(uintptr_t ra) {
+    return (uint32_t)ra * 0x9E3779B1u >> (32 - 7);
+}
+_Static_assert(SEG_RA_SLOTS == 1 << 7, "ra_slot's shift");
+
+/* The tag of a walk in the path cache: its return addresses (and, for
+ * STACK+size, the size). */
+static inline uint64_t path_tag(const uintptr_t *ras, unsigned n, size_t size) {
+    uint64_t tag = 0x9E3779B97F4A7C15ull * (n + 1);
+    for (unsigned i = 0; i < n; i++)
+        tag = (tag ^ ras[i]) * 0xff51afd7ed558ccdull;
+    if (hl_seg_by_size) tag ^= size * 0xC2B2AE3D27D4EB4Full;
+    return hl_seg_fmix(tag) | 1;
+}
+
+static inline seg_path_slot_t *path_slot(seg_thread_t *t, uint64_t tag) {
+    return &t->path[(tag >> 20) & (SEG_PATH_SLOTS - 1)];
+}
+
+/* The walk's class from its frames' keys (the path cache missed). */
+static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uintptr_t *ras,
+                                                      unsigned n, unsigned need, size_t size,
+                                                      uint64_t tag, unsigned *counter_out) {
+    t->path_misses++;
+    uint64_t keys[HL_SEG_MAX_DEPTH];
+    if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
+    for (unsigned i = 0; i < n; i++)
+        keys[i] = hl_seg_os_key(ras[i]);
+    for (unsigned i = n; i < need + 1 && i < HL_SEG_MAX_DEPTH; i++)
+        keys[i] = 0; /* (the stack ended: hl_seg_decide pads with 0 anyway) */
+    unsigned level;
+    unsigned c = hl_seg_decide(keys, n, size, 0, &level);
+    unsigned counter = seg_counter(level);
+    if (hl_seg_caching) { /* (a slot is never filled otherwise: lookups need not ask) */
+        seg_path_slot_t *s = path_slot(t, tag);
+        s->tag = tag;
+        s->cls = c;
+        s->counter = counter;
+    }
+    t->lv[counter]++;
+    *counter_out = counter;
+    if (hl_seg_debug) {
+        t->last_n = n;
+        t->last_cls = c;
+        t->last_sp = 0;
+        memcpy(t->last_keys, keys, (n < 16 ? n : 16) * sizeof keys[0]);
+    }
+    return c;
+}
+
+/* Walk `need` more frames from the program's (hl_unwind) and decide. */
+static unsigned __attribute__((noinline)) walk_and_decide(seg_thread_t *t, void *const *fp,
+                                                          size_t size, uint32_t dec) {
+    if (t->busy) return HL_SEG_OTHER;
+    t->busy = 1;
+    unsigned need = SEG_DEC_NEED(dec);
+    if (need > HL_SEG_MAX_DEPTH - 1) need = HL_SEG_MAX_DEPTH - 1;
+    uintptr_t ras[HL_SEG_MAX_DEPTH];
+    unsigned n = hl_seg_os_walk(ras, need + 1, (uintptr_t)fp[1], (uintptr_t)(fp + 2),
+                                (uintptr_t)fp[0]);
+    t->frames += n;
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *s = path_slot(t, tag);
+    unsigned c;
+    if (s->tag == tag) {
+        t->path_hits++;
+        t->lv[s->counter]++;
+        c = s->cls;
+    } else {
+        unsigned counter;
+        c = decide_walk(t, ras, n, need, size, tag, &counter);
+    }
+    t->busy = 0;
+    return c;
+}
+
+/* hl_unwind's rule of ra into (rule, cfa_off, rbp_off); rule 0 where it has
+ * none of the standard form (the caller then walks with hl_unwind). */
+static void fill_rule(seg_thread_t *t, uintptr_t ra, uint32_t *rule, int32_t *cfa_off,
+                      int32_t *rbp_off) {
+    *rule = 0;
+    if (!t->stack_hi) t->stack_hi = hl_unwind_stack_top((uintptr_t)__builtin_frame_address(0));
+    if (!t->stack_hi) return;
+    hl_unwind_rule_t r;
+    switch (hl_unwind_rule(ra, &r)) {
+    case HL_UNWIND_RULE_LAST:
+        *rule = SEG_RULE_VALID | SEG_RULE_LAST;
+        return;
+    case HL_UNWIND_RULE_STD:
+        if (r.cfa_off <= 0 || r.cfa_off > INT32_MAX || r.rbp_off < INT32_MIN ||
+            r.rbp_off > INT32_MAX)
+            return;
+        *cfa_off = (int32_t)r.cfa_off;
+        *rbp_off = (int32_t)r.rbp_off;
+        *rule = SEG_RULE_VALID | (r.cfa_rbp ? SEG_RULE_RBP : 0) |
+                (r.rbp_saved ? SEG_RULE_RBP_SAVED : 0);
+        return;
+    default:
+        return;
+    }
+}
+
+/* The rule of a return address above the first frame, from this thread's
+ * rule cache (filled from hl_unwind's table on a miss). */
+static inline unsigned rule_slot(uintptr_t ra) {
+    return (uint32_t)ra * 0x85EBCA77u >> (32 - 6);
+}
+_Static_assert(SEG_RULE_SLOTS == 1 << 6, "rule_slot's shift");
+
+/* A memo's slot: the return address and the stack pointer. */
+static inline unsigned memo_slot(uintptr_t ra, uintptr_t sp) {
+    return (uint32_t)(ra ^ (sp >> 3)) * 0x9E3779B1u >> (32 - 6);
+}
+_Static_assert(SEG_MEMO_SLOTS == 1 << 6, "memo_slot's shift");
+
+static __attribute__((noinline)) const seg_rule_slot_t *rule_miss(seg_thread_t *t,
+                                                                 seg_rule_slot_t *r,
+                                                                 uintptr_t ra) {
+    uint8_t was = t->busy;
+    t->busy = 1; /* (hl_unwind's miss reads .eh_frame: no allocation, but be safe) */
+    r->ra = ra;
+    fill_rule(t, ra, &r->rule, &r->cfa_off, &r->rbp_off);
+    t->busy = was;
+    return r;
+}
+
+static inline const seg_rule_slot_t *rule_of(seg_thread_t *t, uintptr_t ra) {
+    seg_rule_slot_t *r = &t->rules[rule_slot(ra)];
+    if (HL_LIKELY(r->ra == ra)) return r;
+    return rule_miss(t, r, ra);
+}
+
+/* Up `need` frames from the program's with the rules cached per return
+ * address (the first in its ra slot, the others in the rule cache): each
+ * frame is a CFA computed from sp or rbp, checked against this thread's
+ * stack, and one load.  The frames are those hl_unwind's walk finds (the same
+ * rules, bounds and stop at a return address below 0x4000); a frame with no
+ * standard rule, or out of bounds, hands over to that walk. */
+static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
+                                                          void *const *fp, size_t size) {
+    unsigned need = SEG_DEC_NEED(e->dec);
+    if (need > HL_SEG_MAX_DEPTH - 1) need = HL_SEG_MAX_DEPTH - 1;
+    uintptr_t ras[HL_SEG_MAX_DEPTH];
+    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi;
+    uintptr_t pc = e->ra, s = lo, bp = (uintptr_t)fp[0];
+    uint32_t rule = e->rule;
+    int32_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
+    if (HL_UNLIKELY(lo >= hi || hi - lo > (uintptr_t)1 << 30)) /* not this thread's stack */
+        return walk_and_decide(t, fp, size, e->dec);
+    /* what the walk reads, for the memo */
+    uintptr_t addr[SEG_MEMO_READS], val[SEG_MEMO_READS];
+    unsigned nreads = 0, use_bp = 0, bp_entry = 1;
+    uintptr_t bp_addr = 0; /* where bp was reloaded from: a read only once a rule uses bp */
+    unsigned n = 0;
+    for (;;) {
+        ras[n++] = pc;
+        if (n > need || (rule & SEG_RULE_LAST)) break;
+        if (HL_UNLIKELY(!(rule & SEG_RULE_VALID))) return walk_and_decide(t, fp, size, e->dec);
+        if (rule & SEG_RULE_RBP) {
+            use_bp |= bp_entry;
+            if (bp_addr) {
+                if (nreads < SEG_MEMO_READS) addr[nreads] = bp_addr, val[nreads] = bp;
+                nreads++;
+                bp_addr = 0;
+            }
+        }
+        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)cfa_off;
+        if (HL_UNLIKELY(cfa <= s || cfa > hi)) return walk_and_decide(t, fp, size, e->dec);
+        if (rule & SEG_RULE_RBP_SAVED) {
+            uintptr_t a = cfa + (intptr_t)rbp_off;
+            if (HL_UNLIKELY(a < lo || a > hi - 8)) return walk_and_decide(t, fp, size, e->dec);
+            bp = *(const uintptr_t *)a;
+            bp_entry = 0;
+            bp_addr = a;
+        }
+        pc = ((const uintptr_t *)cfa)[-1];
+        if (nreads < SEG_MEMO_READS) addr[nreads] = cfa - 8, val[nreads] = pc;
+        nreads++;
+        s = cfa;
+        if (pc < 0x4000) break;
+        const seg_rule_slot_t *r = rule_of(t, pc);
+        rule = r->rule;
+        cfa_off = r->cfa_off;
+        rbp_off = r->rbp_off;
+    }
+    t->frames += n;
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *ps = path_slot(t, tag);
+    unsigned c, counter;
+    if (HL_LIKELY(ps->tag == tag)) {
+        t->path_hits++;
+        counter = ps->counter;
+        t->lv[counter]++;
+        c = ps->cls;
+    } else {
+        if (t->busy) return HL_SEG_OTHER;
+        t->busy = 1;
+        c = decide_walk(t, ras, n, need, size, tag, &counter);
+        t->busy = 0;
+    }
+    if (hl_seg_caching && nreads <= SEG_MEMO_READS) {
+        seg_memo_slot_t *m = &t->memo[memo_slot(e->ra, lo)];
+        m->ra = e->ra;
+        m->sp = lo;
+        m->bp = (uintptr_t)fp[0];
+        m->use_bp = (uint8_t)use_bp;
+        m->size = size;
+        m->nreads = (uint8_t)nreads;
+        m->cls = (uint8_t)c;
+        m->counter = (uint8_t)counter;
+        for (unsigned i = 0; i < nreads; i++) {
+            m->addr[i] = addr[i];
+            m->val[i] = val[i];
+        }
+    }
+    return c;
+}
+
+/* The memo of the walk from this return address at this stack pointer: its
+ * class if every stack word the walk read still holds what it held (then the
+ * walk would find the same frames), else -1. */
+static inline int memo_lookup(seg_thread_t *t, uintptr_t ra, void *const *fp, size_t size) {
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    const seg_memo_slot_t *m = &t->memo[memo_slot(ra, sp)];
+    if (m->ra != ra || m->sp != sp) return -1;
+    if (m->use_bp && m->bp != (uintptr_t)fp[0]) return -1;
+    if (hl_seg_by_size && m->size != size) return -1;
+    for (unsigned i = 0; i < m->nreads; i++)
+        if (*(const uintptr_t *)m->addr[i] != m->val[i]) return -1;
+    t->memo_hits++;
+    t->lv[m->counter]++;
+    return m->cls;
+}
+
+/* The return address is not in the cache: its decision from the table. */
+static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra_slot_t *e) {
+    if (t->busy) return HL_SEG_OTHER;
+    t->busy = 1;
+    uintptr_t ra = (uintptr_t)fp[1];
+    t->ra_misses++;
+    uint32_t d = hl_seg_os_ready() > 0
+                     ? first_decision(hl_seg_os_key(ra))
+                     : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    seg_ra_slot_t tmp, *slot = hl_seg_caching ? e : &tmp;
+    slot->ra = ra;
+    slot->dec = d;
+    slot->rule = 0;
+    if (d & SEG_DEC_WALK) fill_rule(t, ra, &slot->rule, &slot->cfa_off, &slot->rbp_off);
+    t->busy = 0;
+    if (d & SEG_DEC_WALK) {
+        if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
+        return walk_and_decide(t, fp, size, d);
+    }
+    t->lv[SEG_DEC_COUNTER(d)]++;
+    return SEG_DEC_CLASS(d);
+}
+
+/* The return address walks further, or is not in the cache. */
+static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *const *fp,
+                                                        size_t size, seg_ra_slot_t *e) {
+    if (e->ra == (uintptr_t)fp[1]) {
+        if (HL_LIKELY(e->rule & SEG_RULE_VALID)) return step_and_decide(t, e, fp, size);
+        return walk_and_decide(t, fp, size, e->dec);
+    }
+    return first_miss(t, fp, size, e);
+}
+
+/* The fast path: the return address is in this thread's cache and decides
+ * alone (a dozen instructions, no stack frame). */
+unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size) {
+    seg_thread_t *t = &hl_seg_tls;
+    uintptr_t ra = (uintptr_t)fp[1];
+    seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
+    uint32_t d = e->dec;
+    if (HL_LIKELY(e->ra == ra)) {
+        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
+            t->lv[SEG_DEC_COUNTER(d)]++;
+            return SEG_DEC_CLASS(d);
+        }
+        int c = memo_lookup(t, ra, fp, size); /* the walk from here, remembered */
+        if (HL_LIKELY(c >= 0)) return (unsigned)c;
+    }
+    return identify_more(t, fp, size, e);
+}
+
+/* SP: the depth of the caller's stack pointer decides (main thread only);
+ * the cache is keyed by the stack pointer. */
+unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
+    seg_thread_t *t = &hl_seg_tls;
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
+    uint32_t d = e->dec;
+    if (HL_LIKELY(e->ra == sp)) {
+        t->lv[SEG_DEC_COUNTER(d)]++;
+        return SEG_DEC_CLASS(d);
+    }
+    t->ra_misses++;
+    uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
+    unsigned level;
+    unsigned c = hl_seg_decide(NULL, 0, 0, depth, &level);
+    if (hl_seg_caching) {
+        e->ra = sp;
+        e->dec = c | (uint32_t)seg_counter(level) << 24;
+        e->rule = 0;
+    }
+    if (hl_seg_debug) {
+        t->last_n = 0;
+        t->last_cls = c;
+        t->last_sp = depth;
+    }
+    t->lv[seg_counter(level)]++;
+    return c;
+}
