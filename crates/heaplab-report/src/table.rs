@@ -13,9 +13,27 @@ pub enum Cell {
     Short(f64),
     /// No value, with the reason shown (in red).
     Missing(String),
+    /// Bytes with a binary unit ([`crate::human::bytes`]); sorts by value.
+    Bytes(u64),
+    /// A count with thousands separators ([`crate::human::count`]); sorts by value.
+    Int(u64),
+    /// Nanoseconds as a duration ([`crate::human::ns`]); sorts by value.
+    Nanos(u64),
 }
 
 impl Cell {
+    /// What the cell shows, as plain text (not escaped).
+    pub fn shown(&self) -> String {
+        match self {
+            Cell::Text(t) | Cell::Missing(t) => t.clone(),
+            Cell::Num(v, d) => format!("{v:.d$}"),
+            Cell::Short(v) => fmt_num(*v),
+            Cell::Bytes(v) => crate::human::bytes(*v),
+            Cell::Int(v) => crate::human::count(*v),
+            Cell::Nanos(v) => crate::human::ns(*v),
+        }
+    }
+
     pub fn text(s: impl Into<String>) -> Cell {
         Cell::Text(s.into())
     }
@@ -56,11 +74,51 @@ impl Table {
                     Cell::Missing(t) => {
                         o.push_str(&format!("<td class=\"missing\">{}</td>", esc(t)))
                     }
+                    Cell::Bytes(v) | Cell::Int(v) | Cell::Nanos(v) => o.push_str(&format!(
+                        "<td class=\"num\" data-v=\"{v}\">{}</td>",
+                        esc(&c.shown())
+                    )),
                 }
             }
             o.push_str("</tr>\n");
         }
         o.push_str("</tbody></table>");
         o
+    }
+
+    /// The table as terminal text: the caption on a line of its own, then
+    /// the header and the rows with their columns aligned (the first to the
+    /// left, the others to the right, two spaces apart), no trailing spaces.
+    /// The caller escapes what it puts in cells that came from a trace.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let rows: Vec<Vec<String>> = std::iter::once(self.header.clone())
+            .chain(self.rows.iter().map(|r| r.iter().map(Cell::shown).collect()))
+            .collect();
+        let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut w = vec![0usize; n];
+        for r in &rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        if let Some(c) = &self.caption {
+            out.push_str(c);
+            out.push('\n');
+        }
+        for r in &rows {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i == 0 {
+                    let _ = write!(line, "{c:<width$}", width = w[0]);
+                } else {
+                    let _ = write!(line, "  {c:>width$}", width = w[i]);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
     }
 }
