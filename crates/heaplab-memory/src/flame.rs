@@ -124,7 +124,22 @@ fn options(title: &str, count_name: &str) -> inferno::flamegraph::Options<'stati
     o.hash = true;
     o.deterministic = true;
     o.min_width = 0.1;
+    // a fixed drawing width: inferno's "fluid" script measures the SVG
+    // before its frame is laid out (and draws nothing); `scalable` then lets
+    // the fixed drawing scale to its frame through the viewBox
+    o.image_width = Some(1200);
     o
+}
+
+/// The SVG scaled to its container's width (its viewBox keeps the drawing).
+fn scalable(svg: String) -> String {
+    match svg.find("<svg") {
+        Some(i) => {
+            let (head, rest) = svg.split_at(i);
+            format!("{head}{}", rest.replacen(" width=\"1200\"", " width=\"100%\"", 1))
+        }
+        None => svg,
+    }
 }
 
 /// An SVG flame graph of folded lines. With no lines, a one-line note.
@@ -136,7 +151,7 @@ pub fn svg(lines: &BTreeMap<String, u64>, title: &str, count_name: &str) -> Stri
     let text = folded_text(lines);
     let mut out = Vec::new();
     match inferno::flamegraph::from_lines(&mut o, text.lines(), &mut out) {
-        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+        Ok(()) => scalable(String::from_utf8_lossy(&out).into_owned()),
         Err(_) => String::new(),
     }
 }
@@ -163,7 +178,7 @@ pub fn diff_svg(
     o.colors = inferno::flamegraph::color::Palette::default();
     let mut out = Vec::new();
     match inferno::flamegraph::from_lines(&mut o, lines.lines(), &mut out) {
-        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+        Ok(()) => scalable(String::from_utf8_lossy(&out).into_owned()),
         Err(_) => String::new(),
     }
 }

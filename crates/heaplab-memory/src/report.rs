@@ -28,8 +28,10 @@ fn provenance_table(rows: &[(String, String)]) -> Table {
 /// The memory-over-time figure: the top sites stacked, the rest as "other",
 /// the whole program's maximum per interval as a dashed line.
 pub fn timeline_svg(a: &Analysis, sites: &[Site]) -> String {
+    // every series starts at 0 bytes at time 0, before the first event
     let points = a.timeline.points();
-    let x: Vec<f64> = points.iter().map(|p| p.t_ns as f64 / 1e6).collect();
+    let x: Vec<f64> =
+        std::iter::once(0.0).chain(points.iter().map(|p| p.t_ns as f64 / 1e6)).collect();
     let mut bands: Vec<(String, Vec<f64>)> = Vec::new();
     let mut sum = vec![0.0; points.len()];
     for s in sites.iter().filter(|s| s.max_bytes > 0).take(TOP_BANDS) {
@@ -37,10 +39,11 @@ pub fn timeline_svg(a: &Analysis, sites: &[Site]) -> String {
         for (t, x) in sum.iter_mut().zip(&v) {
             *t += x;
         }
-        bands.push((format!("#{} {}", s.rank, s.name), v));
+        bands.push((format!("#{} {}", s.rank, s.name), std::iter::once(0.0).chain(v).collect()));
     }
-    let other: Vec<f64> =
-        points.iter().zip(&sum).map(|(p, s)| (p.last as f64 - s).max(0.0)).collect();
+    let other: Vec<f64> = std::iter::once(0.0)
+        .chain(points.iter().zip(&sum).map(|(p, s)| (p.last as f64 - s).max(0.0)))
+        .collect();
     bands.push(("other sites".into(), other));
     StackedArea {
         title: "Live heap bytes over time".into(),

@@ -62,8 +62,9 @@ impl StackedArea {
         let n = self.x.len();
         let mut cum = vec![vec![0.0f64; n]; self.bands.len() + 1];
         for (i, (_, v)) in self.bands.iter().enumerate() {
-            for j in 0..n {
-                cum[i + 1][j] = cum[i][j] + v.get(j).copied().unwrap_or(0.0).max(0.0);
+            let (below, above) = cum.split_at_mut(i + 1);
+            for (j, c) in above[0].iter_mut().enumerate() {
+                *c = below[i][j] + v.get(j).copied().unwrap_or(0.0).max(0.0);
             }
         }
         let mut ymax = cum.last().map_or(0.0, |c| c.iter().cloned().fold(0.0, f64::max));
