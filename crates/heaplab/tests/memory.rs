@@ -322,14 +322,12 @@ fn exports_read_back_by_their_own_tools() {
     if have("go") {
         let o = Command::new("go")
             .args(["tool", "pprof", "-raw", &p("m.pb.gz")])
-            .env("HOME", &d)
             .output()
             .unwrap();
         let raw = ok(&o);
         assert!(raw.contains("alloc_objects/count") && raw.contains("leaked_space/bytes"), "{raw}");
         let o = Command::new("go")
             .args(["tool", "pprof", "-top", "-sample_index=leaked_space", &p("m.pb.gz")])
-            .env("HOME", &d)
             .output()
             .unwrap();
         let top = ok(&o);
