@@ -1,32 +1,33 @@
 #!/usr/bin/env python3
-"""Figures of the replay-and-compare issue, on three real recorded programs.
+"""Figures of heaplab compare, on recorded programs.
 
-  1. Harness overhead per replayed event: the replayer's plain-mode loop with
-     a trivial bump allocator preloaded (build/lib/libheaplab-test-bump.so),
-     in instructions (callgrind: every instruction counted while ops run,
-     minus those inside the bump allocator) and in ns (median timed region
-     over --runs runs, bump's own work included, so an upper bound).
-     Goal: <= 10 instructions per event.
-  2. Instructions per malloc and per free of every allocator (heaplab's and
-     glibc, jemalloc, mimalloc, tcmalloc) on each program's trace
-     (`heaplab compare`, callgrind).
-  3. Wall time on the same programs against glibc and mimalloc: the replay's
-     timed region (`heaplab compare`, median of --runs) and the real program
-     (`heaplab compare --live`, median of --runs, stdout checked against
-     glibc's).
+  1. Speed of the comparison (issue 14): `heaplab compare --allocators all
+     --repeat 3` timed with the old counter (callgrind) and the new one
+     (vgcount, heaplab's own Valgrind tool) in the same invocation, on the
+     bundled workloads and on an allocation-bound program of at least 50 M
+     events (bench/progs/bignum.c, `bignum 840000 1000`: 67 M events). Wall
+     time, CPU time of the children, and the machine's load beside each.
+     Then, from the same runs:
+     - the new counts against callgrind's (the oracle), per (trace,
+       allocator): instructions per malloc, free and realloc, relative
+       difference (goal: within 1% everywhere);
+     - the cost of exact counting, per allocator: the counted replay's timed
+       region against the native replay's median (goal <= 5x), beside
+       Valgrind's `none` tool on the same replay (--floor), the least any
+       Valgrind tool can cost;
+     - the same comparison as a plan run by GNU parallel on this machine and
+       merged: its records against the local run's, wall time and RSS aside.
+  2. Harness overhead per replayed event: the replayer's plain-mode loop with
+     a trivial bump allocator preloaded, in instructions (callgrind) and ns.
+  3. Wall time of the real programs (`heaplab compare --live`).
 
-The programs are the bundled workloads perl-wc (perl word and bigram count),
-make-n (make -n on a generated makefile) and python (python3 with
-PYTHONMALLOC=malloc), recorded here with `heaplab record`. python3 is run as
-/usr/bin/python3 when the one on PATH is a wrapper script (pyenv's shim),
-because a wrapper's exec would leave the program's trace under another name
-and callgrind would follow only the wrapper.
+This is a benchmark, not a test: with callgrind on the 67 M-event trace it
+takes tens of minutes.
 
-This is a benchmark, not a test: it takes several minutes.
-
-  bench/compare.py                          scale 1, 5 runs, into out/bench/compare
-  bench/compare.py --scale 0.5 --runs 3 --out /tmp/b
-  bench/compare.py --skip-live              replay figures only
+  bench/compare.py                                  everything, into out/bench/compare
+  bench/compare.py --skip-live --skip-harness       the speed figures only
+  bench/compare.py --big-steps 0                    bundled workloads only
+  bench/compare.py --skip-callgrind                 the new path only
 """
 import argparse
 import json
@@ -150,43 +151,206 @@ def harness(trace, runs, cache):
             "ns_per_event_median": statistics.median(ns), "ns_runs": ns}
 
 
+WORKLOADS_ALL = ["perl-wc", "make-n", "python", "sqlite", "gawk-wc"]
+
+
+def load():
+    return round(os.getloadavg()[0], 2)
+
+
+def timed(cmd, **kw):
+    """Runs cmd; returns (seconds, children's CPU seconds, load before, load after, returncode)."""
+    import resource, time
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    l0, t0 = load(), time.monotonic()
+    r = subprocess.run(cmd, cwd=ROOT, **kw)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "load_before": l0, "load_after": load(),
+            "returncode": r.returncode, "command": " ".join(shlex.quote(c) for c in cmd)}
+
+
+def big_trace(out, steps, period):
+    exe = os.path.join(out, "bignum")
+    subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(ROOT, "bench/progs/bignum.c")], check=True)
+    trace = os.path.join(out, "traces", f"bignum-{steps}.hltrace")
+    os.makedirs(os.path.dirname(trace), exist_ok=True)
+    if not os.path.exists(trace):
+        print(f"== recording bignum {steps} {period}", file=sys.stderr)
+        subprocess.run([HEAPLAB, "record", "--stack-depth", "0", "-o", trace, "--", exe, str(steps), str(period)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return trace
+
+
+def compare_run(traces, counter, out, tag, repeat, timeout, allocators):
+    """One `heaplab compare` with a fresh state directory: nothing reused."""
+    state = os.path.join(out, f"state-{tag}-{counter}")
+    shutil.rmtree(state, ignore_errors=True)
+    js = os.path.join(out, f"compare-{tag}-{counter}.json")
+    cmd = [HEAPLAB, "compare", *traces, "--allocators", allocators, "--repeat", str(repeat), "--counter", counter,
+           "--timeout", str(timeout), "--state", state, "--json", js]
+    print(f"== {tag}: heaplab compare --counter {counter} (load {load()})", file=sys.stderr)
+    t = timed(cmd, stdout=subprocess.DEVNULL)
+    t["records"] = json.load(open(js)) if os.path.exists(js) else []
+    t["state"] = state
+    return t
+
+
+def oracle(new, old):
+    """Relative differences of the new counts from callgrind's, per cell."""
+    rows, by = [], {(r["trace"], r["allocator"]): r for r in old}
+    for r in new:
+        o = by.get((r["trace"], r["allocator"]))
+        if not o or r["status"] != "ok" or o["status"] != "ok":
+            continue
+        d = {}
+        for f in ("instr_per_malloc", "instr_per_free", "instr_per_realloc"):
+            if r[f] is not None and o[f]:
+                d[f] = (r[f] - o[f]) / o[f]
+        rows.append({"trace": r["trace_name"], "allocator": r["allocator"], "diff": d,
+                     "max_abs_pct": 100 * max((abs(v) for v in d.values()), default=0.0)})
+    return rows
+
+
+def cost(run):
+    """Per cell: the counted replay's timed region over the native median."""
+    counted = {}
+    for f in os.listdir(run["state"]):
+        o = json.load(open(os.path.join(run["state"], f)))
+        if o["status"] == "ok" and o["kind"] == "compare.count":
+            counted[(o["result"]["trace"], o["result"]["allocator"])] = o
+    rows = []
+    for r in run["records"]:
+        o = counted.get((os.path.abspath(r["trace"]), r["allocator"]))
+        if r["status"] != "ok" or not r["wall_s"] or o is None:
+            continue
+        t = o["result"]["replay"]["timed_ns"] / 1e9
+        rows.append({"trace": r["trace_name"], "allocator": r["allocator"], "native_s": r["wall_s"],
+                     "counted_timed_s": t, "counted_job_s": o["seconds"], "ratio": t / r["wall_s"],
+                     "job_ratio": o["seconds"] / r["wall_s"]})
+    return rows
+
+
+def floor(trace, allocators_of, out, runs=3):
+    """Per allocator, one after another at the same moment: the native
+    replay, the counted one (vgcount) and Valgrind's none tool on the same
+    replay (the least any Valgrind tool can cost), timed regions, best of
+    `runs` each."""
+    rows = []
+    cache = os.path.join(out, "ops-cache-floor")
+    vglib = os.path.join(ROOT, "build/lib/valgrind")
+    for name, preload in allocators_of:
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        if preload:
+            env["LD_PRELOAD"] = preload
+        if name.startswith("gnulocal+pad"):
+            env["HEAPLAB_PAD"] = name.split("+pad")[1]
+        best = {"native": [], "vgcount": [], "none": []}
+        for _ in range(runs):
+            for k, cmd, e in (
+                ("native", [REPLAY, "--ops-cache", cache, trace], env),
+                ("vgcount", ["valgrind", "-q", "--tool=heaplab-count", REPLAY, "--count", "vgcount", "--ops-cache",
+                             cache, trace], dict(env, VALGRIND_LIB=vglib)),
+                ("none", ["valgrind", "-q", "--tool=none", REPLAY, "--ops-cache", cache, trace], env),
+            ):
+                j = json.loads(sh(cmd, env=e).stdout)
+                best[k].append(j["timed_ns"] / 1e9)
+        row = {"allocator": name, "load": load()}
+        row.update({f"{k}_s": min(v) for k, v in best.items()})
+        rows.append(row)
+        print(f"   floor {name}: native {row['native_s']:.3f} s, vgcount {row['vgcount_s']:.2f} s "
+              f"({row['vgcount_s'] / row['native_s']:.1f}x), none {row['none_s']:.2f} s "
+              f"({row['none_s'] / row['native_s']:.1f}x), load {row['load']}", file=sys.stderr)
+    shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
+def parallel_check(traces, out, allocators, repeat, local):
+    plan = os.path.join(out, "plan")
+    shutil.rmtree(plan, ignore_errors=True)
+    sh([HEAPLAB, "compare", *traces, "--allocators", allocators, "--repeat", str(repeat), "--plan", plan])
+    t1 = timed(["parallel", "--will-cite", "-j", str(os.cpu_count()), "-a", os.path.join(plan, "jobs-shared.txt")],
+               stdout=subprocess.DEVNULL)
+    t2 = timed(["parallel", "--will-cite", "-j1", "-a", os.path.join(plan, "jobs-alone.txt")], stdout=subprocess.DEVNULL)
+    mj = os.path.join(out, "merged.json")
+    m = subprocess.run([HEAPLAB, "compare", "--merge", plan, "--json", mj], cwd=ROOT, capture_output=True, text=True)
+    merged = json.load(open(mj))
+    skip = {"wall_s", "wall_runs_s", "wall_ratio_glibc", "ns_per_event", "peak_rss_growth_bytes"}
+    rss_only = {"peak_footprint_bytes", "footprint_vs_firstfit", "utilization"}
+    diffs = []
+    for a, b in zip(local, merged):
+        for k in a:
+            if k in skip or (k in rss_only and a["footprint_source"] == "rss_touch"):
+                continue
+            if a[k] != b[k]:
+                diffs.append(f"{a['trace_name']}/{a['allocator']}.{k}: {a[k]} vs {b[k]}")
+    return {"jobs_shared": t1, "jobs_alone": t2, "merge_returncode": m.returncode, "cells": len(merged),
+            "differences": diffs}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "out/bench/compare"))
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3, help="timing runs per cell (--repeat)")
     ap.add_argument("--allocators", default="all")
-    ap.add_argument("--timeout", type=int, default=120, help="seconds per replay (callgrind: ten times)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per replay (under Valgrind: ten times)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS_ALL))
+    ap.add_argument("--big-steps", type=int, default=840000, help="bignum steps (80 events each; 0: no big trace)")
+    ap.add_argument("--big-period", type=int, default=1000)
+    ap.add_argument("--skip-callgrind", action="store_true", help="time the new path only")
+    ap.add_argument("--floor", action="store_true", help="also run Valgrind's none tool on the big trace")
+    ap.add_argument("--skip-parallel", action="store_true")
+    ap.add_argument("--skip-harness", action="store_true")
     ap.add_argument("--skip-live", action="store_true")
     a = ap.parse_args()
     for f in (HEAPLAB, REPLAY, BUMP):
         if not os.path.exists(f):
             sys.exit(f"{f} is not built: run `make build` first")
     os.makedirs(a.out, exist_ok=True)
+    workloads = [w for w in a.workloads.split(",") if w]
     cache = os.path.join(a.out, "ops-cache")
     result = {"scale": a.scale, "runs": a.runs, "machine": os.uname().nodename, "cores": os.cpu_count(),
-              "load_before": os.getloadavg(), "programs": {}}
+              "load_before": os.getloadavg(), "programs": {}, "speed": {}}
     traces = []
-    for w in WORKLOADS:
+    for w in workloads:
         env, argv, stdin = program_of(w, a.scale, a.out)
         print(f"== {w}: recording {' '.join(argv)}", file=sys.stderr)
         t = record(w, env, argv, stdin, a.out)
         traces.append(t)
-        h = harness(t, a.runs, cache)
-        print(f"   harness {h['harness_instr_per_event']:.2f} instr/event, {h['ns_per_event_median']:.1f} ns/event "
-              f"with bump ({h['events']} events)", file=sys.stderr)
-        result["programs"][w] = {"command": argv, "env": env, "trace": t, "harness": h}
+        result["programs"][w] = {"command": argv, "env": env, "trace": t}
+        if not a.skip_harness:
+            h = harness(t, a.runs, cache)
+            print(f"   harness {h['harness_instr_per_event']:.2f} instr/event, {h['ns_per_event_median']:.1f} ns/event "
+                  f"with bump ({h['events']} events)", file=sys.stderr)
+            result["programs"][w]["harness"] = h
 
-    print("== heaplab compare on the three traces", file=sys.stderr)
-    cj = os.path.join(a.out, "compare.json")
-    subprocess.run([HEAPLAB, "compare", *traces, "--allocators", a.allocators, "--repeat", str(a.runs),
-                    "--timeout", str(a.timeout), "--json", cj, "--csv", os.path.join(a.out, "compare.csv"),
-                    "--report", os.path.join(a.out, "report")], cwd=ROOT)
-    records = json.load(open(cj))
-    result["compare"] = records
+    sets = [("bundled", traces)] if traces else []
+    if a.big_steps > 0:
+        sets.append(("bignum", [big_trace(a.out, a.big_steps, a.big_period)]))
+    for tag, ts in sets:
+        sp = {"traces": ts}
+        sp["vgcount"] = compare_run(ts, "vgcount", a.out, tag, a.runs, a.timeout, a.allocators)
+        if not a.skip_callgrind:
+            sp["callgrind"] = compare_run(ts, "callgrind", a.out, tag, a.runs, a.timeout, a.allocators)
+            sp["oracle"] = oracle(sp["vgcount"]["records"], sp["callgrind"]["records"])
+        sp["cost"] = cost(sp["vgcount"])
+        if tag == "bignum" and a.floor:
+            names = [r["allocator"] for r in sp["vgcount"]["records"] if r["status"] == "ok"]
+            sp["floor"] = floor(ts[0], [(n, preload_of(n)) for n in names], a.out)
+        if tag == "bundled" and not a.skip_parallel:
+            print("== bundled: the same comparison as a plan run by GNU parallel, merged", file=sys.stderr)
+            sp["parallel"] = parallel_check(ts, a.out, a.allocators, a.runs, sp["vgcount"]["records"])
+        result["speed"][tag] = sp
+        for k in ("vgcount", "callgrind"):
+            if k in sp:
+                print(f"   {tag} {k}: {sp[k]['wall_s']} s wall, {sp[k]['cpu_s']} s CPU, load {sp[k]['load_before']}"
+                      f" -> {sp[k]['load_after']}", file=sys.stderr)
 
     if not a.skip_live:
-        for w in WORKLOADS:
+        for w in workloads:
             p = result["programs"][w]
             print(f"== heaplab compare --live: {w}", file=sys.stderr)
             lj = os.path.join(a.out, f"live-{w}.json")
@@ -197,63 +361,115 @@ def main():
             p["live"] = json.load(open(lj))
     result["load_after"] = os.getloadavg()
     json.dump(result, open(os.path.join(a.out, "figures.json"), "w"), indent=2)
+    text = "\n".join(tables(result, a)) + "\n"
+    open(os.path.join(a.out, "figures.md"), "w").write(text)
+    print(text)
 
-    # ---- the tables
-    lines = ["# Replay and compare: figures", "",
-             f"Scale {a.scale}, {a.runs} runs per timing, machine load {result['load_before'][0]:.1f} before, "
-             f"{result['load_after'][0]:.1f} after ({result['cores']} cores). Made by `bench/compare.py`.", "",
-             "## Harness overhead per replayed event (bump allocator preloaded)", "",
-             "| program | events | harness instr/event | bump instr/event | ns/event (harness + bump) |",
-             "|---|---:|---:|---:|---:|"]
-    for w in WORKLOADS:
-        h = result["programs"][w]["harness"]
-        lines.append(f"| {w} | {h['events']:,} | {h['harness_instr_per_event']:.2f} | {h['bump_instr_per_event']:.2f} | "
-                     f"{h['ns_per_event_median']:.1f} |")
-    names = []
-    for r in records:
-        if r["allocator"] not in names:
-            names.append(r["allocator"])
-    by = {(r["trace_name"], r["allocator"]): r for r in records}
+
+def preload_of(name):
+    """The shared object heaplab preloads for an allocator name (None: glibc)."""
+    peers = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+    if name == "glibc":
+        return None
+    if name in peers:
+        return os.path.join("/usr/lib/x86_64-linux-gnu", peers[name])
+    return os.path.join(ROOT, "build/lib", f"libheaplab-{name.split('+')[0]}.so")
+
+
+def tables(result, a):
     f = lambda v, d=1: "—" if v is None else f"{v:.{d}f}"
-    lines += ["", "## Instructions per malloc / per free (callgrind, inclusive)", "",
-              "| allocator | " + " | ".join(WORKLOADS) + " |", "|---|" + "---:|" * len(WORKLOADS)]
-    for n in names:
-        cells = []
-        for w in WORKLOADS:
-            r = by.get((w, n))
-            cells.append("—" if r is None else f"{f(r['instr_per_malloc'])} / {f(r['instr_per_free'])}"
-                         + ("" if r["status"] == "ok" else f" ({r['status']})"))
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    lines += ["", "## Wall time of the replay (median timed region, ms; × glibc; × mimalloc)", "",
-              "| allocator | " + " | ".join(WORKLOADS) + " |", "|---|" + "---:|" * len(WORKLOADS)]
-    for n in names:
-        cells = []
-        for w in WORKLOADS:
-            r, m = by.get((w, n)), by.get((w, "mimalloc"))
-            if r is None or r["wall_s"] is None:
-                cells.append("—")
-                continue
-            vm = f"{r['wall_s'] / m['wall_s']:.2f}" if m and m.get("wall_s") else "—"
-            cells.append(f"{r['wall_s'] * 1e3:.1f} ms, {f(r['wall_ratio_glibc'], 2)}×g, {vm}×mi")
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines = ["# heaplab compare: figures", "",
+             f"Scale {a.scale}, {a.runs} timing runs per cell, {result['cores']} cores, load "
+             f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after. Made by `bench/compare.py`.", ""]
+    for tag, sp in result["speed"].items():
+        events = sum((r["events"] or 0) for r in sp["vgcount"]["records"] if r["allocator"] == "glibc")
+        lines += [f"## Speed: {tag} ({len(sp['traces'])} trace{'s' if len(sp['traces']) > 1 else ''}, "
+                  f"{events:,} events, --allocators {a.allocators} --repeat {a.runs})", "",
+                  "| counter | wall | CPU (children) | load before → after |", "|---|---:|---:|---|"]
+        for k in ("callgrind", "vgcount"):
+            if k in sp:
+                r = sp[k]
+                lines.append(f"| {k} | {r['wall_s']:.1f} s ({r['wall_s'] / 60:.1f} min) | {r['cpu_s']:.1f} s | "
+                             f"{r['load_before']} → {r['load_after']} |")
+        if "callgrind" in sp:
+            lines.append("")
+            lines.append(f"vgcount / callgrind: {sp['vgcount']['wall_s'] / sp['callgrind']['wall_s']:.2f} of the wall time, "
+                         f"{sp['vgcount']['cpu_s'] / sp['callgrind']['cpu_s']:.2f} of the CPU time.")
+        if sp.get("oracle"):
+            worst = max(sp["oracle"], key=lambda r: r["max_abs_pct"])
+            over = [r for r in sp["oracle"] if r["max_abs_pct"] > 1.0]
+            exact = sum(1 for r in sp["oracle"] if r["max_abs_pct"] == 0.0)
+            lines += ["", f"New counts against callgrind's, {len(sp['oracle'])} cells: {exact} equal to the instruction, "
+                      f"largest difference {worst['max_abs_pct']:.4f}% ({worst['allocator']} on {worst['trace']}); "
+                      f"{len(over)} over 1%" + (": " + ", ".join(f"{r['allocator']}/{r['trace']}" for r in over) if over else ".")]
+            lines += ["", "| trace | allocator | malloc | free | realloc |", "|---|---|---:|---:|---:|"]
+            for r in sp["oracle"]:
+                d = r["diff"]
+                pc = lambda k: "—" if k not in d else f"{100 * d[k]:+.4f}%"
+                lines.append(f"| {r['trace']} | {r['allocator']} | {pc('instr_per_malloc')} | {pc('instr_per_free')} | "
+                             f"{pc('instr_per_realloc')} |")
+        if sp.get("cost"):
+            lines += ["", "Cost of exact counting inside the comparison: the counted replay (vgcount) against the "
+                      "native replay's median, timed regions (both measured under the comparison's load: the "
+                      "counted runs two at a time, the timing runs alone).", "",
+                      "| trace | allocator | native s | counted s | × native | whole job × native |",
+                      "|---|---|---:|---:|---:|---:|"]
+            for r in sp["cost"]:
+                lines.append(f"| {r['trace']} | {r['allocator']} | {r['native_s']:.3f} | {r['counted_timed_s']:.2f} | "
+                             f"{r['ratio']:.1f} | {r['job_ratio']:.1f} |")
+            tot_n = sum(r["native_s"] for r in sp["cost"])
+            tot_c = sum(r["counted_timed_s"] for r in sp["cost"])
+            lines.append(f"| all | (sum) | {tot_n:.2f} | {tot_c:.2f} | {tot_c / tot_n:.1f} | |")
+        if sp.get("floor"):
+            lines += ["", "The same, one run at a time (no other job of this benchmark running), one after another per allocator (best of 3 timed regions): "
+                      "native, vgcount, and Valgrind's none tool, which instruments nothing.", "",
+                      "| allocator | native s | vgcount s | vgcount × native | none × native | vgcount × none | load |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for r in sp["floor"]:
+                lines.append(f"| {r['allocator']} | {r['native_s']:.3f} | {r['vgcount_s']:.2f} | "
+                             f"{r['vgcount_s'] / r['native_s']:.1f} | {r['none_s'] / r['native_s']:.1f} | "
+                             f"{r['vgcount_s'] / r['none_s']:.2f} | {r['load']} |")
+            n = sum(r["native_s"] for r in sp["floor"])
+            v = sum(r["vgcount_s"] for r in sp["floor"])
+            z = sum(r["none_s"] for r in sp["floor"])
+            lines.append(f"| all (sum) | {n:.2f} | {v:.2f} | {v / n:.1f} | {z / n:.1f} | {v / z:.2f} | |")
+        if "parallel" in sp:
+            p = sp["parallel"]
+            lines += ["", f"GNU parallel on this machine: {p['jobs_shared']['wall_s']} s (shared jobs, -j{result['cores']}) + "
+                      f"{p['jobs_alone']['wall_s']} s (timing jobs, -j1); merge exit {p['merge_returncode']}; "
+                      f"{p['cells']} cells, {len(p['differences'])} fields differ from the local run "
+                      "(wall time and RSS aside)" + (": " + "; ".join(p["differences"][:10]) if p["differences"] else ".")]
+        lines.append("")
+    progs = [w for w in result["programs"] if "harness" in result["programs"][w]]
+    if progs:
+        lines += ["## Harness overhead per replayed event (bump allocator preloaded)", "",
+                  "| program | events | harness instr/event | bump instr/event | ns/event (harness + bump) |",
+                  "|---|---:|---:|---:|---:|"]
+        for w in progs:
+            h = result["programs"][w]["harness"]
+            lines.append(f"| {w} | {h['events']:,} | {h['harness_instr_per_event']:.2f} | {h['bump_instr_per_event']:.2f} | "
+                         f"{h['ns_per_event_median']:.1f} |")
     if not a.skip_live:
-        lines += ["", "## Wall time of the real program (median, s; × glibc; × mimalloc; stdout = glibc's)", "",
-                  "| allocator | " + " | ".join(WORKLOADS) + " |", "|---|" + "---:|" * len(WORKLOADS)]
-        live = {(w, r["allocator"]): r for w in WORKLOADS for r in result["programs"][w]["live"]}
+        names = []
+        for w in result["programs"]:
+            for r in result["programs"][w].get("live", []):
+                if r["allocator"] not in names:
+                    names.append(r["allocator"])
+        ws = list(result["programs"])
+        lines += ["", "## Wall time of the real program (median, s; × glibc; stdout = glibc's)", "",
+                  "| allocator | " + " | ".join(ws) + " |", "|---|" + "---:|" * len(ws)]
+        live = {(w, r["allocator"]): r for w in ws for r in result["programs"][w].get("live", [])}
         for n in names:
             cells = []
-            for w in WORKLOADS:
-                r, m = live.get((w, n)), live.get((w, "mimalloc"))
+            for w in ws:
+                r = live.get((w, n))
                 if r is None or r["wall_s"] is None:
                     cells.append("—" if r is None else r["status"])
                     continue
-                vm = f"{r['wall_s'] / m['wall_s']:.2f}" if m and m.get("wall_s") else "—"
                 same = {True: "same", False: "DIFF", None: "—"}[r["stdout_matches_glibc"]]
-                cells.append(f"{r['wall_s']:.3f} s, {f(r['wall_ratio_glibc'], 2)}×g, {vm}×mi, {same}")
+                cells.append(f"{r['wall_s']:.3f} s, {f(r['wall_ratio_glibc'], 2)}×g, {same}")
             lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    open(os.path.join(a.out, "figures.md"), "w").write(text)
-    print(text)
+    return lines
 
 
 main()

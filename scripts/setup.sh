@@ -8,6 +8,7 @@ pkgs=(
     libzstd-dev zstd                  # optional trace compression
     libunwind-dev                     # the agent's call-stack unwinder
     valgrind                          # instruction counts, the reference tool
+    parallel                          # GNU parallel: runs the jobs of compare --plan (and its test)
     libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4   # peer allocators
     perl make gawk sqlite3 python3 ghostscript         # real workloads
     binutils heaptrack                # stats' checks: objcopy/strip (debug files), heaptrack's totals

@@ -92,6 +92,30 @@ NOINLINE void rp_call_free(void *p) {
     AFTER_CALL();
 }
 
+/* The calls every path makes: the wrappers above, or (--count perf) the
+ * counting wrappers of count.c. */
+const rp_api_t rp_api_wrappers = {
+    .fn = {
+        [RP_W_MALLOC] = (void (*)(void))rp_call_malloc,
+        [RP_W_CALLOC] = (void (*)(void))rp_call_calloc,
+        [RP_W_MEMALIGN] = (void (*)(void))rp_call_memalign,
+        [RP_W_POSIX_MEMALIGN] = (void (*)(void))rp_call_posix_memalign,
+        [RP_W_ALIGNED_ALLOC] = (void (*)(void))rp_call_aligned_alloc,
+        [RP_W_VALLOC] = (void (*)(void))rp_call_valloc,
+        [RP_W_PVALLOC] = (void (*)(void))rp_call_pvalloc,
+        [RP_W_FREE] = (void (*)(void))rp_call_free,
+        [RP_W_REALLOC_FREE] = (void (*)(void))rp_call_realloc_free,
+        [RP_W_REALLOC] = (void (*)(void))rp_call_realloc,
+    }};
+static const rp_api_t *api = &rp_api_wrappers;
+
+#define CALL(w, type) ((type)api->fn[w])
+typedef void *(*f_size_t)(size_t);
+typedef void *(*f_size2_t)(size_t, size_t);
+typedef void *(*f_ptr_size_t)(void *, size_t);
+typedef void *(*f_ptr_t)(void *);
+typedef void (*f_free_t)(void *);
+
 /* ---------------------------------------------------------------- problem reports */
 
 static const char *kname(unsigned k) {
@@ -311,19 +335,19 @@ static void released(rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t id) {
 static void *call_alloc(unsigned kind, uint64_t size, uint64_t align) {
     switch (kind) {
     case HL_MALLOC:
-        return rp_call_malloc(size);
+        return CALL(RP_W_MALLOC, f_size_t)(size);
     case HL_CALLOC:
-        return rp_call_calloc(1, size);
+        return CALL(RP_W_CALLOC, f_size2_t)(1, size);
     case HL_MEMALIGN:
-        return rp_call_memalign(align, size);
+        return CALL(RP_W_MEMALIGN, f_size2_t)(align, size);
     case HL_POSIX_MEMALIGN:
-        return rp_call_posix_memalign(align, size);
+        return CALL(RP_W_POSIX_MEMALIGN, f_size2_t)(align, size);
     case HL_ALIGNED_ALLOC:
-        return rp_call_aligned_alloc(align, size);
+        return CALL(RP_W_ALIGNED_ALLOC, f_size2_t)(align, size);
     case HL_VALLOC:
-        return rp_call_valloc(size);
+        return CALL(RP_W_VALLOC, f_size_t)(size);
     case HL_PVALLOC:
-        return rp_call_pvalloc(size);
+        return CALL(RP_W_PVALLOC, f_size_t)(size);
     default:
         return NULL;
     }
@@ -338,14 +362,14 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
     switch (kind) {
     case HL_FREE:
         released(ctx, ev, kind, op->x);
-        rp_call_free(ctx->obj[op->x]);
+        CALL(RP_W_FREE, f_free_t)(ctx->obj[op->x]);
         return;
     case HL_REALLOC_FREE: {
         released(ctx, ev, kind, op->x);
-        void *q = rp_call_realloc_free(ctx->obj[op->x]);
+        void *q = CALL(RP_W_REALLOC_FREE, f_ptr_t)(ctx->obj[op->x]);
         if (q) {
             ctx->st.realloc0_block++;
-            rp_call_free(q);
+            CALL(RP_W_FREE, f_free_t)(q);
         }
         return;
     }
@@ -359,7 +383,7 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
         uint64_t old_size = has_old && ctx->mode != RP_PLAIN && p ? ctx->size[op->x] : 0;
         if (has_old) released(ctx, ev, kind, op->x);
         if (ctx->hints) deliver_hint(ctx, i, kind, size, 0);
-        void *q = rp_call_realloc(p, size);
+        void *q = CALL(RP_W_REALLOC, f_ptr_size_t)(p, size);
         uint64_t kept = old_size < size ? old_size : size;
         if (q && kept && ctx->mode == RP_CHECK) {
             uint64_t at = rp_verify(q, 0, kept, op->x);
@@ -395,7 +419,7 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
             ctx->st.failed_replayed++;
             if (p) {
                 ctx->st.failed_now_succeed++;
-                rp_call_free(p);
+                CALL(RP_W_FREE, f_free_t)(p);
             }
             return;
         }
@@ -423,7 +447,15 @@ __attribute__((noinline, visibility("hidden"))) void **rp_lean_rare(const rp_op_
  * rp_call_* functions (--per-call), one noinline function per kind, which
  * callgrind reports one by one. */
 static const rp_calls_t direct = {malloc, calloc, realloc, free};
-static const rp_calls_t wrapped = {rp_call_malloc, rp_call_calloc, rp_call_realloc, rp_call_free};
+static rp_calls_t wrapped = {rp_call_malloc, rp_call_calloc, rp_call_realloc, rp_call_free};
+
+void rp_use_api(const rp_api_t *a) {
+    api = a;
+    wrapped.malloc = CALL(RP_W_MALLOC, f_size_t);
+    wrapped.calloc = CALL(RP_W_CALLOC, f_size2_t);
+    wrapped.realloc = CALL(RP_W_REALLOC, f_ptr_size_t);
+    wrapped.free = CALL(RP_W_FREE, f_free_t);
+}
 
 #if defined(__x86_64__)
 /* lean_x86_64.S: the same loop as below, by hand (9 instructions per malloc

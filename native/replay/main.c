@@ -38,7 +38,7 @@
 
 static const char USAGE[] =
     "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
-    "                      [--max-problems N] [--ops-cache DIR] TRACE\n"
+    "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -59,13 +59,18 @@ static const char USAGE[] =
     "  --max-problems N  check mode: describe at most N problems (default 20; all are counted)\n"
     "  --vg-marks      under valgrind --tool=heaplab-measure (heaplab locality runs it):\n"
     "                  replay event by event and mark each for the tool (refs.c)\n"
+    "  --count vgcount  count the instructions of each allocator call, run under\n"
+    "                  VALGRIND_LIB=build/lib/valgrind valgrind --tool=heaplab-count (count.c):\n"
+    "                  callgrind's inclusive counts at about the speed of Valgrind's none tool\n"
+    "  --count perf    the same natively, from the CPU's instruction counter (perf_event_open\n"
+    "                  and rdpmc); exit status 5 where the machine gives none\n"
     "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
     "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
     "                  --site-hints)\n"
     "\n"
     "Events of every thread are replayed on one thread, in trace order. Exit status: 0 done,\n"
     "1 unreadable trace, 2 bad usage, 3 check found problems, 4 a call that succeeded when\n"
-    "recorded returned NULL.\n";
+    "recorded returned NULL, 5 the counter asked for is not available here.\n";
 
 static void die_usage(const char *what, const char *arg) {
     rp_buf_t b;
@@ -266,7 +271,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 }
 
 int main(int argc, char **argv) {
-    int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0;
+    int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20;
     const char *path = NULL;
@@ -300,6 +305,15 @@ int main(int argc, char **argv) {
             general = 1;
         } else if (!strcmp(a, "--vg-marks")) {
             vgmarks = 1;
+        } else if (!strcmp(a, "--count") || !strncmp(a, "--count=", 8)) {
+            const char *v = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) die_usage("--count needs a value: vgcount or perf", NULL);
+            if (!strcmp(v, "vgcount"))
+                counter = RP_COUNT_VG;
+            else if (!strcmp(v, "perf"))
+                counter = RP_COUNT_PERF;
+            else
+                die_usage("--count takes vgcount or perf, not ", v);
         } else if (!strcmp(a, "--max-problems")) {
             const char *v = i + 1 < argc ? argv[++i] : NULL;
             if (!v || !*v) die_usage("--max-problems needs a number", NULL);
@@ -317,6 +331,8 @@ int main(int argc, char **argv) {
         }
     }
     if (!path) die_usage("no trace given", NULL);
+    if (counter && vgmarks) die_usage("--count and --vg-marks need different Valgrind tools", NULL);
+    if (counter == RP_COUNT_PERF) per_call = 1; /* perf counts in its wrappers (count.c) */
 
     int fd = rp_open(path);
     if (fd < 0) {
@@ -379,6 +395,7 @@ int main(int argc, char **argv) {
     int lean = mode == RP_PLAIN && !ctx.hints && !general && !vgmarks;
     if (vgmarks && !rp_refs_init())
         die_usage("--vg-marks: not running under valgrind --tool=heaplab-measure", NULL);
+    if (counter) rp_count_init(counter);
 
     /* pass 2: from the cache, or decoding again (and filling the cache) */
     hl_reader_t *r = NULL;
@@ -447,6 +464,7 @@ int main(int argc, char **argv) {
         if (n == 0) break;
         uint64_t nid0 = ctx.nid;
         CALLGRIND_START_INSTRUMENTATION;
+        rp_count_start();
         uint64_t s = rp_now_ns();
         if (vgmarks)
             rp_refs_exec(ops, &ctx);
@@ -455,6 +473,7 @@ int main(int argc, char **argv) {
         else
             rp_exec_general(ops, &ctx);
         timed_ns += rp_now_ns() - s;
+        rp_count_stop();
         CALLGRIND_STOP_INSTRUMENTATION;
         if (mode == RP_PLAIN) /* other modes count them as they happen */
             for (uint64_t id = nid0; id < ctx.nid; id++)
@@ -639,6 +658,8 @@ int main(int argc, char **argv) {
         rp_putu(&out, ctx.st.realloc0_block);
         rp_putc(&out, '}');
     }
+
+    rp_count_report(&out, &f);
 
     rp_key(&out, &f, "check");
     if (mode == RP_CHECK) {

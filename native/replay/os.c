@@ -19,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -283,4 +285,63 @@ const char *rp_signal_name(int sig) {
     default:
         return "a signal";
     }
+}
+
+/* ---------------------------------------------------------------- the performance counter */
+
+/* "text" into why, then errno's words and the sysctl that usually decides. */
+static void perf_why(char *why, size_t len, const char *text, int err) {
+    rp_buf_t b = {why, 0, len - 1};
+    rp_puts(&b, text);
+    if (err) {
+        rp_puts(&b, ": ");
+        rp_puts(&b, strerror(err));
+    }
+    char par[32] = "";
+    int fd = open("/proc/sys/kernel/perf_event_paranoid", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, par, sizeof par - 1);
+        close(fd);
+        par[n > 0 ? n : 0] = 0;
+        for (char *c = par; *c; c++)
+            if (*c == '\n') *c = 0;
+        rp_puts(&b, " (kernel.perf_event_paranoid = ");
+        rp_puts(&b, par);
+        rp_puts(&b, ")");
+    }
+    rp_puts(&b, "; count with --count vgcount under valgrind --tool=heaplab-count instead");
+    why[b.len < len ? b.len : len - 1] = 0;
+}
+
+void *rp_perf_open(char *why, size_t why_len) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_HARDWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.exclude_kernel = 1; /* user mode only, as Valgrind counts */
+    a.exclude_hv = 1;
+    a.pinned = 1; /* always on the PMU while this thread runs, so rdpmc reads it */
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        perf_why(why, why_len, "no hardware instruction counter here: perf_event_open", errno);
+        return NULL;
+    }
+    void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        perf_why(why, why_len, "cannot map the counter's page", errno);
+        close(fd);
+        return NULL;
+    }
+    const struct perf_event_mmap_page *pg = p;
+    if (!pg->cap_user_rdpmc || !pg->index) {
+        perf_why(why, why_len,
+                 "the kernel does not let user code read the instruction counter with rdpmc "
+                 "(cap_user_rdpmc = 0; see /sys/bus/event_source/devices/cpu/rdpmc)",
+                 0);
+        munmap(p, 4096);
+        close(fd);
+        return NULL;
+    }
+    return p; /* fd stays open: the page lives as long as the event */
 }

@@ -6,7 +6,10 @@
  *             one (touch, check, site hints, per-kind call counting)
  *   check.c   payload patterns and the address-ordered treap of live blocks
  *   fmt.c     a string builder for messages and JSON (no malloc, no stdio)
- *   os.c      the only file that talks to the OS: mmap, files, clocks, /proc
+ *   count.c   instructions per allocator call: under heaplab's counting tool
+ *             (--vg-count) or from the CPU's counter (--count perf)
+ *   os.c      the only file that talks to the OS: mmap, files, clocks, /proc,
+ *             the performance counter
  *
  * The replayer never calls malloc for its own needs: every buffer comes from
  * mmap (os.c), so the heap it measures holds only the trace's objects.
@@ -200,11 +203,59 @@ typedef struct rp_ctx {
 
 extern volatile uint64_t rp_current_event; /* for the crash report (general loop only) */
 
+/* The calls the replayer makes into the allocator, one entry point each, in
+ * this order (heaplab-compare's callgrind.rs names them the same way). */
+enum {
+    RP_W_MALLOC,
+    RP_W_CALLOC,
+    RP_W_MEMALIGN,
+    RP_W_POSIX_MEMALIGN,
+    RP_W_ALIGNED_ALLOC,
+    RP_W_VALLOC,
+    RP_W_PVALLOC,
+    RP_W_FREE,
+    RP_W_REALLOC_FREE,
+    RP_W_REALLOC,
+    RP_W_COUNT
+};
+/* Each slot holds a function of the entry point's own type: void *(size_t)
+ * for malloc, valloc, pvalloc; void *(size_t a, size_t n) for calloc(a, n)
+ * and the memalign family (alignment, size); void *(void *, size_t) for
+ * realloc; void *(void *) for realloc_free (realloc(p, 0)); void (void *)
+ * for free. */
+typedef struct rp_api {
+    void (*fn[RP_W_COUNT])(void);
+} rp_api_t;
+extern const rp_api_t rp_api_wrappers; /* rp_call_malloc, ... (exec.c) */
+/* Every later call (lean loop with --per-call, general loop) goes through a. */
+void rp_use_api(const rp_api_t *a);
+
 /* The lean loop: plain mode, no hints. Runs ops up to the sentinel. */
 uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx);
 /* The general loop: every mode; calls go through one noinline function per
  * entry point (rp_call_malloc, ...), which callgrind reports one by one. */
 void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx);
+
+/* ---------------------------------------------------------------- count.c */
+
+/* The counters: 0 none, or one of these. */
+enum { RP_COUNT_NONE = 0, RP_COUNT_VG = 1, RP_COUNT_PERF = 2 };
+/* Sets the counter up before the replay: registers the wrappers with
+ * heaplab-count, or opens the CPU's counter and calibrates; exits with a
+ * message (status 5) when the counter cannot be had here. */
+void rp_count_init(int counter);
+/* Around each run of ops (perf: the replay's own instructions). */
+void rp_count_start(void);
+void rp_count_stop(void);
+/* `,"counts":{...}` or `,"counts":null` into the JSON report. */
+void rp_count_report(rp_buf_t *out, int *first);
+
+/* ---------------------------------------------------------------- os.c: the counter */
+
+/* A user-mode instruction counter of this thread, readable with rdpmc:
+ * returns its mmap'd control page (struct perf_event_mmap_page), or NULL with
+ * a reason in why. */
+void *rp_perf_open(char *why, size_t why_len);
 
 /* ---------------------------------------------------------------- refs.c */
 

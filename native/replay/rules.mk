@@ -14,7 +14,7 @@
 
 REPLAY_DIR  := $(NATIVE)/replay
 REPLAY_OBJ  := $(OBJDIR)/replay
-REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c
+REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c count.c
 REPLAY_OBJS := $(addprefix $(REPLAY_OBJ)/,$(REPLAY_SRCS:.c=.o))
 ifeq ($(shell uname -m),x86_64)
 REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o
@@ -22,7 +22,7 @@ endif
 REPLAY_CFLAGS := $(CFLAGS) -Werror -Wshadow -fno-builtin-malloc -fno-builtin-calloc \
                  -fno-builtin-realloc -fno-builtin-free -fno-plt
 REPLAY_HDRS := $(REPLAY_DIR)/rp.h $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/heaplab_site.h $(NATIVE)/alloc/hl_alloc.h \
-               $(COMMON_DIR)/hl_fmt.h
+               $(COMMON_DIR)/hl_fmt.h $(NATIVE)/vgtool/heaplab_vg.h
 
 $(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.c $(REPLAY_HDRS) | dirs
 	@mkdir -p $(REPLAY_OBJ)

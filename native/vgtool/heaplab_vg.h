@@ -3,13 +3,18 @@
  * programs around it: the client requests a program under the tool may make,
  * and the raw stream the tool writes, which `heaplab` reads.
  *
- * Two tools are built from native/vgtool/hl_tool.c:
+ * Three tools are built here; two from native/vgtool/hl_tool.c:
  *
  *   --tool=heaplab          record: replaces malloc (as DHAT does) and streams
  *                           allocation events plus every load and store
  *   --tool=heaplab-measure  measure: leaves malloc alone (an LD_PRELOADed
  *                           allocator runs as it is) and streams the loads and
  *                           stores each marked application or allocator
+ *
+ * and one from hl_count.c:
+ *
+ *   --tool=heaplab-count    counts the instructions of each allocator call a
+ *                           replay makes, and nothing else (no stream)
  *
  * The raw stream (--hl-out=PATH, usually a FIFO that heaplab reads) is a
  * sequence of 64-bit little-endian words; bits 61..63 of a record's first
@@ -103,7 +108,40 @@ enum {
     /* measure: event a1 just ran; a2 = the block it returned (0: none),
      * a3 = 1 if it created an object. Returns 1. */
     HLVG_REQ_EVENT = HLVG_REQ_BASE + 3,
+    /* count (--tool=heaplab-count, hl_count.c): "I am heaplab's replayer;
+     * my own code is [a1, a2); a3 points to a4 entries (hlvg_entry_t), the
+     * functions through which I call the allocator: my wrappers
+     * (rp_call_malloc, ..., inside [a1, a2)) and the allocator's own entry
+     * points I call directly (malloc, ..., outside it)". Each names the slot
+     * (1 ..) that counts its calls. Returns 1. */
+    HLVG_REQ_COUNT_INIT = HLVG_REQ_BASE + 4,
+    /* count: copy the counts (hlvg_counts_t) to a1, a2 bytes at most.
+     * Returns the bytes written. */
+    HLVG_REQ_COUNT_READ = HLVG_REQ_BASE + 5,
 };
+
+/* What heaplab-count counted, between callgrind's START_INSTRUMENTATION and
+ * STOP_INSTRUMENTATION requests (which the replayer makes around each run of
+ * ops, for callgrind and this tool alike). Slot 0 holds the instructions of
+ * code outside the replayer run outside any counted call (libc's memset in
+ * touch mode, the clock); slot s those run inside calls through the entries
+ * of slot s, from the entry until the replayer's code runs again, the
+ * replayer's own instructions excepted: what callgrind reports as the
+ * inclusive cost of a wrapper's callees. */
+#define HLVG_COUNT_VERSION 1
+#define HLVG_COUNT_SLOTS   16
+#define HLVG_COUNT_ENTRIES 32
+typedef struct hlvg_entry {
+    unsigned long long addr; /* the function's first instruction */
+    unsigned long long slot; /* 1 .. HLVG_COUNT_SLOTS - 1 */
+} hlvg_entry_t;
+typedef struct hlvg_counts {
+    unsigned long long version;  /* HLVG_COUNT_VERSION */
+    unsigned long long slots;    /* slots in use: 1 + entries */
+    unsigned long long replayer; /* instructions of the replayer's own code */
+    unsigned long long instr[HLVG_COUNT_SLOTS];
+    unsigned long long calls[HLVG_COUNT_SLOTS];
+} hlvg_counts_t;
 
 #ifndef HLVG_TOOL_SIDE
 /* For programs: the requests, each 0 when not running under the tool. */
@@ -113,6 +151,10 @@ enum {
 #define HLVG_ACTIVE(on) ((int)VALGRIND_DO_CLIENT_REQUEST_EXPR(0, HLVG_REQ_ACTIVE, (on), 0, 0, 0, 0))
 #define HLVG_EVENT(index, block, created)                                                          \
     VALGRIND_DO_CLIENT_REQUEST_STMT(HLVG_REQ_EVENT, (index), (block), (created), 0, 0)
+#define HLVG_COUNT_INIT(lo, hi, entries, n)                                                        \
+    ((int)VALGRIND_DO_CLIENT_REQUEST_EXPR(0, HLVG_REQ_COUNT_INIT, (lo), (hi), (entries), (n), 0))
+#define HLVG_COUNT_READ(buf, len)                                                                  \
+    ((int)VALGRIND_DO_CLIENT_REQUEST_EXPR(0, HLVG_REQ_COUNT_READ, (buf), (len), 0, 0, 0))
 #endif
 
 #endif

@@ -4,6 +4,7 @@
 #   build/lib/valgrind/                     the VALGRIND_LIB folder heaplab runs valgrind with:
 #     heaplab-amd64-linux                   the tool, record mode (--tool=heaplab)
 #     heaplab-measure-amd64-linux           the tool, measure mode (--tool=heaplab-measure)
+#     heaplab-count-amd64-linux             the counting tool (--tool=heaplab-count, hl_count.c)
 #     vgpreload_heaplab-amd64-linux.so      its malloc replacement (record mode only)
 #     vgpreload_core-amd64-linux.so         the system's, linked in
 #   build/bin/vgtool-test-*                 tiny C programs with known heap loads and stores
@@ -28,7 +29,8 @@ VG_LDFLAGS := -static -nodefaultlibs -nostartfiles -u __start -Wl,--build-id=non
               -Wl,-Ttext-segment=$(VG_LOAD)
 VG_LIBS    := -L$(VG_KIT) -lcoregrind-amd64-linux -lvex-amd64-linux -lgcc
 
-VG_TOOLS := $(VG_OUT)/heaplab-amd64-linux $(VG_OUT)/heaplab-measure-amd64-linux
+VG_TOOLS := $(VG_OUT)/heaplab-amd64-linux $(VG_OUT)/heaplab-measure-amd64-linux \
+            $(VG_OUT)/heaplab-count-amd64-linux
 VG_FILES := $(VG_TOOLS) $(VG_OUT)/vgpreload_heaplab-amd64-linux.so $(VG_OUT)/vgpreload_core-amd64-linux.so
 
 # Without the kit (no valgrind package) the tool is left out and its tests skip.
@@ -42,6 +44,14 @@ $(VG_OBJ)/record.o: $(VG_DIR)/hl_tool.c $(VG_DIR)/heaplab_vg.h | dirs
 $(VG_OBJ)/measure.o: $(VG_DIR)/hl_tool.c $(VG_DIR)/heaplab_vg.h | dirs
 	@mkdir -p $(VG_OBJ)
 	$(CC) $(VG_CFLAGS) -DHL_MEASURE=1 -c $< -o $@
+
+$(VG_OBJ)/count.o: $(VG_DIR)/hl_count.c $(VG_DIR)/heaplab_vg.h | dirs
+	@mkdir -p $(VG_OBJ)
+	$(CC) $(VG_CFLAGS) -c $< -o $@
+
+$(VG_OUT)/heaplab-count-amd64-linux: $(VG_OBJ)/count.o
+	@mkdir -p $(VG_OUT)
+	$(CC) -o $@ $< $(VG_LDFLAGS) $(VG_LIBS)
 
 $(VG_OUT)/heaplab-amd64-linux: $(VG_OBJ)/record.o
 	@mkdir -p $(VG_OUT)

@@ -44,17 +44,25 @@ impl Truncation {
 /// `t`, and the events before it can be trusted. `Err`: corrupt or unreadable,
 /// with the reader's message.
 pub fn check(trace: &Path) -> anyhow::Result<Option<Truncation>> {
+    examine(trace).map(|(cut, _)| cut)
+}
+
+/// [`check`], and the events a replay of the trace will see (`heaplab
+/// compare` estimates its jobs' costs from them).
+pub fn examine(trace: &Path) -> anyhow::Result<(Option<Truncation>, u64)> {
     let mut r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut n = 0u64;
     loop {
         match r.next_event() {
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(None),
+            Ok(Some(_)) => n += 1,
+            Ok(None) => return Ok((None, n)),
             Err(e) if e.is_cut_short() => {
-                return Ok(Some(Truncation {
+                let t = Truncation {
                     offset: e.offset,
                     events_read: e.events_read,
                     message: e.to_string(),
-                }))
+                };
+                return Ok((Some(t), n));
             }
             Err(e) => anyhow::bail!("{e}"),
         }

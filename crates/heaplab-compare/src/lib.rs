@@ -8,8 +8,8 @@
 //! them. Per cell it measures, after paper 002 §4 and paper 000 §3:
 //!
 //! - instructions per malloc, per free and per realloc, inclusive of all they
-//!   call, from `valgrind --tool=callgrind` ([`callgrind`]): these repeat
-//!   exactly;
+//!   call, counted exactly ([`count`]: heaplab's own Valgrind tool by
+//!   default, callgrind as the oracle, or the CPU's counter): these repeat;
 //! - the allocator's share of the instructions;
 //! - wall time of the replay (median over repeats, run one at a time) and its
 //!   ratio to glibc's in the same invocation;
@@ -25,13 +25,21 @@
 //! let allocs = alloc::resolve(&["glibc".into(), "firstfit".into()], &tools).unwrap();
 //! let opts = Options::default();
 //! let traces = vec![std::path::PathBuf::from("perl.hltrace")];
-//! let records = compare(&tools, &traces, &allocs, &opts, &NoProgress).unwrap();
+//! let records = compare(&tools, &traces, &allocs, &opts, &heaplab_jobs::run::Quiet).unwrap();
 //! println!("{}", serde_json::to_string_pretty(&records).unwrap());
 //! ```
 //!
+//! Each cell's measurements are independent jobs ([`jobs`], on
+//! `heaplab-jobs`): a local run runs them here, keeping each outcome as it
+//! finishes (`resume`); `heaplab compare --plan DIR` writes them for GNU
+//! parallel or Slurm and `--merge DIR` makes the same records from their
+//! outcomes.
+//!
 //! `docs/compare.md` documents the records ([`Record`]) field by field.
 
+pub mod count;
 pub mod health;
+pub mod jobs;
 pub mod lab;
 pub mod live;
 pub mod measure;

@@ -1,25 +1,34 @@
-//! The comparison: every (trace, allocator) cell replayed in its own
-//! processes, in three kinds of run:
+//! The comparison, run here: every (trace, allocator) cell as up to three
+//! jobs (jobs.rs), each its own processes:
 //!
-//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), and
-//! 2. a callgrind replay of the general loop (instructions per call),
+//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), natively:
+//!    the first of a trace decodes it into the ops cache, for all the others;
+//! 2. a counted replay (instructions per call: vgcount, callgrind or perf),
+//!    the longest first (as the touch runs predict them),
 //!
-//! which are independent and run in parallel up to `jobs` at a time; then
+//! each phase in parallel up to `jobs` at a time; then
 //!
 //! 3. `repeat` plain-mode replays per cell for wall time, one at a time,
 //!    round-robin over the cells so that a slow patch of the machine is spread
 //!    over every allocator rather than falling on one.
+//!
+//! Every job's outcome is kept in the state directory as it finishes, so an
+//! interrupted comparison keeps what it measured, and `resume` reuses it; the
+//! records come from the outcomes by the same merge a plan's outcomes go
+//! through (`heaplab compare --plan` / `--merge`).
 
-use crate::alloc::{Allocator, Source};
-use crate::callgrind::{replay_costs, AllocCosts};
-use crate::health::{self, Truncation};
+use crate::alloc::Allocator;
+use crate::count::{self, Counter};
+use crate::health;
+use crate::jobs::{self, AllocSpec, Study, TraceSpec};
 use crate::record::Record;
-use crate::replay::{self, Mode, Outcome};
 use crate::tools::Tools;
-use crate::{parallel, Progress};
 use anyhow::{bail, Context, Result};
+use heaplab_jobs::{cancel, run, Job, JobState, Observer, Runner, Store};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// What to measure, and how.
 #[derive(Debug, Clone)]
@@ -28,12 +37,18 @@ pub struct Options {
     pub repeat: usize,
     /// Parallel replays in the first phase.
     pub jobs: usize,
-    /// Instruction counts with callgrind (slow: 20 to 50 times the replay).
+    /// Instruction counts.
     pub instructions: bool,
+    /// How to count them.
+    pub counter: Counter,
     /// The touch-mode run (footprint, utilization, fragmentation).
     pub footprint: bool,
-    /// Keep callgrind's output files in the work directory.
+    /// Keep the decoded traces in the work directory.
     pub keep_scratch: bool,
+    /// Where each job's outcome is kept as it finishes; None: nowhere.
+    pub state: Option<PathBuf>,
+    /// Reuse the outcomes already in `state` instead of measuring again.
+    pub resume: bool,
 }
 
 impl Default for Options {
@@ -42,10 +57,28 @@ impl Default for Options {
             repeat: 3,
             jobs: crate::cores(),
             instructions: true,
+            counter: Counter::Vgcount,
             footprint: true,
             keep_scratch: false,
+            state: None,
+            resume: false,
         }
     }
+}
+
+/// The default state directory: `$XDG_CACHE_HOME/heaplab/outcomes`, else
+/// `~/.cache/heaplab/outcomes`, else one under the temporary directory.
+pub fn default_state_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("heaplab").join("outcomes")
 }
 
 /// What a real program costs, read from `TRACE.program.json` when it exists
@@ -93,292 +126,207 @@ impl ProgramCost {
     }
 }
 
-#[derive(Default)]
-struct Cell {
-    touch: Option<Outcome>,
-    costs: Option<(AllocCosts, u64)>,
-    events_from_cg: Option<Outcome>,
-    wall: Vec<f64>,
-    timing_out: Option<Outcome>,
-    failure: Option<String>,
+/// The study behind a comparison: the traces checked (whole, or cut short
+/// and marked; a corrupt one is an error) and counted, the allocators
+/// resolved, each trace's program cost.
+pub fn study(
+    tools: &Tools,
+    traces: &[PathBuf],
+    allocs: &[Allocator],
+    opts: &Options,
+) -> Result<Study> {
+    tools.check_replay()?;
+    if opts.instructions {
+        count::check(tools, opts.counter)?;
+    }
+    let mut specs = Vec::new();
+    for t in traces {
+        let (cut, events) = health::examine(t)?;
+        let path = std::path::absolute(t).with_context(|| format!("{}", t.display()))?;
+        specs.push(TraceSpec { given: t.display().to_string(), path, events, cut });
+    }
+    let programs: Vec<Option<ProgramCost>> =
+        traces.iter().map(|t| ProgramCost::load(t)).collect::<Result<_>>()?;
+    Ok(Study {
+        traces: specs,
+        allocators: allocs.iter().map(AllocSpec::of).collect(),
+        programs,
+        counter: opts.instructions.then_some(opts.counter),
+        footprint: opts.footprint,
+        repeat: opts.repeat,
+        timeout_s: tools.timeout.map(|t| t.as_secs()).unwrap_or(0),
+        replay: std::path::absolute(&tools.replay)?,
+        lib_dir: std::path::absolute(&tools.lib_dir)?,
+    })
 }
 
-impl Cell {
-    fn fail(&mut self, why: String) {
-        if self.failure.is_none() {
-            self.failure = Some(why);
-        }
-    }
-    fn any_out(&self) -> Option<&replay::ReplayOut> {
-        [&self.touch, &self.events_from_cg, &self.timing_out]
-            .into_iter()
-            .flatten()
-            .find_map(|o| o.out.as_ref())
-    }
-}
-
-/// How much slower a replay runs under callgrind than a touch-mode replay
-/// natively: 10 to 20 times on this project's allocators (memory-bound ones
-/// like firstfit lose less, because callgrind does not simulate the cache).
-pub const CALLGRIND_SLOWDOWN: f64 = 20.0;
-
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
-}
-
-/// Runs the comparison and returns one record per (trace, allocator), in
-/// trace-major order. Allocators marked missing get records that say so.
+/// Runs the comparison here and returns one record per (trace, allocator),
+/// in trace-major order. Allocators marked missing get records that say so.
 pub fn compare(
     tools: &Tools,
     traces: &[PathBuf],
     allocs: &[Allocator],
     opts: &Options,
-    progress: &dyn Progress,
+    observer: &dyn Observer,
 ) -> Result<Vec<Record>> {
-    tools.check_replay()?;
-    if opts.instructions && !tools.have_valgrind() {
-        bail!("valgrind is not installed, and instruction counts need it (apt-get install valgrind, or pass --no-instructions)");
-    }
+    let study = study(tools, traces, allocs, opts)?;
+    let jobs = study.jobs()?;
     std::fs::create_dir_all(&tools.work_dir)
         .with_context(|| format!("creating {}", tools.work_dir.display()))?;
-    let cuts: Vec<Option<Truncation>> =
-        traces.iter().map(|t| health::check(t)).collect::<Result<_>>()?;
-    let programs: Vec<Option<ProgramCost>> =
-        traces.iter().map(|t| ProgramCost::load(t)).collect::<Result<_>>()?;
-    let n = traces.len() * allocs.len();
-    let idx = |t: usize, a: usize| t * allocs.len() + a;
-    let runnable: Vec<usize> =
-        (0..n).filter(|&i| allocs[i % allocs.len()].missing.is_none()).collect();
-    let phase1: Vec<(usize, u8)> = runnable
-        .iter()
-        .flat_map(|&i| {
-            let mut v = Vec::new();
-            if opts.footprint {
-                v.push((i, 0u8));
-            }
-            if opts.instructions {
-                v.push((i, 1u8));
-            }
-            v
-        })
-        .collect();
-    progress.start((phase1.len() + runnable.len() * opts.repeat) as u64);
-
-    // Phase 1: touch runs, then callgrind runs, each in parallel. A cell
-    // whose touch run failed, or whose replay is so slow natively that
-    // callgrind would pass its time limit, gets no callgrind run.
-    let mut cells: Vec<Cell> = (0..n).map(|_| Cell::default()).collect();
-    let stem = |t: &Path| t.file_stem().unwrap_or_default().to_string_lossy().to_string();
-    let touch_jobs: Vec<usize> = phase1.iter().filter(|j| j.1 == 0).map(|j| j.0).collect();
-    let touched = parallel(touch_jobs.len(), opts.jobs, |j| {
-        let i = touch_jobs[j];
-        let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
-        let r = replay::run(tools, alloc, trace, Mode::Touch, &[]);
-        progress.step(&format!("touch {} {}", stem(trace), alloc.name));
-        r
-    });
-    for (&i, r) in touch_jobs.iter().zip(touched) {
-        match r {
-            Err(e) => cells[i].fail(format!("{e:#}")),
-            Ok(o) => {
-                if let Some(f) = o.failure() {
-                    cells[i].fail(format!("touch-mode replay: {f}"));
-                }
-                cells[i].touch = Some(o);
-            }
+    let store = match opts.state.as_deref().map(Store::open) {
+        Some(Err(e)) if !opts.resume => {
+            eprintln!("heaplab compare: warning: {e:#}; measurements are not kept as they finish");
+            None
+        }
+        other => other.transpose()?,
+    };
+    observer.begin(&jobs);
+    let ops = tools.ops_cache.clone();
+    let work = |j: &Job| jobs::run_job(j, ops.as_deref());
+    let runner = Runner {
+        workers: opts.jobs,
+        store: store.as_ref(),
+        resume: opts.resume,
+        observer,
+        eta: None,
+    };
+    let of = |kind: &str| jobs.iter().filter(|j| j.kind == kind).cloned().collect::<Vec<Job>>();
+    let (touch, mut counted, alone) =
+        (of("compare.touch"), of("compare.count"), of("compare.time"));
+    let mut by_id: HashMap<String, JobState> = HashMap::new();
+    // The touch runs first: natively they decode each trace into the ops
+    // cache (under Valgrind that would take ten times as long), and their
+    // replay time tells how long each counted replay will take.
+    for (j, s) in touch.iter().zip(runner.run(&touch, &work)) {
+        by_id.insert(j.id.clone(), s);
+    }
+    let native = |j: &Job| -> Option<f64> {
+        let t = touch.iter().find(|t| {
+            t.param("trace") == j.param("trace") && t.param("allocator") == j.param("allocator")
+        })?;
+        match by_id.get(&t.id)? {
+            JobState::Done(o) => Some(o.result["replay"]["timed_ns"].as_f64()? / 1e9),
+            _ => None,
+        }
+    };
+    for j in counted.iter_mut() {
+        if let Some(s) = native(j) {
+            j.weight = 0.5 + s * opts.counter.slowdown();
+            observer.reweigh(j);
         }
     }
-    let cg_limit = tools.callgrind_timeout();
-    let mut cg_jobs: Vec<usize> = Vec::new();
-    for i in phase1.iter().filter(|j| j.1 == 1).map(|j| j.0) {
-        let native =
-            cells[i].touch.as_ref().and_then(|o| o.out.as_ref()).map(|o| o.timed_ns as f64 / 1e9);
-        match (native, cg_limit) {
-            _ if cells[i].failure.is_some() => progress.step("skipped"),
-            (Some(s), Some(limit)) if s * CALLGRIND_SLOWDOWN > limit.as_secs_f64() => {
-                cells[i].fail(format!(
-                    "not run under callgrind: the touch-mode replay took {s:.1} s, so about {:.0} s under \
-                     callgrind, past the limit of {} s (raise --timeout)",
-                    s * CALLGRIND_SLOWDOWN,
-                    limit.as_secs()
-                ));
-                progress.step("skipped");
-            }
-            _ => cg_jobs.push(i),
+    for j in &alone {
+        if let Some(s) = native(j) {
+            // a plain run costs at most its touch run, plus the process's start
+            let mut j = j.clone();
+            j.weight = opts.repeat as f64 * (0.3 + s);
+            observer.reweigh(&j);
         }
     }
-    let results = parallel(cg_jobs.len(), opts.jobs, |j| {
-        let i = cg_jobs[j];
-        let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
-        let out = replay::scratch(tools, trace, alloc, "callgrind.out");
-        let r = replay::run_callgrind(tools, alloc, trace, &out)
-            .map(|(o, p)| (o, (replay_costs(&p), p.total)));
-        if !opts.keep_scratch {
-            let _ = std::fs::remove_file(&out);
-        }
-        progress.step(&format!("callgrind {} {}", stem(trace), alloc.name));
-        r
-    });
-    for (&i, r) in cg_jobs.iter().zip(results) {
-        let c = &mut cells[i];
-        match r {
-            Err(e) => c.fail(format!("{e:#}")),
-            Ok((o, costs)) => {
-                if let Some(f) = o.failure() {
-                    c.fail(format!("callgrind replay: {f}"));
-                } else {
-                    c.costs = Some(costs);
-                }
-                c.events_from_cg = Some(o);
-            }
-        }
+    // Longest first, so that no core idles at the end while one long count runs.
+    counted.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+    for (j, s) in counted.iter().zip(runner.run(&counted, &work)) {
+        by_id.insert(j.id.clone(), s);
     }
-
-    // Phase 2: timing, one run at a time.
-    for _ in 0..opts.repeat {
-        for &i in &runnable {
-            let (trace, alloc) = (&traces[i / allocs.len()], &allocs[i % allocs.len()]);
-            if cells[i].failure.is_some() {
-                progress.step("skipped");
-                continue;
-            }
-            match replay::run(tools, alloc, trace, Mode::Plain, &[]) {
-                Err(e) => cells[i].fail(format!("{e:#}")),
-                Ok(o) => {
-                    if let Some(f) = o.failure() {
-                        cells[i].fail(format!("plain replay: {f}"));
-                    } else if let Some(out) = &o.out {
-                        cells[i].wall.push(out.timed_ns as f64 / 1e9);
-                    }
-                    cells[i].timing_out = Some(o);
-                }
-            }
-            progress.step(&format!(
-                "time {} {}",
-                trace.file_stem().unwrap_or_default().to_string_lossy(),
-                alloc.name
-            ));
-        }
+    for (j, s) in alone.iter().zip(round_robin(&alone, &runner, ops.as_deref())) {
+        by_id.insert(j.id.clone(), s);
     }
     if !opts.keep_scratch {
         tools.clean();
     }
+    let states: Vec<JobState> =
+        jobs.iter().map(|j| by_id.remove(&j.id).unwrap_or(JobState::Missing)).collect();
+    let interrupted = cancel::requested();
+    Ok(jobs::merge(&study, &jobs, &states, &|j| {
+        if interrupted {
+            format!(
+                "not measured ({}): the comparison was interrupted; --resume measures the rest",
+                j.label
+            )
+        } else {
+            format!("job {} ({}) left no outcome", j.id, j.label)
+        }
+    }))
+}
 
-    // Records.
-    let mut records = Vec::with_capacity(n);
-    for (t, trace) in traces.iter().enumerate() {
-        let glibc_wall =
-            allocs.iter().position(|a| a.is_glibc()).and_then(|a| median(&cells[idx(t, a)].wall));
-        let footprint = |c: &Cell, a: &Allocator| -> Option<(u64, &'static str)> {
-            let o = c.touch.as_ref()?.out.as_ref()?;
-            match (&o.footprint, a.source) {
-                (Some(f), Source::Heaplab) => Some((f.peak_bytes, "heaplab_alloc_stats")),
-                _ => Some((o.rss.growth_bytes, "rss_touch")),
-            }
-        };
-        let firstfit = allocs
-            .iter()
-            .position(|a| a.name == "firstfit")
-            .and_then(|a| footprint(&cells[idx(t, a)], &allocs[a]).map(|f| f.0));
-        for (a, alloc) in allocs.iter().enumerate() {
-            let c = &cells[idx(t, a)];
-            let mut r = Record {
-                trace: trace.display().to_string(),
-                trace_name: trace.file_stem().unwrap_or_default().to_string_lossy().to_string(),
-                allocator: alloc.name.clone(),
-                source: alloc.source.name().to_string(),
-                status: "ok".into(),
-                ..Record::default()
-            };
-            if let Some(m) = &alloc.missing {
-                r.status = "missing".into();
-                r.error = Some(m.clone());
-                records.push(r);
+/// The timing jobs, run one replay at a time, round-robin over the jobs (a
+/// slow moment of the machine falls on every allocator alike). Each job's
+/// outcome is what running it alone would give.
+fn round_robin(jobs: &[Job], runner: &Runner, ops: Option<&Path>) -> Vec<JobState> {
+    let mut states = vec![JobState::Missing; jobs.len()];
+    let mut pending = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        if runner.resume {
+            if let Some(JobState::Done(o)) = runner.store.map(|s| s.get(&j.id)) {
+                runner.observer.finished(j, &o, true);
+                states[i] = JobState::Done(o);
                 continue;
             }
-            if let Some(f) = &c.failure {
-                r.status = "failed".into();
-                r.error = Some(f.clone());
+        }
+        pending.push(i);
+    }
+    struct Run {
+        runs: Vec<f64>,
+        last: serde_json::Value,
+        error: Option<anyhow::Error>,
+        started: f64,
+        spent: f64,
+    }
+    let mut st: HashMap<usize, Run> = HashMap::new();
+    for &i in &pending {
+        let error = jobs[i].inputs.iter().try_for_each(|x| x.verify()).err();
+        st.insert(
+            i,
+            Run {
+                runs: vec![],
+                last: serde_json::Value::Null,
+                error,
+                started: run::now_unix(),
+                spent: 0.0,
+            },
+        );
+        runner.observer.started(&jobs[i]);
+    }
+    let repeat =
+        jobs.iter().filter_map(|j| j.param("repeat")?.parse::<usize>().ok()).max().unwrap_or(0);
+    'rounds: for _ in 0..repeat {
+        for &i in &pending {
+            if cancel::requested() {
+                break 'rounds;
             }
-            if let Some(o) = c.any_out() {
-                r.events = Some(o.events);
-                r.mallocs = Some(o.mallocs());
-                r.frees = Some(o.frees());
-                r.reallocs = Some(o.reallocs());
-                r.peak_live_bytes = Some(o.peak_live_bytes);
-            }
-            let cut = cuts[t].clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
-            if let Some(cut) = &cut {
-                r.truncated = true;
-                r.truncated_at_byte = Some(cut.offset);
-                r.truncated_after_events = Some(cut.events_read);
-                r.truncation = Some(cut.message.clone());
-            }
-            if r.events == Some(0) {
-                // Nothing ran: every figure would be 0 or a division by 0.
-                r.status = "empty".into();
-                r.error = Some(match &cut {
-                    Some(cut) => format!(
-                        "no events to replay: the trace is cut at byte {} before its first event",
-                        cut.offset
-                    ),
-                    None => "the trace holds no events: nothing to measure".into(),
-                });
-                records.push(r);
+            let r = st.get_mut(&i).expect("every pending job has a state");
+            if r.error.is_some() {
                 continue;
             }
-            if let Some((costs, replay_total)) = &c.costs {
-                r.instr_per_malloc = costs.malloc.per_call();
-                r.instr_per_free = costs.free.per_call();
-                r.instr_per_realloc = costs.realloc.per_call();
-                r.alloc_instructions = Some(costs.total);
-                r.replay_instructions = Some(*replay_total);
-                let a = costs.total as f64;
-                match &programs[t] {
-                    Some(p) => {
-                        r.alloc_instr_share = Some(a / (a + p.outside() as f64));
-                        r.share_basis = Some("program".into());
-                    }
-                    None if *replay_total > 0 => {
-                        r.alloc_instr_share = Some(a / *replay_total as f64);
-                        r.share_basis = Some("replay".into());
-                    }
-                    None => {}
+            let t0 = Instant::now();
+            match jobs::time_run(&jobs[i], ops) {
+                Ok((s, raw)) => {
+                    r.runs.push(s);
+                    r.last = raw;
                 }
+                Err(e) => r.error = Some(e),
             }
-            r.wall_runs_s = c.wall.clone();
-            r.wall_s = median(&c.wall);
-            r.wall_ratio_glibc = match (r.wall_s, glibc_wall) {
-                (Some(w), Some(g)) if g > 0.0 => Some(w / g),
-                _ => None,
-            };
-            r.ns_per_event = match (r.wall_s, r.events) {
-                (Some(w), Some(e)) if e > 0 => Some(w * 1e9 / e as f64),
-                _ => None,
-            };
-            if let Some((fp, src)) = footprint(c, alloc) {
-                r.peak_footprint_bytes = Some(fp);
-                r.footprint_source = Some(src.into());
-                r.footprint_vs_firstfit = firstfit.filter(|&f| f > 0).map(|f| fp as f64 / f as f64);
-                r.utilization = (fp > 0).then(|| r.peak_live_bytes.unwrap_or(0) as f64 / fp as f64);
-            }
-            if let Some(o) = c.touch.as_ref().and_then(|o| o.out.as_ref()) {
-                r.peak_rss_growth_bytes = Some(o.rss.growth_bytes);
-                if let Some(u) = &o.usable {
-                    r.peak_live_usable_bytes = Some(u.peak_live_usable_bytes);
-                    r.internal_fragmentation = (u.usable_at_peak_live_bytes > 0).then(|| {
-                        1.0 - u.peak_live_bytes as f64 / u.usable_at_peak_live_bytes as f64
-                    });
-                }
-            }
-            records.push(r);
+            r.spent += t0.elapsed().as_secs_f64();
         }
     }
-    Ok(records)
+    for &i in &pending {
+        let r = st.remove(&i).expect("every pending job has a state");
+        let done = r.error.is_some() || r.runs.len() == repeat;
+        if !done || (r.error.is_some() && cancel::requested()) {
+            continue; // interrupted: no outcome, so resume times it again
+        }
+        let result = match r.error {
+            Some(e) => Err(e),
+            None => Ok(jobs::time_result(&jobs[i], &r.runs, r.last)),
+        };
+        let o = run::outcome(&jobs[i], result, r.started, r.spent);
+        if let Some(s) = runner.store {
+            if let Err(e) = s.put(&o) {
+                eprintln!("heaplab: could not keep the outcome of job {}: {e:#}", jobs[i].id);
+            }
+        }
+        runner.observer.finished(&jobs[i], &o, false);
+        states[i] = if o.ok() { JobState::Done(o) } else { JobState::Failed(o) };
+    }
+    states
 }

@@ -33,6 +33,7 @@ pub struct Record {
     pub replay_instructions: Option<u64>,
     pub alloc_instr_share: Option<f64>,
     pub share_basis: Option<String>,
+    pub counter: Option<String>,
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
@@ -49,7 +50,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 33] = [
+pub const CSV_COLUMNS: [&str; 34] = [
     "trace",
     "trace_name",
     "allocator",
@@ -71,6 +72,7 @@ pub const CSV_COLUMNS: [&str; 33] = [
     "replay_instructions",
     "alloc_instr_share",
     "share_basis",
+    "counter",
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",

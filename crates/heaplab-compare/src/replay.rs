@@ -113,6 +113,8 @@ impl ReplayOut {
 pub struct Outcome {
     /// The JSON, when the replayer printed it.
     pub out: Option<ReplayOut>,
+    /// The same JSON, every field (a job's result keeps it whole).
+    pub raw: Option<serde_json::Value>,
     /// The exit code (None: killed by a signal).
     pub code: Option<i32>,
     pub signal: Option<i32>,
@@ -147,7 +149,7 @@ impl Outcome {
     }
 }
 
-fn command(program: &Path, alloc: &Allocator) -> Command {
+pub(crate) fn command(program: &Path, alloc: &Allocator) -> Command {
     let mut c = Command::new(program);
     c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
     if let Some(p) = &alloc.preload {
@@ -195,6 +197,11 @@ fn output(c: &mut Command, timeout: Option<Duration>) -> Result<(Output, bool)> 
             timed_out = true;
             break child.wait()?;
         }
+        if heaplab_jobs::cancel::requested() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(anyhow!("interrupted"));
+        }
         std::thread::sleep(Duration::from_millis(5));
     };
     let stdout = t_out.join().unwrap_or_default();
@@ -202,26 +209,33 @@ fn output(c: &mut Command, timeout: Option<Duration>) -> Result<(Output, bool)> 
     Ok((Output { status, stdout, stderr }, timed_out))
 }
 
-fn finish(c: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
+pub(crate) fn finish(c: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
     let (out, timed_out) = output(c, timeout)?;
     if timed_out {
         let t = timeout.expect("a timeout").as_secs();
         return Ok(Outcome {
             out: None,
+            raw: None,
             code: Some(124),
             signal: None,
             stderr: format!("timed out after {t} s (raise it with --timeout)"),
         });
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed = stdout.lines().find(|l| l.starts_with('{')).map(serde_json::from_str::<ReplayOut>);
-    let parsed = match parsed {
+    let line = stdout.lines().find(|l| l.starts_with('{'));
+    let raw = match line.map(serde_json::from_str::<serde_json::Value>) {
+        Some(Ok(v)) => Some(v),
+        Some(Err(e)) => return Err(anyhow!("the replayer's JSON does not parse: {e}: {stdout}")),
+        None => None,
+    };
+    let parsed = match raw.clone().map(serde_json::from_value::<ReplayOut>) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => return Err(anyhow!("the replayer's JSON does not parse: {e}: {stdout}")),
         None => None,
     };
     Ok(Outcome {
         out: parsed,
+        raw,
         code: out.status.code(),
         signal: out.status.signal(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -19,6 +19,7 @@
 
 pub mod encode;
 pub mod heapmap;
+pub mod jobs;
 pub mod measure;
 pub mod raw;
 pub mod record;

@@ -43,7 +43,7 @@ use std::process::Stdio;
 pub const OTHER_BIT: u64 = 1 << 46;
 
 /// Counts of one measured stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MeasureStats {
     /// The application's references to heap objects, re-issued.
     pub app_heap_refs: u64,
@@ -360,18 +360,31 @@ pub fn measure_with_args<T: Send + 'static>(
     let fifo = scratch.fifo("raw")?;
     let err_path = scratch.dir.join("replay.err");
     let extra = vec!["--hl-start=no".to_string()];
+    // The same bytes above the replayer's stack wherever it runs: its frames
+    // are among the references simulated, and its stack starts below argv
+    // and the environment. So the replayer gets a fixed environment and
+    // argument list: no variable of the shell or engine that started heaplab
+    // (GNU parallel sets several), and the events file by its name alone, in
+    // its directory, wherever the scratch directory is.
+    let (events_dir, events_name) = (
+        events.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")),
+        events.file_name().context("the events file has no name")?,
+    );
     let mut cmd = vg::command(
         tools,
         "heaplab-measure",
         &fifo,
         &extra,
-        &[replay.into(), std::ffi::OsString::from("--vg-marks")]
+        &[std::path::absolute(replay)?.into(), std::ffi::OsString::from("--vg-marks")]
             .into_iter()
             .chain(replay_args.iter().map(std::ffi::OsString::from))
-            .chain([events.into()])
+            .chain([events_name.into()])
             .collect::<Vec<std::ffi::OsString>>(),
     );
-    cmd.env_remove("LD_PRELOAD");
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("VALGRIND_LIB", std::path::absolute(&tools.lib)?)
+        .current_dir(events_dir);
     if let Some(p) = &alloc.preload {
         cmd.env("LD_PRELOAD", p);
     }

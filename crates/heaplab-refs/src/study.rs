@@ -18,7 +18,7 @@ use anyhow::Result;
 use heaplab_plumb::Allocator;
 use heaplab_sim::config::{fmt_bytes, CacheConfig};
 use heaplab_sim::{CacheResult, Mode, Part};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The allocators `heaplab locality` measures when not told: paper 000's
@@ -41,14 +41,14 @@ pub struct Options {
 }
 
 /// One cache configuration's counts in one mode.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CacheRow {
     pub size: u64,
     pub line: u32,
     pub assoc: u32,
     /// `unified` (application and allocator share the cache) or `split`
     /// (the allocator has a cache of its own, of the same configuration).
-    pub mode: &'static str,
+    pub mode: String,
     pub accesses: u64,
     pub misses: u64,
     pub app_accesses: u64,
@@ -58,7 +58,7 @@ pub struct CacheRow {
 }
 
 /// One page size's fault curve.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PageRow {
     pub page_size: u64,
     /// References (an access straddling pages counts on each).
@@ -69,7 +69,7 @@ pub struct PageRow {
 }
 
 /// Estimated execution time `I + M·P·D` with one cache (paper 000 §4.2).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimeRow {
     /// The cache, as SIZE:LINE:ASSOC.
     pub cache: String,
@@ -89,7 +89,7 @@ pub struct TimeRow {
 /// How much of the application's misses the allocator causes (paper 003):
 /// the application sharing a cache with its allocator (Conv-Conf) against
 /// the allocator on a cache of its own (IMM).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PollutionRow {
     pub cache: String,
     /// Conv-Conf: all misses, application and allocator sharing the cache.
@@ -103,7 +103,7 @@ pub struct PollutionRow {
 }
 
 /// Everything measured for one allocator.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AllocatorResult {
     pub name: String,
     pub stats: MeasureStats,
@@ -115,7 +115,7 @@ pub struct AllocatorResult {
 }
 
 /// Paper 000 Table 6: one allocator with and without 8-byte tags.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TagsRow {
     pub allocator: String,
     pub with_tags: String,
@@ -130,14 +130,14 @@ pub struct TagsRow {
 }
 
 /// An allocator that could not be measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Failure {
     pub allocator: String,
     pub error: String,
 }
 
 /// The study's results (the JSON `heaplab locality --json` writes).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Locality {
     pub trace: String,
     pub command: String,
@@ -184,7 +184,8 @@ fn find<'a>(caches: &'a [CacheResult], c: &CacheConfig, mode: Mode) -> Option<&'
     caches.iter().find(|r| r.config == *c && r.mode == mode)
 }
 
-fn derive(cell: &Cell, opts: &Options) -> AllocatorResult {
+/// One allocator's figures, from its measurement.
+pub fn derive(cell: &Cell, opts: &Options) -> AllocatorResult {
     let s = &cell.stats;
     let caches = cell
         .caches
@@ -193,7 +194,7 @@ fn derive(cell: &Cell, opts: &Options) -> AllocatorResult {
             size: r.config.size(),
             line: r.config.line(),
             assoc: r.config.assoc(),
-            mode: r.mode.name(),
+            mode: r.mode.name().to_string(),
             accesses: r.counts.total_accesses(),
             misses: r.counts.total_misses(),
             app_accesses: r.counts.part_accesses(Part::Application),
@@ -323,16 +324,28 @@ pub fn run(
             Err(e) => failed.push(Failure { allocator: a.name.clone(), error: format!("{e:#}") }),
         }
     }
+    Ok(assemble(&trace.display().to_string(), &meta.command_line(), opts, results, failed))
+}
+
+/// The study from every allocator's figures (in the allocators' order) and
+/// the failures: the figures that compare allocators are derived here.
+pub fn assemble(
+    trace: &str,
+    command: &str,
+    opts: &Options,
+    results: Vec<AllocatorResult>,
+    failed: Vec<Failure>,
+) -> Locality {
     let boundary_tags = boundary_tags(&results, opts.penalty);
-    Ok(Locality {
-        trace: trace.display().to_string(),
-        command: meta.command_line(),
+    Locality {
+        trace: trace.to_string(),
+        command: command.to_string(),
         penalty: opts.penalty,
         modern_penalty: opts.modern_penalty,
         allocators: results,
         boundary_tags,
         failed,
-    })
+    }
 }
 
 /// Where a trace's default report goes.

@@ -8,6 +8,7 @@
 mod cli;
 mod cmd;
 mod human;
+mod progress;
 mod workloads;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -76,6 +77,8 @@ enum Command {
         about = "Synthesize an allocator made for a program from its traces (paper 002, CUSTOMALLOC)"
     )]
     Synth(cmd::synth::Args),
+    #[command(about = "Run one job of a plan (a line of DIR/jobs*.txt from compare --plan DIR)")]
+    Job(cmd::job::Args),
     #[command(about = "Print a shell completion script (bash, zsh, fish, elvish, powershell)")]
     Completions(cmd::completions::Args),
     #[command(
@@ -113,6 +116,7 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Segregate(a) => cmd::segregate::run(a),
         Command::Synth(a) => cmd::synth::run(a),
+        Command::Job(a) => cmd::job::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::completions::man(a),
     };

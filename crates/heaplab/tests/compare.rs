@@ -36,7 +36,10 @@ fn tmp(name: &str) -> Tmp {
 
 fn heaplab(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_heaplab"));
-    c.args(args).env_remove("LD_PRELOAD");
+    // compare keeps each measurement's outcome (for --resume) under the cache directory
+    c.args(args)
+        .env_remove("LD_PRELOAD")
+        .env("XDG_CACHE_HOME", std::env::temp_dir().join("heaplab-test-cache"));
     for (k, v) in env {
         c.env(k, v);
     }

@@ -4,19 +4,34 @@
 
 use crate::cli::{self, Dest};
 use anyhow::{bail, Context, Result};
+use heaplab_compare::count::Counter;
+use heaplab_compare::jobs::{self, Study};
 use heaplab_compare::{alloc, live, measure, record, report, Progress, Tools};
+use heaplab_jobs::{JobState, Plan, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What `heaplab compare --help` says (main.rs passes it as long_about).
 pub const LONG_ABOUT: &str = r#"Compare allocators on recorded traces: instructions per malloc and per
-free (callgrind), the allocator's share of instructions, wall time against
-glibc, peak footprint (also normalized to firstfit), utilization and
-internal fragmentation. One process per (trace, allocator), the allocator
-loaded with LD_PRELOAD; independent replays run in parallel, timing runs
-one at a time. glibc and firstfit are always measured, as the baselines of
-the ratios.
+free (counted exactly: --counter), the allocator's share of instructions,
+wall time against glibc, peak footprint (also normalized to firstfit),
+utilization and internal fragmentation. One process per (trace, allocator)
+and measurement, the allocator loaded with LD_PRELOAD; independent replays
+run in parallel, timing runs one at a time. glibc and firstfit are always
+measured, as the baselines of the ratios.
+
+Counters (--counter): vgcount (default; heaplab's own Valgrind tool, within
+twice the cost of Valgrind's none tool), callgrind (the oracle, several
+times slower), perf (the CPU's instruction counter, where the machine
+lends it).
+
+Every measurement is a job whose outcome is kept as it finishes (in --state
+DIR); an interrupted comparison is continued with --resume. --plan DIR
+writes the jobs as command lines for GNU parallel (locally or
+--sshlogin) or a Slurm array instead of running them; --merge DIR then
+gives the same table, JSON, CSV and report (docs/compare.md, "Many
+machines").
 
 With --live, runs the real program under each allocator instead: wall
 time, peak RSS, instructions, and whether stdout is identical to glibc's.
@@ -36,10 +51,13 @@ Examples:
   heaplab compare perl.hltrace make.hltrace --report out/cmp
   heaplab compare t.hltrace --allocators firstfit,bsd,glibc,mimalloc --repeat 5 --json t.json
   heaplab compare t.hltrace --allocators bsd,glibc --json | jq '.[].instr_per_malloc'
+  heaplab compare big.hltrace --resume                  # after an interruption
+  heaplab compare t.hltrace --plan plan/ && parallel < plan/jobs-shared.txt \
+    && parallel -j1 < plan/jobs-alone.txt && heaplab compare --merge plan/ --json t.json
+  heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt
 
 --json [FILE] and --csv [FILE] write to FILE, or with no FILE (or -) to
-standard output; the table then goes to stderr.
-  heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt"#;
+standard output; the table then goes to stderr."#;
 
 /// Flags of `heaplab compare`.
 #[derive(clap::Args)]
@@ -64,9 +82,29 @@ pub struct Args {
     /// Write DIR/report.html: the figures and every record, one self-contained page.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// Skip the callgrind runs (instruction counts), which are the slow part.
+    /// Skip the instruction counts.
     #[arg(long)]
     no_instructions: bool,
+    /// How to count instructions: vgcount (heaplab's Valgrind tool), callgrind
+    /// (the oracle, ten times slower) or perf (the CPU's counter, where allowed).
+    #[arg(long, default_value = "vgcount", value_parser = ["vgcount", "callgrind", "perf"])]
+    counter: String,
+    /// Reuse the measurements an earlier, interrupted run of the same
+    /// comparison kept (same traces, allocators and options, by content).
+    #[arg(long)]
+    resume: bool,
+    /// Where each measurement's outcome is kept as it finishes
+    /// (default: ~/.cache/heaplab/outcomes).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Write the measurements as jobs into DIR (for GNU parallel or Slurm)
+    /// instead of running them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["merge", "live", "resume"])]
+    plan: Option<PathBuf>,
+    /// Combine the outcomes of the jobs of the plan in DIR into the table,
+    /// JSON, CSV and report; name the jobs missing or failed.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["live", "resume"])]
+    merge: Option<PathBuf>,
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
@@ -74,8 +112,7 @@ pub struct Args {
     /// their rows are still marked truncated, but the exit status is 0.
     #[arg(long)]
     allow_truncated: bool,
-    /// Keep callgrind's output files and the decoded traces (in the work
-    /// directory, named on stderr).
+    /// Keep the decoded traces (in the work directory, named on stderr).
     #[arg(long)]
     keep_scratch: bool,
     /// Kill a replay that runs longer than this many seconds and mark its cell
@@ -160,15 +197,35 @@ pub fn compare_traces(
             heaplab_plumb::output::check(p)?;
         }
     }
-    let bar = Bar::new();
     if opts.keep_scratch {
         tools.keep_scratch();
         eprintln!("heaplab compare: scratch files in {}", tools.work_dir.display());
     }
-    let records = measure::compare(tools, traces, &allocs, opts, &bar)?;
-    bar.0.finish_and_clear();
+    heaplab_jobs::cancel::install();
+    let progress = crate::progress::Progress::new("heaplab compare", opts.jobs);
+    let records = measure::compare(tools, traces, &allocs, opts, &progress)?;
+    progress.finish();
+    if heaplab_jobs::cancel::requested() {
+        let state = opts.state.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        eprintln!(
+            "heaplab compare: interrupted; what finished is kept in {state}: run the same command with --resume to measure the rest"
+        );
+    }
+    output(&records, &added, json, csv, report_dir, command)?;
+    Ok(records)
+}
+
+/// Prints the table and notes and writes the JSON, CSV and report.
+fn output(
+    records: &[record::Record],
+    added: &[String],
+    json: Option<&Dest>,
+    csv: Option<&Dest>,
+    report_dir: Option<&Path>,
+    command: &str,
+) -> Result<()> {
     let mut out = cli::text(json.is_some_and(Dest::is_stdout) || csv.is_some_and(Dest::is_stdout));
-    write!(out, "{}", record::table(&records))?;
+    write!(out, "{}", record::table(records))?;
     let mut notes = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for r in records.iter().filter(|r| r.truncated) {
@@ -211,14 +268,14 @@ pub fn compare_traces(
         d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;
     }
     if let Some(d) = csv {
-        d.write(&record::to_csv(&records))?;
+        d.write(&record::to_csv(records))?;
     }
     if let Some(d) = report_dir {
-        let page = report::html(&records, command, &notes);
+        let page = report::html(records, command, &notes);
         let p = cli::write_report(d, &page)?;
         writeln!(out, "report: {}", p.display())?;
     }
-    Ok(records)
+    Ok(())
 }
 
 fn command_line() -> String {
@@ -236,27 +293,43 @@ pub fn run(a: Args) -> Result<i32> {
         }
         return run_live(&a, jobs);
     }
+    let json = cli::dest("json", &a.json, &a.traces)?;
+    let csv = cli::dest("csv", &a.csv, &a.traces)?;
+    if json.as_ref().is_some_and(Dest::is_stdout) && csv.as_ref().is_some_and(Dest::is_stdout) {
+        bail!("--json and --csv cannot both go to standard output");
+    }
+    if let Some(dir) = &a.merge {
+        if !a.traces.is_empty() {
+            bail!("--merge DIR takes its traces from the plan in DIR; give no traces");
+        }
+        return merge(&a, dir, json.as_ref(), csv.as_ref());
+    }
     if a.traces.is_empty() {
         bail!("no traces given (heaplab compare TRACE.hltrace ...), or --live -- PROG ARGS to run a program");
     }
     if !a.program.is_empty() {
         bail!("a program after `--` needs --live");
     }
-    let json = cli::dest("json", &a.json, &a.traces)?;
-    let csv = cli::dest("csv", &a.csv, &a.traces)?;
-    if json.as_ref().is_some_and(Dest::is_stdout) && csv.as_ref().is_some_and(Dest::is_stdout) {
-        bail!("--json and --csv cannot both go to standard output");
-    }
     let inputs = heaplab_plumb::input::prepare(&a.traces)?;
     let opts = measure::Options {
         repeat: a.repeat,
         jobs,
         instructions: !a.no_instructions,
+        counter: Counter::parse(&a.counter)?,
         footprint: !a.no_footprint,
         keep_scratch: a.keep_scratch,
+        state: Some(a.state.clone().unwrap_or_else(measure::default_state_dir)),
+        resume: a.resume,
     };
+    let tools = tools_with_timeout(a.timeout)?;
+    if let Some(dir) = &a.plan {
+        if inputs.paths != a.traces {
+            bail!("--plan needs its traces as files (a plan's jobs read them by name, later), not pipes");
+        }
+        return plan(&tools, &a, &opts, dir);
+    }
     let records = compare_traces(
-        &tools_with_timeout(a.timeout)?,
+        &tools,
         &inputs.paths,
         &a.allocators,
         &opts,
@@ -289,6 +362,105 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// The plan's parameters: the study and what the outputs need.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PlanParams {
+    study: Study,
+    added: Vec<String>,
+    command: String,
+}
+
+/// `--plan DIR`: the jobs written out, nothing run.
+fn plan(tools: &Tools, a: &Args, opts: &measure::Options, dir: &Path) -> Result<i32> {
+    let mut allocs = alloc::resolve(&a.allocators, tools)?;
+    let added = alloc::add_baselines(&mut allocs, tools);
+    let study = measure::study(tools, &a.traces, &allocs, opts)?;
+    let jobs = study.jobs()?;
+    let exe = std::fs::canonicalize(std::env::current_exe()?)?;
+    let params = PlanParams { study, added, command: command_line() };
+    let plan = Plan::new("compare", serde_json::to_value(&params)?, jobs, exe);
+    plan.write(dir)?;
+    let shared = plan.jobs.iter().filter(|j| !j.alone).count();
+    let alone = plan.jobs.len() - shared;
+    let d = heaplab_jobs::shell::quote(&std::fs::canonicalize(dir)?.display().to_string());
+    println!("heaplab compare: {} jobs in {d}", plan.jobs.len());
+    println!("  {shared} that may share a machine: {d}/jobs-shared.txt");
+    println!("  {alone} that time something, one at a time on a quiet machine: {d}/jobs-alone.txt");
+    println!("run them, e.g.:");
+    println!(
+        "  parallel -j\"$(nproc)\" < {d}/jobs-shared.txt && parallel -j1 < {d}/jobs-alone.txt"
+    );
+    println!("  (or --sshlogin HOSTS, or Slurm: {d}/slurm.sbatch; {d}/README.txt says how)");
+    println!("then: heaplab compare --merge {d} [--json F --csv F --report DIR]");
+    Ok(0)
+}
+
+/// `--merge DIR`: the records from the outcomes of a plan's jobs.
+fn merge(a: &Args, dir: &Path, json: Option<&Dest>, csv: Option<&Dest>) -> Result<i32> {
+    let plan = Plan::load(dir)?;
+    if plan.study != "compare" {
+        bail!(
+            "{} holds a {} plan; merge it with heaplab {} --merge",
+            dir.display(),
+            plan.study,
+            plan.study
+        );
+    }
+    let params: PlanParams = serde_json::from_value(plan.params.clone())
+        .with_context(|| format!("{}: the plan's parameters do not read", dir.display()))?;
+    let store = Store::open(&Plan::results_dir(dir))?;
+    let states = store.states(&plan.jobs);
+    let records = jobs::merge(&params.study, &plan.jobs, &states, &|j| {
+        format!("job {} ({}) has no outcome in {}", j.id, j.label, store.dir.display())
+    });
+    let mut missing = 0;
+    for (j, s) in plan.jobs.iter().zip(&states) {
+        let why = match s {
+            JobState::Done(_) => continue,
+            JobState::Missing => "missing: no outcome".to_string(),
+            JobState::Failed(o) => {
+                format!("failed on {}: {}", o.host, o.error.as_deref().unwrap_or(""))
+            }
+            JobState::Unreadable(e) => format!("unreadable: {e}"),
+        };
+        missing += 1;
+        eprintln!("heaplab compare --merge: job {} ({}) {why}", j.id, j.label);
+    }
+    let hosts: std::collections::BTreeSet<String> = states
+        .iter()
+        .zip(&plan.jobs)
+        .filter(|(_, j)| j.alone)
+        .filter_map(|(s, _)| match s {
+            JobState::Done(o) => Some(o.host.clone()),
+            _ => None,
+        })
+        .collect();
+    if hosts.len() > 1 {
+        eprintln!(
+            "heaplab compare --merge: the timing jobs ran on {} machines ({}): wall-time ratios compare runs made on different machines",
+            hosts.len(),
+            hosts.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
+    output(&records, &params.added, json, csv, a.report.as_deref(), &params.command)?;
+    let bad = records.iter().filter(|r| r.status != "ok").count();
+    if records.iter().any(|r| r.truncated) && !a.allow_truncated {
+        eprintln!(
+            "heaplab compare --merge: some traces stop early (rows marked TRUNCATED); pass --allow-truncated to accept them"
+        );
+        return Ok(1);
+    }
+    if missing > 0 || bad > 0 {
+        eprintln!(
+            "heaplab compare --merge: {missing} of {} jobs missing or failed; {bad} of {} cells not clean",
+            plan.jobs.len(),
+            records.len()
+        );
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 fn run_live(a: &Args, jobs: usize) -> Result<i32> {

@@ -207,7 +207,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
     println!(
-        "\nheaplab demo: every allocator on these traces ({} timing run{} per cell; instructions from callgrind)\n",
+        "\nheaplab demo: every allocator on these traces ({} timing run{} per cell; instructions counted by heaplab's Valgrind tool)\n",
         repeat,
         if repeat == 1 { "" } else { "s" }
     );
@@ -217,6 +217,8 @@ pub fn run(a: Args) -> Result<i32> {
         instructions: !a.no_instructions,
         footprint: true,
         keep_scratch: false,
+        state: Some(heaplab_compare::measure::default_state_dir()),
+        ..heaplab_compare::Options::default()
     };
     let tools = crate::cmd::compare::tools_with_timeout(a.timeout)?;
     let records = crate::cmd::compare::compare_traces(

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod demo;
 pub mod diff;
 pub mod export;
+pub mod job;
 pub mod lab;
 pub mod locality;
 pub mod memargs;

@@ -1,0 +1,550 @@
+//! `heaplab compare` as independent jobs (heaplab-jobs): per (trace,
+//! allocator), up to three, each a pure function of its hashed inputs (the
+//! trace, the replayer, the allocator's shared object, the C library, the
+//! counting tool):
+//!
+//! | kind | runs | gives |
+//! |---|---|---|
+//! | `compare.touch` | `heaplab-replay --mode touch` | footprint, RSS growth, usable bytes, the replay's figures |
+//! | `compare.count` | the replay under a counter (count.rs) | instructions per call, by entry point |
+//! | `compare.time` | `heaplab-replay`, `repeat` times (alone: it times) | the timed regions |
+//!
+//! A local run runs them here (touch and count in parallel, then the timing
+//! runs one at a time, round-robin over the cells); `--plan DIR` writes them
+//! for an engine; both end in [`merge`], which makes the records from the
+//! outcomes, so a merged plan gives what a local run gives.
+
+use crate::alloc::{Allocator, Source};
+use crate::count::{self, Counter, Counts};
+use crate::health::Truncation;
+use crate::measure::ProgramCost;
+use crate::record::Record;
+use crate::replay::{self, Mode, ReplayOut};
+use crate::tools::Tools;
+use anyhow::{bail, Context, Result};
+use heaplab_jobs::{Input, Job, JobState};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// A trace of the study.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceSpec {
+    /// As the user gave it (the records' `trace`).
+    pub given: String,
+    /// Absolute.
+    pub path: PathBuf,
+    /// Events in it (for the estimates).
+    pub events: u64,
+    /// Where it stops early, if it does (its rows are marked truncated).
+    pub cut: Option<Truncation>,
+}
+
+/// An allocator of the study, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocSpec {
+    pub name: String,
+    pub source: String,
+    pub preload: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub missing: Option<String>,
+}
+
+impl AllocSpec {
+    pub fn of(a: &Allocator) -> AllocSpec {
+        AllocSpec {
+            name: a.name.clone(),
+            source: a.source.name().to_string(),
+            preload: a.preload.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone())),
+            env: a.env.clone(),
+            missing: a.missing.clone(),
+        }
+    }
+
+    fn allocator(&self) -> Allocator {
+        Allocator {
+            name: self.name.clone(),
+            source: match self.source.as_str() {
+                "heaplab" => Source::Heaplab,
+                "glibc" => Source::Glibc,
+                "peer" => Source::Peer,
+                _ => Source::Custom,
+            },
+            preload: self.preload.clone(),
+            env: self.env.clone(),
+            missing: self.missing.clone(),
+        }
+    }
+}
+
+/// A comparison: what a plan keeps to merge its outcomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Study {
+    pub traces: Vec<TraceSpec>,
+    pub allocators: Vec<AllocSpec>,
+    /// Each trace's `TRACE.program.json`, if it had one.
+    pub programs: Vec<Option<ProgramCost>>,
+    /// None: no instruction counts.
+    pub counter: Option<Counter>,
+    pub footprint: bool,
+    pub repeat: usize,
+    /// A replay's time limit (0: none); a counted replay gets ten times it
+    /// under Valgrind.
+    pub timeout_s: u64,
+    /// Paths of the native build the jobs run.
+    pub replay: PathBuf,
+    pub lib_dir: PathBuf,
+}
+
+/// The measurements of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Touch,
+    Count,
+    Time,
+}
+
+impl Measure {
+    fn kind(self) -> &'static str {
+        match self {
+            Measure::Touch => "compare.touch",
+            Measure::Count => "compare.count",
+            Measure::Time => "compare.time",
+        }
+    }
+    fn of_kind(kind: &str) -> Option<Measure> {
+        [Measure::Touch, Measure::Count, Measure::Time].into_iter().find(|m| m.kind() == kind)
+    }
+}
+
+/// The C library this machine's programs load (an input of every job: the
+/// allocators call it, glibc is one).
+fn libc_path() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libc.so.6"))
+        .map(PathBuf::from)
+}
+
+/// Nanoseconds per event of a native replay, for the first estimates (the
+/// runner learns the real rate as jobs finish).
+const NS_PER_EVENT: f64 = 15.0;
+
+impl Study {
+    /// Where heaplab's Valgrind tools are (`build/lib/valgrind`).
+    fn vg_lib(&self) -> PathBuf {
+        self.lib_dir.join("valgrind")
+    }
+
+    /// Cell index of (trace t, allocator a).
+    pub fn cell(&self, t: usize, a: usize) -> usize {
+        t * self.allocators.len() + a
+    }
+
+    /// Every job: the touch runs of every cell, then the counted replays,
+    /// then the timing runs (a plan's lines keep this order: the touch runs
+    /// decode each trace into the plan's cache natively, before the counted
+    /// replays would under Valgrind). Hashes the inputs.
+    pub fn jobs(&self) -> Result<Vec<Job>> {
+        let mut common_inputs = vec![Input::of(&self.replay)?];
+        if let Some(c) = libc_path() {
+            common_inputs.push(Input::of(&c)?);
+        }
+        let tool = self.vg_lib().join("heaplab-count-amd64-linux");
+        let mut jobs = Vec::new();
+        for t in &self.traces {
+            let trace_in = Input::of(&t.path)?;
+            let native = t.events as f64 * NS_PER_EVENT * 1e-9;
+            for a in &self.allocators {
+                if a.missing.is_some() {
+                    continue;
+                }
+                let mut inputs = vec![trace_in.clone()];
+                inputs.extend(common_inputs.iter().cloned());
+                if let Some(p) = &a.preload {
+                    inputs.push(Input::of(p).with_context(|| format!("allocator {}", a.name))?);
+                }
+                let mut params = vec![
+                    ("trace".to_string(), t.path.display().to_string()),
+                    ("allocator".into(), a.name.clone()),
+                    ("source".into(), a.source.clone()),
+                ];
+                if let Some(p) = &a.preload {
+                    params.push(("preload".into(), p.display().to_string()));
+                }
+                for (k, v) in &a.env {
+                    params.push(("env".into(), format!("{k}={v}")));
+                }
+                params.push(("replay".into(), self.replay.display().to_string()));
+                params.push(("timeout".into(), self.timeout_s.to_string()));
+                let name = trace_name(&t.given);
+                let job = |m: Measure,
+                           extra: Vec<(String, String)>,
+                           more: Vec<Input>,
+                           weight: f64| {
+                    let mut p = params.clone();
+                    p.extend(extra);
+                    let mut i = inputs.clone();
+                    i.extend(more);
+                    let what = match m {
+                        Measure::Touch => "touch",
+                        Measure::Count => "count",
+                        Measure::Time => "time",
+                    };
+                    Job::new(m.kind(), &a.name, &format!("{what} {name} {}", a.name), i, p, weight)
+                };
+                if self.footprint {
+                    jobs.push(job(Measure::Touch, vec![], vec![], 0.1 + 3.0 * native));
+                }
+                if let Some(c) = self.counter {
+                    let mut extra = vec![("counter".to_string(), c.name().to_string())];
+                    let mut more = vec![];
+                    if c == Counter::Vgcount {
+                        extra.push(("vg-lib".into(), self.vg_lib().display().to_string()));
+                        more.push(Input::of(&tool).context("the counting tool")?);
+                    }
+                    jobs.push(job(Measure::Count, extra, more, 0.5 + c.slowdown() * native));
+                }
+                if self.repeat > 0 {
+                    let w = self.repeat as f64 * (0.05 + native);
+                    jobs.push(
+                        job(
+                            Measure::Time,
+                            vec![("repeat".into(), self.repeat.to_string())],
+                            vec![],
+                            w,
+                        )
+                        .alone(),
+                    );
+                }
+            }
+        }
+        let phase = |j: &Job| Measure::of_kind(&j.kind).map(|m| m as u8).unwrap_or(9);
+        jobs.sort_by_key(phase); // stable: cell order within each kind
+        Ok(jobs)
+    }
+}
+
+/// The file name without its extension.
+pub fn trace_name(given: &str) -> String {
+    Path::new(given).file_stem().unwrap_or_default().to_string_lossy().to_string()
+}
+
+/// Tools for jobs that name their own paths (and a private scratch directory).
+fn tools_for(replay: &Path, lib_dir: &Path, timeout_s: u64) -> Result<Tools> {
+    let mut t = Tools::new(&heaplab_plumb::Layout::checkout(Path::new("/")))?;
+    t.replay = replay.to_path_buf();
+    t.lib_dir = lib_dir.to_path_buf();
+    t.ops_cache = None;
+    t.timeout = (timeout_s > 0).then(|| std::time::Duration::from_secs(timeout_s));
+    Ok(t)
+}
+
+fn param<'a>(job: &'a Job, key: &str) -> Result<&'a str> {
+    job.param(key).with_context(|| format!("job {}: no --{key}", job.id))
+}
+
+/// The allocator and tools a job names.
+fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathBuf)> {
+    let replay = PathBuf::from(param(job, "replay")?);
+    let timeout: u64 = param(job, "timeout")?.parse().context("--timeout")?;
+    let lib_dir = job
+        .param("vg-lib")
+        .and_then(|l| Path::new(l).parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| replay.parent().unwrap_or(Path::new("/")).join("../lib"));
+    let mut tools = tools_for(&replay, &lib_dir, timeout)?;
+    tools.ops_cache = ops_cache.map(Path::to_path_buf);
+    let env = job
+        .params
+        .iter()
+        .filter(|(k, _)| k == "env")
+        .map(|(_, v)| {
+            v.split_once('=')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .with_context(|| format!("--env {v:?}: expected VAR=VALUE"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let spec = AllocSpec {
+        name: param(job, "allocator")?.to_string(),
+        source: param(job, "source")?.to_string(),
+        preload: job.param("preload").map(PathBuf::from),
+        env,
+        missing: None,
+    };
+    Ok((tools, spec.allocator(), PathBuf::from(param(job, "trace")?)))
+}
+
+fn failed(what: &str, o: &replay::Outcome) -> Result<()> {
+    match o.failure() {
+        Some(f) => bail!("{what}: {f}"),
+        None => Ok(()),
+    }
+}
+
+/// One plain replay's timed region, in seconds, and its JSON.
+fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<(f64, Value)> {
+    let o = replay::run(tools, alloc, trace, Mode::Plain, &[])?;
+    failed("plain replay", &o)?;
+    let out = o.out.as_ref().context("plain replay: no JSON")?;
+    Ok((out.timed_ns as f64 / 1e9, o.raw.clone().unwrap_or(Value::Null)))
+}
+
+/// The result of a time job from its runs (what run_job gives for it).
+pub fn time_result(job: &Job, runs: &[f64], last: Value) -> Value {
+    json!({"runs_s": runs, "replay": last, "trace": job.param("trace"), "allocator": job.param("allocator")})
+}
+
+/// Runs one compare job here: what `heaplab job compare.*` does, and what a
+/// local run does for each of its jobs. `ops_cache`: a directory of decoded
+/// traces to share between jobs (a plan's `ops-cache/`).
+pub fn run_job(job: &Job, ops_cache: Option<&Path>) -> Result<Value> {
+    let (tools, alloc, trace) = setup(job, ops_cache)?;
+    let mut v = measure(job, &tools, &alloc, &trace)?;
+    // whose cell this is, for a reader of the outcome alone
+    v["trace"] = json!(trace);
+    v["allocator"] = json!(alloc.name);
+    Ok(v)
+}
+
+fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<Value> {
+    match Measure::of_kind(&job.kind) {
+        Some(Measure::Touch) => {
+            let o = replay::run(tools, alloc, trace, Mode::Touch, &[])?;
+            failed("touch-mode replay", &o)?;
+            Ok(json!({"replay": o.raw}))
+        }
+        Some(Measure::Count) => {
+            let counter = Counter::parse(param(job, "counter")?)?;
+            let (o, counts) = count::run(tools, alloc, trace, counter)?;
+            failed(&format!("{} replay", counter.name()), &o)?;
+            let counts = counts.context("the count replay gave no counts")?;
+            Ok(json!({"replay": o.raw, "counts": counts}))
+        }
+        Some(Measure::Time) => {
+            let repeat: usize = param(job, "repeat")?.parse().context("--repeat")?;
+            let (mut runs, mut last) = (Vec::new(), Value::Null);
+            for _ in 0..repeat {
+                let (s, raw) = time_once(tools, alloc, trace)?;
+                runs.push(s);
+                last = raw;
+            }
+            Ok(json!({"runs_s": runs, "replay": last}))
+        }
+        None => bail!("unknown job kind {} (compare.touch, compare.count, compare.time)", job.kind),
+    }
+}
+
+/// Runs one timing replay of a time job (the local runner's round-robin).
+pub fn time_run(job: &Job, ops_cache: Option<&Path>) -> Result<(f64, Value)> {
+    let (tools, alloc, trace) = setup(job, ops_cache)?;
+    time_once(&tools, &alloc, &trace)
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
+}
+
+/// What the outcomes of one cell hold.
+#[derive(Default)]
+struct Cell {
+    touch: Option<ReplayOut>,
+    counted: Option<ReplayOut>,
+    timed: Option<ReplayOut>,
+    counts: Option<Counts>,
+    wall: Vec<f64>,
+    failure: Option<String>,
+}
+
+impl Cell {
+    fn fail(&mut self, why: String) {
+        if self.failure.is_none() {
+            self.failure = Some(why);
+        }
+    }
+    fn any_out(&self) -> Option<&ReplayOut> {
+        self.touch.as_ref().or(self.counted.as_ref()).or(self.timed.as_ref())
+    }
+}
+
+fn replay_out(v: &Value) -> Option<ReplayOut> {
+    serde_json::from_value(v.get("replay")?.clone()).ok()
+}
+
+/// Why a job has no outcome, for a record's error.
+pub type WhyMissing<'a> = dyn Fn(&Job) -> String + 'a;
+
+/// The records of a study from its jobs' states (same order as the jobs):
+/// one per (trace, allocator), trace-major, in the allocators' order.
+pub fn merge(
+    study: &Study,
+    jobs: &[Job],
+    states: &[JobState],
+    why_missing: &WhyMissing,
+) -> Vec<Record> {
+    let n = study.traces.len() * study.allocators.len();
+    let mut cells: Vec<Cell> = (0..n).map(|_| Cell::default()).collect();
+    for (job, state) in jobs.iter().zip(states) {
+        let (Some(t), Some(a)) = (
+            study
+                .traces
+                .iter()
+                .position(|t| Some(t.path.to_string_lossy().as_ref()) == job.param("trace")),
+            study.allocators.iter().position(|a| Some(a.name.as_str()) == job.param("allocator")),
+        ) else {
+            continue;
+        };
+        let c = &mut cells[study.cell(t, a)];
+        let o = match state {
+            JobState::Done(o) => o,
+            JobState::Failed(o) => {
+                c.fail(o.error.clone().unwrap_or_else(|| format!("job {} failed", job.id)));
+                continue;
+            }
+            JobState::Missing => {
+                c.fail(why_missing(job));
+                continue;
+            }
+            JobState::Unreadable(e) => {
+                c.fail(format!("job {} ({}): {e}", job.id, job.label));
+                continue;
+            }
+        };
+        match Measure::of_kind(&job.kind) {
+            Some(Measure::Touch) => c.touch = replay_out(&o.result),
+            Some(Measure::Count) => {
+                c.counted = replay_out(&o.result);
+                c.counts = serde_json::from_value(o.result["counts"].clone()).ok();
+            }
+            Some(Measure::Time) => {
+                c.timed = replay_out(&o.result);
+                c.wall = serde_json::from_value(o.result["runs_s"].clone()).unwrap_or_default();
+            }
+            None => {}
+        }
+    }
+    records(study, &cells)
+}
+
+fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
+    let allocs: Vec<Allocator> = study.allocators.iter().map(AllocSpec::allocator).collect();
+    let mut out = Vec::with_capacity(cells.len());
+    for (t, trace) in study.traces.iter().enumerate() {
+        let cell = |a: usize| &cells[study.cell(t, a)];
+        let glibc_wall =
+            allocs.iter().position(|a| a.is_glibc()).and_then(|a| median(&cell(a).wall));
+        let footprint = |c: &Cell, a: &Allocator| -> Option<(u64, &'static str)> {
+            let o = c.touch.as_ref()?;
+            match (&o.footprint, a.source) {
+                (Some(f), Source::Heaplab) => Some((f.peak_bytes, "heaplab_alloc_stats")),
+                _ => Some((o.rss.growth_bytes, "rss_touch")),
+            }
+        };
+        let firstfit = allocs
+            .iter()
+            .position(|a| a.name == "firstfit")
+            .and_then(|a| footprint(cell(a), &allocs[a]).map(|f| f.0));
+        for (a, alloc) in allocs.iter().enumerate() {
+            let c = cell(a);
+            let mut r = Record {
+                trace: trace.given.clone(),
+                trace_name: trace_name(&trace.given),
+                allocator: alloc.name.clone(),
+                source: alloc.source.name().to_string(),
+                status: "ok".into(),
+                ..Record::default()
+            };
+            if let Some(m) = &alloc.missing {
+                r.status = "missing".into();
+                r.error = Some(m.clone());
+                out.push(r);
+                continue;
+            }
+            if let Some(f) = &c.failure {
+                r.status = "failed".into();
+                r.error = Some(f.clone());
+            }
+            if let Some(o) = c.any_out() {
+                r.events = Some(o.events);
+                r.mallocs = Some(o.mallocs());
+                r.frees = Some(o.frees());
+                r.reallocs = Some(o.reallocs());
+                r.peak_live_bytes = Some(o.peak_live_bytes);
+            }
+            let cut = trace.cut.clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
+            if let Some(cut) = &cut {
+                r.truncated = true;
+                r.truncated_at_byte = Some(cut.offset);
+                r.truncated_after_events = Some(cut.events_read);
+                r.truncation = Some(cut.message.clone());
+            }
+            if r.events == Some(0) {
+                // Nothing ran: every figure would be 0 or a division by 0.
+                r.status = "empty".into();
+                r.error = Some(match &cut {
+                    Some(cut) => format!(
+                        "no events to replay: the trace is cut at byte {} before its first event",
+                        cut.offset
+                    ),
+                    None => "the trace holds no events: nothing to measure".into(),
+                });
+                out.push(r);
+                continue;
+            }
+            if let Some(counts) = &c.counts {
+                let costs = counts.costs();
+                r.instr_per_malloc = costs.malloc.per_call();
+                r.instr_per_free = costs.free.per_call();
+                r.instr_per_realloc = costs.realloc.per_call();
+                r.alloc_instructions = Some(costs.total);
+                r.replay_instructions = counts.replay_instructions;
+                r.counter = Some(counts.counter.name().to_string());
+                let al = costs.total as f64;
+                match (&study.programs[t], counts.replay_instructions) {
+                    (Some(p), _) => {
+                        r.alloc_instr_share = Some(al / (al + p.outside() as f64));
+                        r.share_basis = Some("program".into());
+                    }
+                    (None, Some(total)) if total > 0 => {
+                        r.alloc_instr_share = Some(al / total as f64);
+                        r.share_basis = Some("replay".into());
+                    }
+                    _ => {}
+                }
+            }
+            r.wall_runs_s = c.wall.clone();
+            r.wall_s = median(&c.wall);
+            r.wall_ratio_glibc = match (r.wall_s, glibc_wall) {
+                (Some(w), Some(g)) if g > 0.0 => Some(w / g),
+                _ => None,
+            };
+            r.ns_per_event = match (r.wall_s, r.events) {
+                (Some(w), Some(e)) if e > 0 => Some(w * 1e9 / e as f64),
+                _ => None,
+            };
+            if let Some((fp, src)) = footprint(c, alloc) {
+                r.peak_footprint_bytes = Some(fp);
+                r.footprint_source = Some(src.into());
+                r.footprint_vs_firstfit = firstfit.filter(|&f| f > 0).map(|f| fp as f64 / f as f64);
+                r.utilization = (fp > 0).then(|| r.peak_live_bytes.unwrap_or(0) as f64 / fp as f64);
+            }
+            if let Some(o) = &c.touch {
+                r.peak_rss_growth_bytes = Some(o.rss.growth_bytes);
+                if let Some(u) = &o.usable {
+                    r.peak_live_usable_bytes = Some(u.peak_live_usable_bytes);
+                    r.internal_fragmentation = (u.usable_at_peak_live_bytes > 0).then(|| {
+                        1.0 - u.peak_live_bytes as f64 / u.usable_at_peak_live_bytes as f64
+                    });
+                }
+            }
+            out.push(r);
+        }
+    }
+    out
+}
