@@ -1,5 +1,5 @@
 /*
- * hltrace-dump: prints a trace in the dump text form of
+ * hltrace-dump: prints a trace (version 1 or 2) in the dump text form of
  * testdata/vectors/README.md (the same text `heaplab convert TRACE OUT.txt`
  * writes), or with --counts a one-line summary per trace.
  *
@@ -47,8 +47,11 @@ static void opt_num(FILE *out, int has, uint64_t v) {
         fputc('-', out);
 }
 
+static unsigned version;
+
 static void dump_meta(FILE *out, const hl_meta_t *m) {
-    fprintf(out, "hltrace 1\nmeta pid=%" PRIu64 " ppid=", m->pid);
+    version = m->version;
+    fprintf(out, "hltrace %u\nmeta pid=%" PRIu64 " ppid=", m->version, m->pid);
     opt_num(out, m->has_ppid, m->ppid);
     fprintf(out,
             " start_ns=%" PRIu64 " pointer_size=%" PRIu64 " endian=%s time_unit_ns=%" PRIu64
@@ -91,6 +94,9 @@ static void dump_item(FILE *out, const hl_item_t *it) {
     case HL_ITEM_THREAD:
         fprintf(out, "thread %u tid=%" PRIu64 " name=", it->u.thread.index, it->u.thread.tid);
         quote(out, it->u.thread.name);
+        if (it->u.thread.has_start)
+            fprintf(out, " start=%u:%" PRIu64, it->u.thread.start_thread,
+                    it->u.thread.start_steps);
         break;
     case HL_ITEM_EVENT: {
         const hl_event_t *e = &it->u.event;
@@ -108,6 +114,9 @@ static void dump_item(FILE *out, const hl_item_t *it) {
         if (hl_kind_has_align(e->kind)) fprintf(out, " align=%" PRIu64, e->align);
         fprintf(out, " stack=%u", e->stack);
         if (e->inherited) fputs(" inherited", out);
+        for (unsigned i = 0; i < e->n_after; i++)
+            fprintf(out, "%s%u:%" PRIu64, i ? "," : " after=", e->after[i].thread,
+                    e->after[i].steps);
         break;
     }
     case HL_ITEM_END: {
@@ -122,6 +131,9 @@ static void dump_item(FILE *out, const hl_item_t *it) {
                 " status=%" PRIu64 " end_ns=%" PRIu64 " events=%" PRIu64 " objects=%" PRIu64
                 " unrecorded=%" PRIu64 " unknown_frees=%" PRIu64,
                 e->status, e->end_ns, e->events, e->objects, e->unrecorded, e->unknown_frees);
+        if (version >= 2)
+            fprintf(out, " lost=%" PRIu64 " waited_ns=%" PRIu64 " inflight=%" PRIu64, e->lost,
+                    e->waited_ns, e->inflight);
         break;
     }
     case HL_ITEM_SKIPPED:
@@ -222,9 +234,9 @@ int main(int argc, char **argv) {
         if (ends) {
             const char *rn = hl_end_reason_name(last_end.reason);
             printf(" end=%s:%" PRIu64 " ends=%" PRIu64 " unrecorded=%" PRIu64
-                   " unknown_frees=%" PRIu64,
+                   " unknown_frees=%" PRIu64 " lost=%" PRIu64 " waited_ns=%" PRIu64,
                    rn ? rn : "?", last_end.status, ends, last_end.unrecorded,
-                   last_end.unknown_frees);
+                   last_end.unknown_frees, last_end.lost, last_end.waited_ns);
         } else {
             printf(" end=none");
         }

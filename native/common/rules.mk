@@ -1,7 +1,9 @@
-# native/common: the trace format in C (hltrace.c: writer, reader, CRC-32C,
-# varints) and the programs around it.
+# native/common: the trace format in C and the programs around it.
 #
-#   build/obj/common/hltrace.o   linked into every C room that reads or writes traces
+#   build/obj/common/hltrace_{core,writer,reader}.o   the format: core (names, CRC-32C,
+#                                varints) with the writer (runs inside malloc hooks) and the
+#                                reader (replayer, dump, the agent's fork child); HLTRACE_OBJ
+#                                names all three, HLTRACE_WRITER_OBJ the first two
 #   build/bin/hltrace-dump       prints a trace as text (the test vectors' dump form)
 #   build/bin/hltrace-script     test tool: builds a trace from a vector script with the C writer
 #   build/bin/hltrace-selftest   test tool: round trips, every truncation, every bit flip
@@ -13,14 +15,16 @@
 #   build/lib/libheaplab-unwind-check.so  test tool: the same comparison inside real programs
 
 COMMON_DIR  := $(NATIVE)/common
-HLTRACE_OBJ := $(OBJDIR)/common/hltrace.o
+HLTRACE_WRITER_OBJ := $(OBJDIR)/common/hltrace_core.o $(OBJDIR)/common/hltrace_writer.o
+HLTRACE_OBJ := $(HLTRACE_WRITER_OBJ) $(OBJDIR)/common/hltrace_reader.o
 HLTRACE_LIBS := -lzstd
+HLTRACE_HDRS := $(COMMON_DIR)/hltrace.h $(COMMON_DIR)/hltrace_int.h $(COMMON_DIR)/hltrace_enc.h
 
 # -fno-semantic-interposition: the library's own calls to its exported
 # helpers may be inlined even though the object is position-independent.
-$(HLTRACE_OBJ): $(COMMON_DIR)/hltrace.c $(COMMON_DIR)/hltrace.h | dirs
+$(OBJDIR)/common/hltrace_%.o: $(COMMON_DIR)/hltrace_%.c $(HLTRACE_HDRS) | dirs
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -fno-semantic-interposition -c $< -o $@
+	$(CC) $(CFLAGS) -Werror -fno-semantic-interposition -c $< -o $@
 
 $(BINDIR)/hltrace-dump: $(COMMON_DIR)/hltrace_dump.c $(HLTRACE_OBJ) | dirs
 	$(CC) $(CFLAGS) $^ -o $@ $(HLTRACE_LIBS)

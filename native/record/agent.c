@@ -35,23 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
-void hl_hooks_init(void);
-
 hl_config_t hl_cfg;
-_Alignas(HL_CACHELINE) _Atomic uint64_t hl_seq = 1;
-_Alignas(HL_CACHELINE) hl_thread_t *_Atomic hl_threads;
-_Atomic int hl_off;
-_Atomic uint64_t hl_unrecorded;
-pthread_mutex_t hl_wlock = PTHREAD_MUTEX_INITIALIZER;
-pid_t hl_pid;
-_Atomic int hl_writer_running;
-_Atomic int hl_fatal_sig;
-_Atomic int hl_fatal_done;
 uint64_t hl_self_lo, hl_self_len;
 int hl_tsc;
 uint64_t hl_tsc0, hl_mono0;
-_Atomic uint64_t hl_flush_due = UINT64_MAX;
-_Atomic int hl_deferred_sig;
 
 static _Atomic int init_state; /* 0 not yet, 1 under way, 2 recording, 3 failed */
 static _Atomic int ctor_done;
@@ -139,27 +126,27 @@ static void read_config(void) {
     strncpy(c->out + n, out, sizeof c->out - n - 1);
     c->stack_depth = (unsigned)env_num("HEAPLAB_RECORD_STACK_DEPTH", 8, 0, HL_MAX_DEPTH);
     c->free_stacks = (int)env_num("HEAPLAB_RECORD_FREE_STACKS", 0, 0, 1);
-    c->time_unit_ns = env_num("HEAPLAB_RECORD_TIME_UNIT_NS", 10000, 1, 1000000000);
-    c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 3, 0, 19);
+    c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 1, 0, 19);
     c->block_events =
-        (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS);
+        (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS / 2);
     c->flush_ns = env_num("HEAPLAB_RECORD_FLUSH_MS", 200, 1, 3600000) * 1000000u;
     c->follow_forks = (int)env_num("HEAPLAB_RECORD_FOLLOW_FORKS", 1, 0, 1);
-    uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 8192, 64, 1 << 20);
-    size_t ring = 64 << 10;
-    while (ring < kb << 10)
-        ring <<= 1;
-    c->ring_bytes = ring;
+    /* chunks a thread may hold before it waits, and all threads together */
+    uint64_t kb = env_num("HEAPLAB_RECORD_RING_KB", 8192, 128, 1 << 22);
+    uint64_t mb = env_num("HEAPLAB_RECORD_RING_TOTAL_MB", 256, 1, 1 << 20);
+    c->thread_cap = (size_t)(kb << 10);
+    c->total_cap = (size_t)(mb << 20);
+    if (c->total_cap < 2 * (size_t)HL_CHUNK_BYTES) c->total_cap = 2 * HL_CHUNK_BYTES;
     c->verbose = (int)env_num("HEAPLAB_RECORD_VERBOSE", 0, 0, 1);
     char *p = c->options, *end = c->options + sizeof c->options - 1;
     opt(&p, end, "stack_depth", c->stack_depth);
     opt(&p, end, "free_stacks", (uint64_t)c->free_stacks);
-    opt(&p, end, "time_unit_ns", c->time_unit_ns);
     opt(&p, end, "compress", (uint64_t)c->zstd_level);
     opt(&p, end, "block_events", c->block_events);
     opt(&p, end, "flush_ms", c->flush_ns / 1000000u);
     opt(&p, end, "follow_forks", (uint64_t)c->follow_forks);
-    opt(&p, end, "ring_kb", c->ring_bytes >> 10);
+    opt(&p, end, "ring_kb", kb);
+    opt(&p, end, "ring_total_mb", mb);
 }
 
 /* The text of this library, so that stacks start at the program's frame. */
@@ -196,7 +183,7 @@ void hl_agent_meta(hl_meta_t *m, hl_bytes_t *argv, size_t max_argv, char *buf, s
     m->start_ns = hl_os_realtime_ns();
     m->pointer_size = sizeof(void *);
     m->endian = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
-    m->time_unit_ns = hl_cfg.time_unit_ns;
+    m->time_unit_ns = 1; /* version 2: times are nanoseconds (docs/trace-format.md, "Time") */
     m->stack_depth = hl_cfg.stack_depth;
     m->recorder = (hl_bytes_t){(const uint8_t *)HL_RECORDER, strlen(HL_RECORDER)};
     m->executable = (hl_bytes_t){(const uint8_t *)exe_path, strlen(exe_path)};
@@ -233,13 +220,19 @@ static void atfork_child(void) {
 void hl_agent_exit(int status) {
     if (atomic_load(&init_state) != 2 || atomic_load(&hl_off) || getpid() != hl_pid) return;
     hl_busy_enter();
-    /* _exit may be called from a signal handler that interrupted a thread
-     * holding the lock: give up after a second rather than hang */
-    int locked = 0;
-    for (int i = 0; i < 1000 && !(locked = pthread_mutex_trylock(&hl_wlock) == 0); i++)
-        hl_os_sleep_ns(1000000);
-    if (locked) {
-        hl_finish_locked(HL_END_EXIT, (uint64_t)(status & 0xff), 1);
+    if (hl_writer_helping()) {
+        /* _exit from a signal handler that interrupted this very thread in
+         * the writer: its state is half updated, and nobody else may take it */
+        hl_note("exit inside the agent's writer: the trace ends without END; events since its "
+                "last block are LOST",
+                "", "");
+    } else {
+        /* whoever holds the lock (the writer thread, or a producer helping)
+         * lets go within a pass: wait for it, however long that takes on a
+         * busy machine (the writer runs at the program's own priority) */
+        pthread_mutex_lock(&hl_wlock);
+        if (hl_finish_locked(HL_END_EXIT, (uint64_t)(status & 0xff), 1) && !atomic_load(&hl_fatal_sig))
+            hl_note("could not end the trace ", hl_cfg.out, "");
         pthread_mutex_unlock(&hl_wlock);
     }
     hl_busy_leave();
@@ -282,14 +275,20 @@ static void fatal_handler(int sig, siginfo_t *si, void *uc) {
      * lock lets go within a pass); a second one, in another thread, waits
      * for that. At most ~2 s either way, then the default action. */
     if (atomic_compare_exchange_strong(&hl_fatal_sig, &expected, sig)) {
-        for (int i = 0; i < 2000; i++) {
+        int done = 0;
+        for (int i = 0; i < 2000 && !done; i++) {
             if (pthread_mutex_trylock(&hl_wlock) == 0) {
                 hl_finish_locked(HL_END_SIGNAL, (uint64_t)sig, 1);
                 pthread_mutex_unlock(&hl_wlock);
+                done = 1;
                 break;
             }
             hl_os_sleep_ns(1000000);
         }
+        if (!done && !atomic_load(&hl_fatal_done))
+            hl_note("fatal signal: the writer did not let go within 2 s; the trace ends without "
+                    "END and events since its last block are LOST",
+                    "", "");
         atomic_store(&hl_fatal_done, 1);
     } else {
         for (int i = 0; i < 2000 && !atomic_load(&hl_fatal_done); i++)
@@ -381,7 +380,7 @@ static void init(void) {
     dl_iterate_phdr(self_cb, (void *)(uintptr_t)&init);
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     hl_unwind_init(); /* HEAPLAB_UNWIND: fast (default) or libunwind */
-    hl_hooks_init();
+    hl_threads_init();
     if (hl_writer_init()) {
         atomic_store(&hl_off, 1);
         atomic_store(&init_state, 3);

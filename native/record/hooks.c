@@ -1,27 +1,32 @@
 /*
- * hooks.c: the interposed malloc API, and the producer side of the rings.
- *
- * Every entry point has a fast path and a slow path:
+ * hooks.c: the interposed malloc API. Each call that is recorded becomes one
+ * row in the calling thread's chunk (agent.h, hltrace_enc.h), written with a
+ * few stores and published with one more; nothing is shared with other
+ * threads unless the program is multithreaded, and then one exchange per
+ * address orders the threads' rows (edges.c).
  *
  *   fast:  t_self set, not nested, recording on
- *          -> real call -> [unwind] -> reserve ring space -> claim seq
- *          -> fill the 64-byte record -> publish (release store)
- *   slow:  nested call (t_busy: from the agent itself, libunwind, a signal
- *          handler interrupting a hook) -> straight to the real function,
+ *          -> real call -> [unwind; stack id from this thread's cache]
+ *          -> room in the chunk? -> op byte, [time], [edge], fields, [stack]
+ *          -> publish (the row's end into the chunk's mark, a release store)
+ *   slow:  nested call (t->active, or t_busy before the thread has a state:
+ *          from the agent itself, libunwind, a signal handler interrupting
+ *          a hook) -> straight to the real function,
  *          counted as unrecorded; before the real functions are known
  *          (dlsym may call calloc) -> the static bootstrap buffer; the first
- *          call of a thread -> start the agent, make the thread's state.
+ *          call of a thread -> start the agent, make the thread's state; a
+ *          full chunk -> the next one (chunks.c; may wait for the writer).
  *
- * Expected cost of the fast path without stacks: two TLS loads, one atomic
- * fetch_add on the shared sequence counter, one clock read and ~10 stores
- * into memory the thread owns: about 40-90 ns on top of the real call here
- * (the clock read is ~58 ns on this VM, an uncontended fetch_add ~14 ns).
+ * Cost of the fast path without stacks (callgrind, README.md "Cost"): ~70
+ * instructions a call, a TLS load, a varint or two, ~10 stores; in a
+ * multithreaded program an exchange and ~30 more; a time stamp (rdtsc) once
+ * 256 bytes of rows have passed, and after each writer pass.
  *
- * Order (docs/trace-format.md, "Order and threads"): a free claims its seq
+ * Order (docs/trace-format.md, "Order"): a free exchanges its address's slot
  * before the real free; an allocation after the real call returns; a realloc
- * claims seq1 before and seq after, and the writer releases the old block at
- * seq1 and creates the new one at seq. So a block is never handed out again
- * before the event that released it, in the merged order.
+ * of a non-NULL pointer is two steps, the release exchanged before the call,
+ * the event after it. So a block is never handed out again before the step
+ * that released it, and every edge names a step already taken.
  */
 #include "agent.h"
 #include "hl_unwind.h"
@@ -41,17 +46,25 @@ hl_real_t hl_real;
 static __thread hl_thread_t *t_self __attribute__((tls_model("initial-exec")));
 static __thread int t_busy __attribute__((tls_model("initial-exec")));
 
+/* Agent code runs: calls it makes pass through. A thread with a state also
+ * counts it in `active`, which is what the hooks' fast path checks. */
 void hl_busy_enter(void) {
     t_busy++;
+    if (t_self) atomic_fetch_add_explicit(&t_self->active, 1, memory_order_relaxed);
 }
 void hl_busy_leave(void) {
     t_busy--;
+    if (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&t_self->active, 1, memory_order_relaxed);
 }
 int hl_busy(void) {
-    return t_busy;
+    return t_busy || (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed));
 }
 hl_thread_t *hl_thread_self(void) {
     return t_self;
+}
+void hl_set_self(hl_thread_t *t) {
+    t_self = t;
 }
 
 /* ---------------------------------------------------------------- bootstrap */
@@ -72,7 +85,7 @@ static void *boot_alloc(size_t size, size_t align) {
 }
 
 static inline int is_boot(const void *p) {
-    return (const uint8_t *)p >= boot_buf && (const uint8_t *)p < boot_buf + sizeof boot_buf;
+    return (uintptr_t)p - (uintptr_t)boot_buf < sizeof boot_buf;
 }
 
 static size_t boot_size(const void *p) {
@@ -124,6 +137,7 @@ void hl_hooks_resolve(void) {
     R(quick_exit);
     R(sigaction);
     R(signal);
+    R(pthread_create);
 #undef R
     /* test only: two calls served from the bootstrap buffer, as dlsym makes
      * on older glibc; see boot_selftest */
@@ -142,85 +156,146 @@ static inline int resolved(void) {
     return atomic_load_explicit(&resolve_state, memory_order_acquire) == 2;
 }
 
-/* ---------------------------------------------------------------- rings */
+/* ---------------------------------------------------------------- rows */
 
-/* Waits until the writer has consumed up to `need_head`. Returns 0, or -1
- * when recording stopped meanwhile (the record is dropped). */
-static int ring_wait(hl_thread_t *t, uint64_t need_head) {
-    for (;;) {
-        t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->head_seen >= need_head) return 0;
-        if (atomic_load_explicit(&hl_off, memory_order_relaxed)) return -1;
-        hl_writer_ensure_running();
-        /* drain the rings ourselves rather than wait for the writer thread
-         * to be scheduled, which on a busy machine can take milliseconds */
-        if (!hl_writer_help()) sched_yield();
+#define STAMP_BYTES 256 /* a time stamp at least this often in a thread's rows */
+
+/* The slow path of a row: a new chunk if this one is full, and in any case
+ * a time stamp (this row is the chunk's first, or STAMP_BYTES after the
+ * last stamp, or the first after a writer pass). Returns where the row's
+ * fields go, after the op byte's place and the stamp (the caller sets
+ * TIME); NULL when the event is not recorded (recording stopped). */
+static __attribute__((noinline)) uint8_t *room_slow(hl_thread_t *t) {
+    if (HL_UNLIKELY(atomic_load_explicit(&hl_off, memory_order_relaxed))) return NULL;
+    uint8_t *d = t->data;
+    if (!d || d >= t->chunk_lim) {
+        hl_chunk_t *old = t->chunk, *c = hl_chunk_get(t);
+        if (!c) return NULL;
+        d = t->data = c->data;
+        t->chunk_lim = c->data + HL_CHUNK_DATA - HL_ENC_MAX_ROW;
+        t->chunk = c;
+        if (old)
+            atomic_store_explicit(&old->next, c, memory_order_release); /* after old's last pub */
+        else
+            atomic_store_explicit(&t->first, c, memory_order_release);
     }
+    uint8_t *lim = d + STAMP_BYTES < t->chunk_lim ? d + STAMP_BYTES : t->chunk_lim;
+    atomic_store_explicit(&t->data_lim, lim, memory_order_relaxed);
+    return hl_enc_time(d + 1, &t->enc, hl_stamp());
 }
 
-/* Space for a record of `need` bytes (a multiple of 8), or NULL. */
-static inline hl_rec_t *ring_reserve(hl_thread_t *t, size_t need) {
-    uint64_t cap = t->mask + 1, off = t->tail & t->mask, contig = cap - off;
-    uint64_t total = need + (contig < need ? contig : 0);
-    if (HL_UNLIKELY(t->tail + total - t->head_seen > cap / 2)) {
-        /* Half full: drain the rings here if the writer is not at it. On a
-         * busy machine this beats waking the writer thread (a context
-         * switch, and caches refilled, per wake-up); on an idle one the
-         * writer thread usually gets there first. */
-        t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->tail + total - t->head_seen > cap / 2 && hl_writer_help())
-            t->head_seen = atomic_load_explicit(&t->head_pub, memory_order_acquire);
-        if (t->tail + total - t->head_seen > cap && ring_wait(t, t->tail + total - cap))
-            return NULL;
+/* Where the row's fields go (the op byte's place is the row's first byte,
+ * at t->data): the cursor, or after a new chunk and a time stamp. */
+#define ROOM(t, d, op)                                                                             \
+    uint8_t *d = (t)->data;                                                                        \
+    if (HL_LIKELY(d < atomic_load_explicit(&(t)->data_lim, memory_order_relaxed)))                \
+        d++;                                                                                       \
+    else if ((d = room_slow(t)))                                                                   \
+        (op) |= HL_OP2_TIME;                                                                       \
+    else                                                                                           \
+        return
+
+/* The event is complete: its op byte at the row's start, and the chunk's
+ * mark moves past it. */
+static inline void publish(hl_thread_t *t, unsigned op, uint8_t *d) {
+    *t->data = (uint8_t)op;
+    t->data = d;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)d, memory_order_release);
+}
+
+static __attribute__((noinline)) uint8_t *enc_u_long(uint8_t *d, uint64_t v) {
+    return hl_enc_u(d, v);
+}
+
+static inline uint8_t *enc_u(uint8_t *d, uint64_t v) {
+    if (HL_LIKELY(v < 0x80)) {
+        *d = (uint8_t)v;
+        return d + 1;
     }
-    if (contig < need) {
-        uint64_t zero = 0; /* seq 0: padding to the end of the ring */
-        memcpy(t->ring + off, &zero, sizeof zero);
-        t->tail += contig;
-        off = 0;
+    if (HL_LIKELY(v < 0x4000)) {
+        d[0] = (uint8_t)(v | 0x80);
+        d[1] = (uint8_t)(v >> 7);
+        return d + 2;
     }
-    return (hl_rec_t *)(t->ring + off);
+    return enc_u_long(d, v);
 }
 
-static inline void ring_publish(hl_thread_t *t, size_t need) {
-    t->tail += need;
-    /* ownership of a line a few records ahead: the writer read it one lap ago */
-    __asm__ volatile("prefetchw %0" ::"m"(t->ring[(t->tail + 512) & t->mask]));
-    atomic_store_explicit(&t->tail_pub, t->tail, memory_order_release);
-    atomic_store_explicit(&t->pending, 0, memory_order_release);
+/* The address fields (hltrace_enc.h): code 1 or 2 when the thread's table
+ * knows the address, else a delta; one or two bytes inline. */
+static __attribute__((noinline)) uint8_t *enc_delta_long(uint8_t *d, hl_thread_t *t,
+                                                         uint64_t addr) {
+    return hl_enc_delta(d, &t->enc, addr);
 }
 
-/* Claims the next sequence number. `pending` tells the writer a claim is
- * under way (UINT64_MAX) and then which seq it got, so that a gap in the
- * merged order can be told apart from a seq that will never come. */
-static inline uint64_t claim_seq(hl_thread_t *t) {
-    atomic_store_explicit(&t->pending, UINT64_MAX, memory_order_relaxed);
-    uint64_t s = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
-    atomic_store_explicit(&t->pending, s, memory_order_relaxed);
-    return s;
+static inline uint8_t *enc_delta(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    uint64_t delta = addr - t->enc.prev_addr;
+    uint64_t code = (hl_zz((int64_t)delta >> 4) << 2) + 1;
+    if (HL_UNLIKELY((delta & 15) | (code >> 14))) return enc_delta_long(d, t, addr);
+    t->enc.prev_addr = addr;
+    return enc_u(d, code);
 }
+
+static inline uint8_t *enc_new(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    hl_enc_t *e = &t->enc;
+    hl_enc_slot_t *s = hl_enc_slot(e, addr);
+    uint64_t age = e->nfree - 1 - (s->n & ~HL_ENC_FREED);
+    if (s->addr == addr && (s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+        e->prev_addr = addr;
+        d = enc_u(d, (age << 2 | 2) + 1);
+    } else {
+        d = enc_delta(d, t, addr);
+    }
+    s->addr = addr;
+    s->n = e->nalloc++;
+    return d;
+}
+
+static inline uint8_t *enc_gone(uint8_t *d, hl_thread_t *t, uint64_t addr) {
+    hl_enc_t *e = &t->enc;
+    hl_enc_slot_t *s = hl_enc_slot(e, addr);
+    uint64_t age = e->nalloc - 1 - s->n;
+    if (s->addr == addr && !(s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+        e->prev_addr = addr;
+        d = enc_u(d, (age << 2 | 1) + 1);
+    } else {
+        d = enc_delta(d, t, addr);
+    }
+    s->addr = addr;
+    s->n = e->nfree++ | HL_ENC_FREED;
+    return d;
+}
+
+/* An edge to the step that last touched this address's slot, if it is
+ * another thread's and this stream does not already imply it. */
+static inline uint8_t *edge(hl_thread_t *t, uint8_t *d, unsigned *op, unsigned bit,
+                            uint64_t prev) {
+    if (!prev) return d;
+    uint32_t src = (uint32_t)(prev >> HL_SLOT_SHIFT) - 1;
+    uint64_t n = prev & HL_SLOT_STEPS;
+    if (!hl_enc_edge_needed(&t->enc, t->index, src, n)) return d;
+    *op |= bit;
+    return hl_enc_edge(d, &t->enc, src, n);
+}
+
+static inline int multithreaded(void) {
+    return atomic_load_explicit(&hl_mt, memory_order_acquire);
+}
+
+/* The edge of a step that takes or releases addr (multithreaded only): the
+ * row's end after it; the caller sets EDGE when it moved. */
+static __attribute__((noinline)) uint8_t *swap_edge(hl_thread_t *t, uint8_t *d, uint64_t addr,
+                                                    uint64_t steps) {
+    unsigned op = 0;
+    return edge(t, d, &op, HL_OP2_EDGE, hl_edge_swap(addr, t->slot_me | steps));
+}
+
+#define SWAP_EDGE(t, d, op, addr, steps)                                                           \
+    do {                                                                                           \
+        uint8_t *e_ = swap_edge((t), (d), (addr), (steps));                                        \
+        if (e_ != (d)) (op) |= HL_OP2_EDGE, (d) = e_;                                              \
+    } while (0)
 
 /* ---------------------------------------------------------------- stacks */
-
-/* Return addresses of the caller of the allocator entry point and above,
- * skipping frames inside this library. hl_unwind_backtrace returns what
- * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
- * rules cached per return address (README.md, "Call stacks"). */
-static inline __attribute__((always_inline)) unsigned unwind(uintptr_t *out) {
-    void *buf[HL_MAX_DEPTH + 8];
-    /* the recording is inlined into the entry point: one frame of ours */
-    int want = (int)hl_cfg.stack_depth + 1;
-    int e = errno;
-    int n = hl_unwind_backtrace(buf, want);
-    errno = e;
-    int i = 0;
-    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
-        i++;
-    unsigned k = 0;
-    while (i < n && k < hl_cfg.stack_depth)
-        out[k++] = (uintptr_t)buf[i++];
-    return k;
-}
 
 static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
@@ -232,105 +307,192 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
     return h ? h : 1;
 }
 
-typedef struct stk {
-    uint64_t hash;
-    unsigned nf, nsend;
+/* The stack id of this call: return addresses of the caller of the
+ * allocator entry point and above, skipping frames inside this library (the
+ * entry point and this function), looked up by hash in this thread's cache,
+ * else in the shared table (stacks.c). hl_unwind_backtrace returns what
+ * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
+ * rules cached per return address (README.md, "Call stacks"). Out of line,
+ * so that the entry points without stacks keep a small frame. */
+static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+    void *buf[HL_MAX_DEPTH + 8];
     uintptr_t f[HL_MAX_DEPTH];
-} stk_t;
+    int e = errno;
+    int n = hl_unwind_backtrace(buf, (int)hl_cfg.stack_depth + 2); /* + ours: two frames */
+    errno = e;
+    int i = 0;
+    while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
+        i++;
+    unsigned k = 0;
+    while (i < n && k < hl_cfg.stack_depth)
+        f[k++] = (uintptr_t)buf[i++];
+    if (!k) return 0;
+    uint64_t h = hash_frames(f, k);
+    const uint64_t *slot = &t->scache[(h & (HL_SCACHE_SLOTS - 1)) * 2];
+    if (HL_LIKELY(slot[0] == h)) return (uint32_t)slot[1];
+    return hl_stack_id(t, f, k, h);
+}
 
-/* Unwinds, and decides whether the frames must travel with the record: only
- * the first time this thread meets the stack (a direct-mapped cache). */
-static inline __attribute__((always_inline)) void take_stack(hl_thread_t *t, stk_t *s, int want) {
-    s->hash = 0;
-    s->nf = s->nsend = 0;
-    if (!want || !hl_cfg.stack_depth) return;
-    s->nf = unwind(s->f);
-    if (!s->nf) return;
-    s->hash = hash_frames(s->f, s->nf);
-    uint64_t *slot = &t->hcache[s->hash & (HL_HCACHE_SLOTS - 1)];
-    if (*slot != s->hash) {
-        *slot = s->hash;
-        s->nsend = s->nf;
+static inline uint32_t take_stack(hl_thread_t *t, int want) {
+    if (HL_LIKELY(!want || !hl_cfg.stack_depth)) return 0;
+    return stack_id(t);
+}
+
+/* ---------------------------------------------------------------- events */
+
+/* An allocation that has returned (p NULL: it failed), with its stack id. */
+static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, unsigned kind,
+                                                                uintptr_t p, uint64_t size,
+                                                                uint64_t align, uint32_t sid) {
+    unsigned op = kind;
+    ROOM(t, d, op);
+    uint64_t steps = t->steps + 1; /* counted once published: END's rows */
+    if (HL_UNLIKELY(multithreaded()) && p) SWAP_EDGE(t, d, op, p, steps);
+    if (kind == HL_REALLOC) *d++ = 0; /* realloc(NULL, n): old is NULL */
+    d = enc_u(d, size);
+    if (kind >= HL_MEMALIGN) d = enc_u(d, align);
+    if (p)
+        d = enc_new(d, t, p);
+    else
+        *d++ = 0;
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
+    t->steps = steps;
+}
+
+/* Everything rec_alloc's fast path leaves out: a new chunk or a time
+ * stamp, edges, long fields, stacks. */
+static __attribute__((noinline)) void rec_alloc_slow(hl_thread_t *t, unsigned kind, uintptr_t p,
+                                                     uint64_t size, uint64_t align) {
+    rec_alloc_row(t, kind, p, size, align, hl_cfg.stack_depth ? stack_id(t) : 0);
+}
+
+/* The edge field of a fast-path row in a multithreaded program: swap this
+ * step into the address's slot; an edge when the step before is another
+ * thread's and this stream does not imply it yet (hl_enc_edge, inline). */
+static inline __attribute__((always_inline)) uint8_t *fast_edge(hl_thread_t *t, uint8_t *f,
+                                                                unsigned *op, uint64_t addr) {
+    uint64_t prev = hl_edge_swap(addr, t->slot_me | (t->steps + 1));
+    uint32_t src = (uint32_t)(prev >> HL_SLOT_SHIFT) - 1;
+    if (!prev || src == t->index) return f;
+    uint64_t n = prev & HL_SLOT_STEPS;
+    hl_enc_t *e = &t->enc;
+    unsigned k = src % HL_ENC_EDGE_SLOTS;
+    uint64_t base = 0;
+    if (e->lsrc[k] == src + 1) {
+        if (e->ln[k] >= n) return f;
+        base = e->ln[k];
     }
+    e->lsrc[k] = src + 1;
+    e->ln[k] = n;
+    *op |= HL_OP2_EDGE;
+    f = enc_u(f, src);
+    return enc_u(f, hl_zz((int64_t)(n - base)));
 }
 
-static inline uint64_t fill(hl_rec_t *r, const stk_t *s, unsigned op, uintptr_t addr, uintptr_t old,
-                            uint64_t size, uint64_t align) {
-    uint64_t now = hl_stamp();
-    r->time = now;
-    r->addr = addr;
-    r->old = old;
-    r->size = size;
-    r->hash = s->hash;
-    r->align = (uint32_t)align;
-    r->op = (uint8_t)op;
-    r->pad = 0;
-    r->nframes = (uint16_t)s->nsend;
-    if (s->nsend) memcpy(r + 1, s->f, s->nsend * sizeof(uintptr_t));
-    return now;
-}
-
-/* The writer thread runs SCHED_IDLE: on a saturated machine it may not run
- * for a while. A producer then writes the overdue block itself, so that a
- * killed program's trace stays at most ~flush_ms behind. */
-static inline void flush_if_due(uint64_t now) {
-    if (HL_UNLIKELY(now > atomic_load_explicit(&hl_flush_due, memory_order_relaxed)))
-        hl_writer_help();
-}
-
-/* An allocation that has returned. */
+/* An allocation that has returned. The fast path has no call (so the entry
+ * point keeps few registers) but for long fields: room without a stamp
+ * due, no stack; one thread, or several with the edge inline. */
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align) {
-    stk_t s;
-    take_stack(t, &s, 1);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return;
-    r->seq = r->seq1 = claim_seq(t);
-    uint64_t now = fill(r, &s, kind, (uintptr_t)p, 0, size, align);
-    ring_publish(t, need);
-    flush_if_due(now);
+    uint8_t *d = t->data;
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
+                    hl_cfg.stack_depth || !p)) {
+        rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
+        return;
+    }
+    unsigned op = kind;
+    uint8_t *f = d + 1;
+    if (HL_UNLIKELY(multithreaded())) f = fast_edge(t, f, &op, (uintptr_t)p);
+    if (kind == HL_REALLOC) *f++ = 0; /* realloc(NULL, n): old is NULL */
+    f = enc_u(f, size);
+    if (kind >= HL_MEMALIGN) f = enc_u(f, align);
+    f = enc_new(f, t, (uintptr_t)p);
+    *d = (uint8_t)op;
+    t->data = f;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
+    t->steps++; /* after the row is out: END counts published rows */
 }
 
-/* A free that is about to happen. */
+static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, uintptr_t p,
+                                                               uint32_t sid) {
+    unsigned op = HL_FREE;
+    ROOM(t, d, op);
+    uint64_t steps = t->steps + 1;
+    if (HL_UNLIKELY(multithreaded())) SWAP_EDGE(t, d, op, p, steps);
+    d = enc_gone(d, t, p);
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
+    t->steps = steps;
+}
+
+static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p) {
+    rec_free_row(t, p, hl_cfg.free_stacks && hl_cfg.stack_depth ? stack_id(t) : 0);
+}
+
+/* A free that is about to happen; the same fast path. */
 static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
-    stk_t s;
-    take_stack(t, &s, hl_cfg.free_stacks);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return;
-    r->seq = r->seq1 = claim_seq(t);
-    uint64_t now = fill(r, &s, HL_FREE, (uintptr_t)p, 0, 0, 0);
-    ring_publish(t, need);
-    flush_if_due(now);
+    uint8_t *d = t->data;
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
+                    (hl_cfg.free_stacks & !!hl_cfg.stack_depth))) {
+        rec_free_slow(t, (uintptr_t)p);
+        return;
+    }
+    unsigned op = HL_FREE;
+    uint8_t *f = d + 1;
+    if (HL_UNLIKELY(multithreaded())) f = fast_edge(t, f, &op, (uintptr_t)p);
+    f = enc_gone(f, t, (uintptr_t)p);
+    *d = (uint8_t)op;
+    t->data = f;
+    atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
+    t->steps++;
 }
 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
 static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, void *old,
                                                                size_t size, int fail) {
+    uint32_t sid = take_stack(t, 1);
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);
         int e = errno;
-        rec_alloc(t, HL_REALLOC, p, fail ? UINT64_MAX : size, 0);
+        rec_alloc_row(t, HL_REALLOC, (uintptr_t)p, fail ? UINT64_MAX : size, 0, sid);
         errno = e;
         return p;
     }
-    stk_t s;
-    take_stack(t, &s, 1);
-    size_t need = sizeof(hl_rec_t) + s.nsend * sizeof(uintptr_t);
-    hl_rec_t *r = ring_reserve(t, need);
-    if (!r) return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
-    uint64_t s1 = claim_seq(t);
+    unsigned op = 0;
+    uint8_t *d = t->data;
+    if (HL_LIKELY(d < atomic_load_explicit(&t->data_lim, memory_order_relaxed)))
+        d++;
+    else if ((d = room_slow(t)))
+        op = HL_OP2_TIME;
+    else
+        return fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+    int mt = multithreaded();
+    /* step 1, before the call: the old block may be handed out from here on */
+    uint64_t s1 = t->steps + 1, prev1 = 0, prev2 = 0;
+    if (HL_UNLIKELY(mt)) prev1 = hl_edge_swap((uintptr_t)old, t->slot_me | s1);
     void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
     int e = errno;
-    /* pending stays s1 until the record is out: the writer waits for it */
-    uint64_t s2 = atomic_fetch_add_explicit(&hl_seq, 1, memory_order_seq_cst);
-    r->seq = s2;
-    r->seq1 = s1;
-    uint64_t now =
-        fill(r, &s, HL_REALLOC, (uintptr_t)p, (uintptr_t)old, fail ? UINT64_MAX : size, 0);
-    ring_publish(t, need);
-    flush_if_due(now);
+    /* step 2, after it: the event, and the new block */
+    uint64_t s2 = s1 + 1;
+    if (HL_UNLIKELY(mt) && p) prev2 = hl_edge_swap((uintptr_t)p, t->slot_me | s2);
+    unsigned kind = !p && size == 0 && !fail ? HL_REALLOC_FREE : HL_REALLOC;
+    op |= kind;
+    if (HL_UNLIKELY(mt)) {
+        d = edge(t, d, &op, HL_OP2_EDGE2, prev1);
+        d = edge(t, d, &op, HL_OP2_EDGE, prev2);
+    }
+    if (kind == HL_REALLOC) {
+        d = hl_enc_old(d, &t->enc, (uintptr_t)old);
+        d = enc_u(d, fail ? UINT64_MAX : size);
+        d = p ? enc_new(d, t, (uintptr_t)p) : (*d = 0, d + 1);
+    } else {
+        d = enc_gone(d, t, (uintptr_t)old);
+    }
+    if (sid) op |= HL_OP2_STACK, d = enc_u(d, sid);
+    publish(t, op, d);
+    t->steps = s2;
+    t->twos++;
     errno = e;
     return p;
 }
@@ -339,45 +501,64 @@ static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, v
 static __attribute__((noinline)) void *rec_failed(hl_thread_t *t, unsigned kind, uint64_t size) {
     int e = errno;
     rec_alloc(t, kind, NULL, size, 0);
-    t_busy = 0;
+    atomic_store_explicit(&t->active, 0, memory_order_relaxed);
     errno = e;
     return NULL;
 }
 
-/* ---------------------------------------------------------------- thread states */
+/* ---------------------------------------------------------------- the slow path's way in */
 
-/* The slow path's way in: resolves, starts the agent, makes this thread's
- * state. Called with t_busy raised. NULL when this call is not recorded. */
+/* Resolves, starts the agent, makes this thread's state and marks it
+ * active. Called with t_busy raised. NULL when this call is not recorded. */
 static hl_thread_t *enter(void) {
     if (!resolved()) hl_hooks_resolve();
     if (!hl_agent_ready()) return NULL;
     if (!t_self) t_self = hl_thread_create(1);
+    if (t_self) atomic_store_explicit(&t_self->active, 1, memory_order_relaxed);
     return t_self;
 }
 
+static inline void leave(hl_thread_t *t) {
+    if (t) atomic_store_explicit(&t->active, 0, memory_order_relaxed);
+}
+
+/* The fast path: this thread has a state and is not inside the agent
+ * already. (Recording that stopped is found in room_slow: the writer sends
+ * every thread there.) */
 #define HOOK_PROLOGUE(slow_call)                                                                   \
     hl_thread_t *t = t_self;                                                                       \
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed)))          \
+    if (HL_UNLIKELY(!t || atomic_load_explicit(&t->active, memory_order_relaxed)))                \
         return slow_call;                                                                          \
-    t_busy = 1
+    atomic_store_explicit(&t->active, 1, memory_order_relaxed)
+
+#define HOOK_EPILOGUE() atomic_store_explicit(&t->active, 0, memory_order_relaxed)
+
+/* Whether the slow path must pass the call through: inside the agent. */
+static inline int nested(void) {
+    return t_busy || (t_self && atomic_load_explicit(&t_self->active, memory_order_relaxed));
+}
+
+static inline void count_unrecorded(void) {
+    atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+}
 
 /* ---------------------------------------------------------------- the malloc API */
 
-static void *malloc_slow(size_t n);
-static void free_slow(void *p);
+static __attribute__((noinline, cold)) void *malloc_slow(size_t n);
+static __attribute__((noinline, cold)) void free_slow(void *p);
 
 HL_EXPORT void *malloc(size_t n) {
     HOOK_PROLOGUE(malloc_slow(n));
     void *p = hl_real.malloc(n);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_MALLOC, n);
     rec_alloc(t, HL_MALLOC, p, n, 0);
-    t_busy = 0;
+    HOOK_EPILOGUE();
     return p;
 }
 
 static void *malloc_slow(size_t n) {
-    if (t_busy) {
-        atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    if (nested()) {
+        count_unrecorded();
         return resolved() ? hl_real.malloc(n) : boot_alloc(n, 16);
     }
     t_busy = 1;
@@ -385,6 +566,7 @@ static void *malloc_slow(size_t n) {
     void *p = hl_real.malloc(n);
     int e = errno;
     if (t) rec_alloc(t, HL_MALLOC, p, n, 0);
+    leave(t);
     t_busy = 0;
     errno = e;
     return p;
@@ -396,12 +578,12 @@ HL_EXPORT void free(void *p) {
     HOOK_PROLOGUE(free_slow(p));
     rec_free(t, p);
     hl_real.free(p);
-    t_busy = 0;
+    HOOK_EPILOGUE();
 }
 
 static void free_slow(void *p) {
-    if (t_busy) {
-        atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    if (nested()) {
+        count_unrecorded();
         if (resolved()) hl_real.free(p);
         return;
     }
@@ -409,35 +591,61 @@ static void free_slow(void *p) {
     hl_thread_t *t = enter();
     if (t) rec_free(t, p);
     hl_real.free(p);
+    leave(t);
     t_busy = 0;
+}
+
+static __attribute__((noinline)) void *calloc_slow(size_t n, size_t size, int over,
+                                                   uint64_t total) {
+    if (nested()) {
+        count_unrecorded();
+        if (!resolved()) {
+            if (over) return errno = ENOMEM, NULL;
+            return boot_alloc(total, 16);
+        }
+        return hl_real.calloc(n, size);
+    }
+    t_busy = 1;
+    hl_thread_t *t = enter();
+    void *p = hl_real.calloc(n, size);
+    int e = errno;
+    if (t) rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
+    leave(t);
+    t_busy = 0;
+    errno = e;
+    return p;
 }
 
 HL_EXPORT void *calloc(size_t n, size_t size) {
     uint64_t total;
     int over = __builtin_mul_overflow((uint64_t)n, (uint64_t)size, &total);
-    hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
-            if (!resolved()) {
-                if (over) return errno = ENOMEM, NULL;
-                return boot_alloc(total, 16);
-            }
-            return hl_real.calloc(n, size);
-        }
-        t_busy = 1;
-        t = enter();
-        void *p = hl_real.calloc(n, size);
-        int e = errno;
-        if (t) rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
-        t_busy = 0;
-        errno = e;
-        return p;
-    }
-    t_busy = 1;
+    HOOK_PROLOGUE(calloc_slow(n, size, over, total));
     void *p = hl_real.calloc(n, size);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_CALLOC, over ? UINT64_MAX : total);
     rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0);
+    HOOK_EPILOGUE();
+    return p;
+}
+
+static __attribute__((noinline)) void *realloc_slow(void *old, size_t size, int fail) {
+    if (nested()) {
+        count_unrecorded();
+        if (fail) return errno = ENOMEM, NULL;
+        if (!resolved()) {
+            void *p = boot_alloc(size, 16);
+            if (p && old) memcpy(p, old, boot_size(old) < size ? boot_size(old) : size);
+            return p;
+        }
+        return hl_real.realloc(old, size);
+    }
+    t_busy = 1;
+    hl_thread_t *t = enter();
+    void *p;
+    if (t)
+        p = rec_realloc(t, old, size, fail);
+    else
+        p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
+    leave(t);
     t_busy = 0;
     return p;
 }
@@ -453,31 +661,9 @@ static inline __attribute__((always_inline)) void *realloc_any(void *old, size_t
         }
         return p;
     }
-    hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
-            if (fail) return errno = ENOMEM, NULL;
-            if (!resolved()) {
-                void *p = boot_alloc(size, 16);
-                if (p && old) memcpy(p, old, boot_size(old) < size ? boot_size(old) : size);
-                return p;
-            }
-            return hl_real.realloc(old, size);
-        }
-        t_busy = 1;
-        t = enter();
-        void *p;
-        if (t)
-            p = rec_realloc(t, old, size, fail);
-        else
-            p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(old, size);
-        t_busy = 0;
-        return p;
-    }
-    t_busy = 1;
+    HOOK_PROLOGUE(realloc_slow(old, size, fail));
     void *p = rec_realloc(t, old, size, fail);
-    t_busy = 0;
+    HOOK_EPILOGUE();
     return p;
 }
 
@@ -516,15 +702,16 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         align = page;
     }
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    int slow = !t || atomic_load_explicit(&t->active, memory_order_relaxed);
+    if (HL_UNLIKELY(slow)) {
+        if (nested()) {
+            count_unrecorded();
             return resolved() ? do_aligned(k, align, size) : boot_alloc(size, align);
         }
         t_busy = 1;
         t = enter();
     } else {
-        t_busy = 1;
+        atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = do_aligned(k, align, size);
     if (t) {
@@ -532,7 +719,8 @@ static inline __attribute__((always_inline)) void *aligned_any(al_kind_t k, size
         rec_alloc(t, kinds[k], p, size, align);
         errno = e;
     }
-    t_busy = 0;
+    leave(t);
+    if (slow) t_busy = 0;
     return p;
 }
 
@@ -551,9 +739,10 @@ HL_EXPORT void *pvalloc(size_t size) {
 
 HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(!t || t_busy || atomic_load_explicit(&hl_off, memory_order_relaxed))) {
-        if (t_busy) {
-            atomic_fetch_add_explicit(&hl_unrecorded, 1, memory_order_relaxed);
+    int slow = !t || atomic_load_explicit(&t->active, memory_order_relaxed);
+    if (HL_UNLIKELY(slow)) {
+        if (nested()) {
+            count_unrecorded();
             if (!resolved()) {
                 void *p = boot_alloc(size, align);
                 if (!p) return ENOMEM;
@@ -565,13 +754,14 @@ HL_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
         t_busy = 1;
         t = enter();
     } else {
-        t_busy = 1;
+        atomic_store_explicit(&t->active, 1, memory_order_relaxed);
     }
     void *p = NULL;
     int rc = hl_real.posix_memalign(&p, align, size);
     if (rc == 0) *out = p;
     if (t) rec_alloc(t, HL_POSIX_MEMALIGN, rc == 0 ? p : NULL, size, align);
-    t_busy = 0;
+    leave(t);
+    if (slow) t_busy = 0;
     return rc;
 }
 
@@ -582,79 +772,3 @@ HL_EXPORT size_t malloc_usable_size(void *p) {
     return hl_real.malloc_usable_size(p);
 }
 
-/* ---------------------------------------------------------------- thread exit */
-
-static pthread_key_t thread_key;
-static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
-static hl_thread_t *free_states;
-
-/* Runs at thread exit (a pthread key destructor). The state stays this
- * thread's: frees made later in the exit path still go to its ring. The
- * writer recycles it once the thread is gone and the ring is drained. */
-static void thread_exit(void *arg) {
-    hl_thread_t *t = arg;
-    atomic_store_explicit(&t->state, TS_EXITING, memory_order_release);
-}
-
-void hl_hooks_init(void) {
-    pthread_key_create(&thread_key, thread_exit);
-}
-
-void hl_thread_recycle(hl_thread_t *t) {
-    pthread_mutex_lock(&free_lock);
-    atomic_store(&t->state, TS_FREE);
-    t->free_next = free_states;
-    free_states = t;
-    pthread_mutex_unlock(&free_lock);
-}
-
-void hl_hooks_fork_prepare(void) {
-    pthread_mutex_lock(&free_lock);
-}
-void hl_hooks_fork_parent(void) {
-    pthread_mutex_unlock(&free_lock);
-}
-void hl_hooks_fork_child(void) {
-    pthread_mutex_init(&free_lock, NULL);
-}
-
-hl_thread_t *hl_thread_create(int start_writer) {
-    pthread_mutex_lock(&free_lock);
-    hl_thread_t *t = free_states;
-    if (t) free_states = t->free_next;
-    pthread_mutex_unlock(&free_lock);
-    if (!t) {
-        size_t ring = hl_cfg.ring_bytes;
-        size_t hdr = (sizeof(hl_thread_t) + 4095) / 4096 * 4096;
-        size_t hc = HL_HCACHE_SLOTS * sizeof(uint64_t);
-        uint8_t *m = hl_os_alloc(hdr + hc + ring);
-        if (!m) return NULL;
-        t = (hl_thread_t *)m;
-        t->map_bytes = hdr + hc + ring;
-        t->hcache = (uint64_t *)(m + hdr);
-        t->ring = m + hdr + hc;
-        t->mask = ring - 1;
-        t->trace_index = -1;
-        atomic_store(&t->state, TS_ACTIVE);
-        /* publish in the registry (the writer walks it without a lock) */
-        hl_thread_t *head = atomic_load(&hl_threads);
-        do
-            t->next = head;
-        while (!atomic_compare_exchange_weak(&hl_threads, &head, t));
-    } else {
-        /* drained by the writer; positions carry on where they were */
-        memset(t->hcache, 0, HL_HCACHE_SLOTS * sizeof(uint64_t));
-        t->trace_index = -1;
-        atomic_store(&t->state, TS_ACTIVE);
-    }
-    t->tid = hl_os_gettid();
-    hl_os_thread_name(t->tid, t->name, sizeof t->name);
-    pthread_setspecific(thread_key, t);
-    if (start_writer) hl_writer_ensure_running();
-    return t;
-}
-
-hl_thread_t *hl_thread_adopt(void) {
-    if (!t_self) t_self = hl_thread_create(0);
-    return t_self;
-}

@@ -42,6 +42,23 @@ void hl_os_free(void *p, size_t size) {
     if (p && size) munmap(p, size);
 }
 
+void hl_os_discard(void *p, size_t size) {
+    if (p && size) madvise(p, size, MADV_DONTNEED);
+}
+
+/* The file behind fd, opened again read-only (the agent writes its trace
+ * through a write-only descriptor; a fork child reads its parent's back). */
+int hl_os_reopen_read(int fd) {
+    char path[64] = "/proc/self/fd/";
+    hl_fmt_u64(path + strlen(path), (uint64_t)fd);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+uint64_t hl_os_file_size(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 void *hl_os_grow(void *p, size_t old_size, size_t new_size) {
     if (!p) return hl_os_alloc(new_size);
     void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);

@@ -1,530 +1,142 @@
 /*
- * writer.c: turning the rings into a trace. It runs under hl_wlock, in the
- * writer thread (SCHED_IDLE, all signals blocked, never recorded), in a
- * producer whose ring is half full, or in a thread that ends the trace (exit,
- * exec, a fatal signal).
+ * writer.c: the threads' chunks into a trace (version 2, per-thread EVENTS
+ * streams). It runs under hl_wlock: in the writer thread, in a producer
+ * that waits for room (hl_writer_help), or in a thread that ends the trace
+ * (exit, exec, a fatal signal, fork).
  *
- *   rings (one per thread, records in seq order)
- *      |  min-heap on each ring's head key (seq, or seq1 for the release
- *      v  half of a realloc); a missing seq is waited for while its thread
- *   merge  says it is in flight (`pending`), skipped when nobody holds it
- *      |
+ *   pass (every 50 us .. 1 ms):  every thread time-stamps its next row
+ *      |                         look at every thread's published mark
  *      v
- *   address -> object id:  nursery (last 4096 objects, ring + index)
- *      |                   -> map (open addressing, page-local hash)
- *   stack hash -> stack    (frames kept as raw addresses; turned into
- *      |                    (module, offset) when first used in a trace)
- *      v
- *   batch of hl_event_t -> hltrace writer: MODULES/STACKS/THREADS before
- *   the EVENTS block that needs them; a block every block_events events
- *   or flush interval.
+ *   round, when a thread has ~block_events rows waiting (4 bytes a row), or
+ *   flush_ms passed, or the trace ends:
+ *      THREADS  indices given out since the last round (threads.c)
+ *      STACKS   ids given out since (stacks.c), frames -> (module, offset)
+ *      EVENTS   per thread, per chunk: the bytes of rows published since the
+ *               last round, as they are (the producer encoded them), one
+ *               block each, all with this round's number and clock
+ *      chunks the producer has left and that are copied go back to the pool
  *
- * Invariants: every object in the nursery or the map (never both) is live in
- * the trace being written (in a fork child before its trace opens: in the
- * parent's view); next_seq - 1 is the highest seq processed in order; the
- * ids counted here (next_id) are the ones the hltrace writer assigns.
+ * The writer never decodes a row: its cost per event is a copy and zstd.
+ * Invariants: a block's rows are everything its thread published between
+ * two marks; rounds and each thread's first_event continue without gaps;
+ * a definition goes out before the first block that can name it (a thread
+ * or stack id reaches a row only after it was registered, and the round
+ * reads the registrations after the marks).
  */
 #include "agent.h"
 
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <sched.h>
-#include <sys/file.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-void hl_thread_recycle(hl_thread_t *t);
-void hl_hooks_fork_prepare(void);
-void hl_hooks_fork_parent(void);
-void hl_hooks_fork_child(void);
-int hl_agent_ctor_done(void);
-void hl_agent_meta(hl_meta_t *m, hl_bytes_t *argv, size_t max_argv, char *buf, size_t bufsize);
-const char *hl_agent_exe(void);
-
 /* ---------------------------------------------------------------- state */
+
+_Atomic int hl_off;
+_Atomic uint64_t hl_unrecorded;
+_Atomic uint64_t hl_lost;
+pthread_mutex_t hl_wlock = PTHREAD_MUTEX_INITIALIZER;
+pid_t hl_pid;
+_Atomic int hl_writer_running;
+_Atomic int hl_fatal_sig;
+_Atomic int hl_fatal_done;
+_Atomic int hl_deferred_sig;
 
 static hl_writer_t *W; /* NULL: no trace open (yet) */
 static int W_fd = -1;
 static hl_sink_t W_sink;
 static char W_path[4200];
-static int W_child;          /* a fork child: its trace opens on first need */
-static int W_closed;         /* END written for good */
-static int W_broken;         /* the trace could not be written */
-static pid_t W_parent;       /* META parent pid of a fork child */
-static hl_thread_t *W_first; /* thread 0 of a fork child's trace */
-static uint64_t next_seq = 1;
-static uint64_t last_flush_ns, last_recycle_ns;
-static uint64_t unknown_frees;
-static uint64_t fake_ids; /* object ids while absorbing in a fork child */
-static uint64_t gap_seq, gap_since;
-static int absorbing;
-#define BATCH 1024
-static hl_event_t batch[BATCH]; /* events on their way to W (see emit) */
-static size_t batch_n;
-static uint64_t next_id; /* the next object id of the trace being written */
+static int W_child;    /* a fork child: its trace opens on first need */
+static int W_closed;   /* END written for good */
+static int W_broken;   /* the trace could not be written */
+static pid_t W_parent; /* META parent pid of a fork child */
+static int P_fd = -1;  /* the parent's trace, for the INHERITED block */
+static uint64_t P_len, P_time;
+static uint64_t round_no;
+static uint32_t threads_defined, stacks_defined;
+static uint64_t last_flush_ns;
+static uint64_t waited_done; /* waited_ns of threads recycled */
+static uint64_t rows_done;   /* rows of threads recycled */
+static hl_clock_t clk = {0, 0, 1ull << 32};
 #ifndef HL_BUSY_SLEEP_NS
-#define HL_BUSY_SLEEP_NS 1000000
+#define HL_BUSY_SLEEP_NS 200000
 #endif
+/* Bytes of rows in one round at most (a reader holds a round in memory: a
+ * row is 2 bytes at least, so 1M events at most). */
+#define ROUND_BYTES (2u << 20)
+/* A round is due when a thread has this many bytes of rows waiting: about
+ * block_events rows (a row is ~4 bytes without stacks). */
+#define THREAD_BYTES ((uint64_t)hl_cfg.block_events * 4)
 
-enum { DRAIN_NORMAL, DRAIN_FINAL, DRAIN_ABSORB };
-
-/* Time stamps to trace units. With the TSC, ticks become ns along the line
- * through (hl_tsc0, hl_mono0) and the latest (rdtsc, CLOCK_MONOTONIC) pair:
- * the longer the baseline, the better the slope. The conversion is fixed
- * point: units = base + (stamp - origin) * mult / 2^40. */
-static uint64_t t_origin, t_base, t_mult;
-static double stamps_per_ns = 1.0;
-
-static void calibrate(void) {
-    double unit = (double)hl_cfg.time_unit_ns, per_unit = 1.0 / unit;
-    if (hl_tsc) {
-        uint64_t t = __builtin_ia32_rdtsc(), m = hl_now_ns();
-        while (m - hl_mono0 < 20000) { /* a first slope needs ~20 us of baseline */
-            t = __builtin_ia32_rdtsc();
-            m = hl_now_ns();
-        }
-        if (t <= hl_tsc0) return;
-        stamps_per_ns = (double)(t - hl_tsc0) / (double)(m - hl_mono0);
-        per_unit = (double)(m - hl_mono0) / (double)(t - hl_tsc0) / unit;
-        t_origin = hl_tsc0;
-        t_base = hl_mono0 / hl_cfg.time_unit_ns;
-    }
-    t_mult = (uint64_t)(per_unit * (double)(1ull << 40));
-}
-
-static inline uint64_t to_units(uint64_t stamp) {
-    uint64_t d = stamp > t_origin ? stamp - t_origin : 0;
-    return t_base + (uint64_t)(((unsigned __int128)d * t_mult) >> 40);
+/* Recording stops: hooks see it in their slow path (hl_threads_poke sends
+ * every thread there). */
+static void stop(void) {
+    atomic_store(&hl_off, 1);
+    hl_threads_poke();
 }
 
 static void broken(const char *why) {
     if (W_broken) return;
     W_broken = 1;
-    atomic_store(&hl_off, 1);
+    stop();
     hl_note("cannot write the trace: ", why, W_path);
 }
 
-/* growable arrays over mmap */
-static int grow(void **p, size_t *cap, size_t elem, size_t need) {
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap : 1024;
-    while (n < need)
-        n *= 2;
-    void *q = hl_os_grow(*p, *cap * elem, n * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = n;
-    return 0;
+const char *hl_writer_path(void) {
+    return W_path;
 }
 
-/* ---------------------------------------------------------------- the address map */
+/* ---------------------------------------------------------------- clock */
 
-typedef struct obj {
-    uint64_t addr; /* 0: empty slot */
-    uint64_t id;
-    uint64_t size;
-    uint32_t stack; /* stack table entry, 0 none */
-    uint8_t kind, align_log2;
-    uint16_t pad;
-} obj_t;
-
-static obj_t *objs;
-static size_t objs_cap, objs_n; /* cap: a power of two */
-
-static unsigned objs_shift = 64; /* 64 - log2(objs_cap) */
-
-/* Objects of one 4 KiB page land in consecutive slots from a random start:
- * consecutive allocations, and a resize, then touch a few cache lines
- * instead of one per object, while pages stay spread over the table. */
-static inline size_t obj_hash(uint64_t addr) {
-    uint64_t page = (addr >> 12) * 0x9E3779B97F4A7C15ull;
-    return (size_t)((page >> objs_shift) + ((addr & 4095) >> 4)) & (objs_cap - 1);
-}
-
-static inline void obj_prefetch(uint64_t addr) {
-    if (objs_cap) __builtin_prefetch(&objs[obj_hash(addr)]);
-}
-
-static obj_t *obj_find(uint64_t addr) {
-    if (!objs_cap) return NULL;
-    size_t i = obj_hash(addr);
-    while (objs[i].addr) {
-        if (objs[i].addr == addr) return &objs[i];
-        i = (i + 1) & (objs_cap - 1);
+/* Ticks to CLOCK_MONOTONIC ns, for the blocks of a round: the line through
+ * (hl_tsc0, hl_mono0) and the latest (rdtsc, CLOCK_MONOTONIC) pair, kept
+ * relative to the latest pair so the slope's error grows only with the
+ * distance from it. */
+static void calibrate(void) {
+    if (!hl_tsc) {
+        clk = (hl_clock_t){0, 0, 1ull << 32};
+        return;
     }
-    return NULL;
-}
-
-static int obj_rehash(size_t cap) {
-    obj_t *n = hl_os_alloc_populated(cap * sizeof *n), *old = objs;
-    if (!n) return -1;
-    size_t oc = objs_cap;
-    objs = n;
-    objs_cap = cap;
-    objs_shift = 64 - (unsigned)__builtin_ctzll(cap);
-    for (size_t i = 0; i < oc; i++) {
-        if (!old[i].addr) continue;
-        size_t j = obj_hash(old[i].addr);
-        while (objs[j].addr)
-            j = (j + 1) & (cap - 1);
-        objs[j] = old[i];
+    uint64_t t = __builtin_ia32_rdtsc(), m = hl_now_ns();
+    while (m - hl_mono0 < 1000000) { /* a first slope needs ~1 ms of baseline */
+        t = __builtin_ia32_rdtsc();
+        m = hl_now_ns();
     }
-    hl_os_free(old, oc * sizeof *old);
-    return 0;
+    if (t <= hl_tsc0) return;
+    double per_tick = (double)(m - hl_mono0) / (double)(t - hl_tsc0);
+    clk = (hl_clock_t){t, m, (uint64_t)(per_tick * 4294967296.0)};
 }
 
-/* The slot for addr, new or (an address whose free was not recorded) old. */
-static obj_t *obj_insert(uint64_t addr) {
-    if ((objs_n + 1) * 10 > objs_cap * 7 && obj_rehash(objs_cap ? objs_cap * 2 : 1 << 16))
-        return NULL;
-    size_t i = obj_hash(addr);
-    while (objs[i].addr && objs[i].addr != addr)
-        i = (i + 1) & (objs_cap - 1);
-    if (!objs[i].addr) objs_n++;
-    objs[i].addr = addr;
-    return &objs[i];
+/* ---------------------------------------------------------------- definitions */
+
+static void define_stack(uint32_t id, const uint64_t *f, unsigned n) {
+    hl_frame_t fr[HL_MAX_DEPTH];
+    if (n > HL_MAX_DEPTH) n = HL_MAX_DEPTH;
+    for (unsigned i = 0; i < n; i++)
+        fr[i] = hl_module_frame(W, f[i]);
+    int64_t got = hl_writer_stack(W, fr, n);
+    if (got != (int64_t)id) broken(got < 0 ? hl_writer_error(W) : "stack ids out of step");
 }
 
-static void obj_remove(obj_t *o) {
-    size_t mask = objs_cap - 1, i = (size_t)(o - objs), j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!objs[j].addr) break;
-        size_t home = obj_hash(objs[j].addr);
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            objs[i] = objs[j];
-            i = j;
-        }
+static void define_new(void) {
+    uint32_t n = hl_thread_count();
+    for (; threads_defined < n && !W_broken; threads_defined++) {
+        hl_tinfo_t ti;
+        if (!hl_thread_info(threads_defined, &ti)) break;
+        char name[32];
+        hl_os_thread_name(ti.tid, name, sizeof name); /* as it is now, if it still runs */
+        if (!name[0]) memcpy(name, ti.name, sizeof ti.name);
+        int64_t idx = hl_writer_thread_v2(W, (uint64_t)ti.tid, name, strnlen(name, 16),
+                                          ti.has_start, ti.start_thread, ti.start_steps);
+        if (idx != (int64_t)threads_defined)
+            broken(idx < 0 ? hl_writer_error(W) : "thread indices out of step");
     }
-    objs[i].addr = 0;
-    objs_n--;
-}
-
-/* The nursery: the last NURSERY_SLOTS objects created, in creation order
- * (a ring), with a small index by address. Most objects die young and are
- * freed from here without touching the big map. The oldest is pushed into
- * the map when the ring wraps, so objects enter the map in creation order:
- * neighbours in memory then, and (obj_hash keeps a page's objects together)
- * in the map too, so those inserts hit a few cache lines, not one each.
- * An address is in one of the two, never both. */
-#ifndef NURSERY_SLOTS
-#define NURSERY_SLOTS 4096
-#endif
-#define NURSERY_INDEX      (NURSERY_SLOTS * 4)
-#define NURSERY_INDEX_BITS (__builtin_ctz(NURSERY_INDEX))
-static obj_t nursery[NURSERY_SLOTS];
-static uint32_t nindex[NURSERY_INDEX]; /* position in the ring + 1; 0: empty */
-static uint64_t nursery_next;          /* objects put in the ring so far */
-
-static inline uint32_t *nursery_index(uint64_t addr) {
-    return &nindex[((addr >> 4) * 0xff51afd7ed558ccdull) >> (64 - NURSERY_INDEX_BITS)];
-}
-
-static inline int in_nursery(const obj_t *o) {
-    return o >= nursery && o < nursery + NURSERY_SLOTS;
-}
-
-static inline obj_t *nursery_find(uint64_t addr) {
-    uint32_t e = *nursery_index(addr);
-    return e && nursery[e - 1].addr == addr ? &nursery[e - 1] : NULL;
-}
-
-static obj_t *obj_lookup(uint64_t addr) {
-    obj_t *n = nursery_find(addr);
-    return n ? n : obj_find(addr);
-}
-
-/* Moves a nursery object into the map. */
-static void nursery_evict(obj_t *n) {
-    uint32_t *ix = nursery_index(n->addr);
-    if (*ix == (uint32_t)(n - nursery) + 1) *ix = 0;
-    obj_t *m = obj_insert(n->addr);
-    if (m) *m = *n;
-    n->addr = 0;
-}
-
-static void obj_delete(obj_t *o) {
-    if (in_nursery(o)) {
-        uint32_t *ix = nursery_index(o->addr);
-        if (*ix == (uint32_t)(o - nursery) + 1) *ix = 0;
-        o->addr = 0;
-    } else {
-        obj_remove(o);
-    }
-}
-
-/* The slot for a new object at addr. */
-static obj_t *obj_new(uint64_t addr) {
-    /* the object 16 creations from now pushes this one into the map */
-    uint64_t later = nursery[(nursery_next + 16) & (NURSERY_SLOTS - 1)].addr;
-    if (later) obj_prefetch(later);
-    obj_t *n = &nursery[nursery_next & (NURSERY_SLOTS - 1)];
-    if (n->addr) nursery_evict(n); /* the oldest */
-    uint32_t *ix = nursery_index(addr);
-    if (*ix && nursery[*ix - 1].addr) {
-        if (nursery[*ix - 1].addr == addr) {
-            /* its free was not recorded: it is this object now */
-            nursery[*ix - 1].addr = 0;
-        } else {
-            nursery_evict(&nursery[*ix - 1]); /* an index collision */
-        }
-    }
-    n->addr = addr;
-    *ix = (uint32_t)(nursery_next & (NURSERY_SLOTS - 1)) + 1;
-    nursery_next++;
-    return n;
-}
-
-/* Everything into the map (before walking it). */
-static void nursery_flush(void) {
-    for (size_t i = 0; i < NURSERY_SLOTS; i++)
-        if (nursery[i].addr) nursery_evict(&nursery[i]);
-    memset(nindex, 0, sizeof nindex);
-}
-
-/* ---------------------------------------------------------------- modules */
-
-typedef struct mod {
-    uint64_t bias, lo, hi; /* runtime range [lo, hi); offset = addr - bias */
-    uint32_t path_at, path_len;
-    uint8_t bid[40];
-    uint8_t bid_len;
-    uint8_t loaded;
-    uint32_t trace_id; /* 0: not defined in the current trace */
-} mod_t;
-
-static mod_t *mods;
-static size_t mods_cap, mods_n;
-static char *strs;
-static size_t strs_cap, strs_n;
-static uint32_t *msorted; /* loaded modules by lo */
-static size_t msorted_cap, msorted_n;
-static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
-
-static void build_id(const struct dl_phdr_info *info, mod_t *m) {
-    m->bid_len = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            size_t nsz = (nh->n_namesz + 3) & ~3u, dsz = (nh->n_descsz + 3) & ~3u;
-            const uint8_t *name = p + sizeof *nh, *desc = name + nsz;
-            if (desc + dsz > end) break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
-                nh->n_descsz <= sizeof m->bid) {
-                memcpy(m->bid, desc, nh->n_descsz);
-                m->bid_len = (uint8_t)nh->n_descsz;
-                return;
-            }
-            p = desc + dsz;
-        }
-    }
-}
-
-static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    (void)arg;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD) continue;
-        if (ph->p_vaddr < lo) lo = ph->p_vaddr;
-        if (ph->p_vaddr + ph->p_memsz > hi) hi = ph->p_vaddr + ph->p_memsz;
-    }
-    if (hi <= lo) return 0;
-    const char *name = info->dlpi_name && *info->dlpi_name ? info->dlpi_name : hl_agent_exe();
-    size_t nlen = strlen(name);
-    uint64_t bias = info->dlpi_addr;
-    for (size_t i = 0; i < mods_n; i++) {
-        mod_t *m = &mods[i];
-        if (m->bias == bias && m->lo == bias + lo && m->path_len == nlen &&
-            !memcmp(strs + m->path_at, name, nlen)) {
-            m->loaded = 2;
-            return 0;
-        }
-    }
-    if (grow((void **)&mods, &mods_cap, sizeof *mods, mods_n + 1) ||
-        grow((void **)&strs, &strs_cap, 1, strs_n + nlen + 1))
-        return 1;
-    mod_t *m = &mods[mods_n++];
-    memset(m, 0, sizeof *m);
-    m->bias = bias;
-    m->lo = bias + lo;
-    m->hi = bias + hi;
-    m->path_at = (uint32_t)strs_n;
-    m->path_len = (uint32_t)nlen;
-    memcpy(strs + strs_n, name, nlen + 1);
-    strs_n += nlen + 1;
-    m->loaded = 2;
-    build_id(info, m);
-    return 0;
-}
-
-static int counts_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-    unsigned long long *c = arg;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        c[0] = info->dlpi_adds;
-        c[1] = info->dlpi_subs;
-    }
-    return 1;
-}
-
-/* Re-reads the module list if objects were loaded or unloaded since the
- * last look. Returns 1 if it changed. */
-static int modules_refresh(void) {
-    unsigned long long c[2] = {0, 0};
-    dl_iterate_phdr(counts_cb, c);
-    if (c[0] == seen_adds && c[1] == seen_subs) return 0;
-    seen_adds = c[0];
-    seen_subs = c[1];
-    for (size_t i = 0; i < mods_n; i++)
-        mods[i].loaded = mods[i].loaded ? 1 : 0;
-    dl_iterate_phdr(scan_cb, NULL);
-    msorted_n = 0;
-    if (grow((void **)&msorted, &msorted_cap, sizeof *msorted, mods_n)) return 0;
-    for (size_t i = 0; i < mods_n; i++) {
-        if (mods[i].loaded != 2) {
-            mods[i].loaded = 0;
-            continue;
-        }
-        mods[i].loaded = 1;
-        size_t k = msorted_n++;
-        while (k && mods[msorted[k - 1]].lo > mods[i].lo) {
-            msorted[k] = msorted[k - 1];
-            k--;
-        }
-        msorted[k] = (uint32_t)i;
-    }
-    return 1;
-}
-
-static mod_t *module_of(uint64_t addr, int *refreshed) {
-    for (;;) {
-        size_t lo = 0, hi = msorted_n;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (mods[msorted[mid]].lo <= addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo && addr < mods[msorted[lo - 1]].hi) return &mods[msorted[lo - 1]];
-        if (*refreshed) return NULL;
-        *refreshed = 1;
-        if (!modules_refresh()) return NULL;
-    }
-}
-
-static uint32_t module_trace_id(mod_t *m) {
-    if (!m->trace_id) {
-        int64_t id = hl_writer_module(W, m->bias, m->hi - m->lo, strs + m->path_at, m->path_len,
-                                      m->bid, m->bid_len);
-        if (id < 0) {
-            broken(hl_writer_error(W));
-            return 0;
-        }
-        m->trace_id = (uint32_t)id;
-    }
-    return m->trace_id;
-}
-
-/* ---------------------------------------------------------------- stacks */
-
-typedef struct stk {
-    uint64_t hash;
-    uint64_t frames_at;
-    uint32_t trace_id;
-    uint32_t nframes;
-} stk_t;
-
-static stk_t *stks; /* entry 0 unused */
-static size_t stks_cap, stks_n = 1;
-static uint32_t *sidx; /* hash -> entry, open addressing */
-static size_t sidx_cap;
-static uint64_t *frames;
-static size_t frames_cap, frames_n;
-
-static uint32_t stk_find(uint64_t hash) {
-    if (!sidx_cap) return 0;
-    size_t i = (size_t)(hash * 0x9E3779B97F4A7C15ull >> 24) & (sidx_cap - 1);
-    while (sidx[i]) {
-        if (stks[sidx[i]].hash == hash) return sidx[i];
-        i = (i + 1) & (sidx_cap - 1);
-    }
-    return 0;
-}
-
-static void sidx_put(uint32_t e) {
-    size_t i = (size_t)(stks[e].hash * 0x9E3779B97F4A7C15ull >> 24) & (sidx_cap - 1);
-    while (sidx[i])
-        i = (i + 1) & (sidx_cap - 1);
-    sidx[i] = e;
-}
-
-static uint32_t stk_add(uint64_t hash, const uint64_t *f, unsigned n) {
-    if (stks_n * 2 >= sidx_cap) {
-        size_t cap = sidx_cap ? sidx_cap * 2 : 1 << 14;
-        uint32_t *s = hl_os_alloc(cap * sizeof *s);
-        if (!s) return 0;
-        hl_os_free(sidx, sidx_cap * sizeof *sidx);
-        sidx = s;
-        sidx_cap = cap;
-        for (uint32_t e = 1; e < stks_n; e++)
-            sidx_put(e);
-    }
-    if (grow((void **)&stks, &stks_cap, sizeof *stks, stks_n + 1) ||
-        grow((void **)&frames, &frames_cap, sizeof *frames, frames_n + n))
-        return 0;
-    uint32_t e = (uint32_t)stks_n++;
-    stks[e] = (stk_t){hash, frames_n, 0, n};
-    memcpy(frames + frames_n, f, n * sizeof *f);
-    frames_n += n;
-    sidx_put(e);
-    return e;
-}
-
-/* The table entry of a record's stack (interning its frames if it has them). */
-static uint32_t stack_entry(const hl_rec_t *r) {
-    if (!r->hash) return 0;
-    uint32_t e = stk_find(r->hash);
-    if (!e && r->nframes) e = stk_add(r->hash, (const uint64_t *)(r + 1), r->nframes);
-    return e;
-}
-
-/* The id of a stack table entry in the current trace, defining it (and its
- * modules) on first use. */
-static __attribute__((noinline)) uint32_t stack_trace_id(uint32_t e) {
-    if (!e) return 0;
-    stk_t *s = &stks[e];
-    if (s->trace_id) return s->trace_id;
-    hl_frame_t f[HL_MAX_DEPTH];
-    int refreshed = 0;
-    unsigned n = s->nframes > HL_MAX_DEPTH ? HL_MAX_DEPTH : s->nframes;
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t a = frames[s->frames_at + i];
-        mod_t *m = module_of(a, &refreshed);
-        f[i] = m ? (hl_frame_t){module_trace_id(m), a - m->bias} : (hl_frame_t){0, a};
-    }
-    int64_t id = hl_writer_stack(W, f, n);
-    if (id < 0) {
-        broken(hl_writer_error(W));
-        return 0;
-    }
-    s->trace_id = (uint32_t)id;
-    return s->trace_id;
-}
-
-static inline uint32_t stacks_cached(uint32_t e) {
-    return HL_LIKELY(stks[e].trace_id != 0) ? stks[e].trace_id : stack_trace_id(e);
+    if (!W_broken) hl_stacks_take(&stacks_defined, define_stack);
 }
 
 /* ---------------------------------------------------------------- the trace file */
-
-static void write_inherited(void);
 
 static int open_trace(void) {
     int claim = !W_child;
@@ -543,7 +155,7 @@ static int open_trace(void) {
     }
     hl_writer_opts_t o = {hl_cfg.zstd_level, hl_cfg.block_events};
     hl_sink_init(&W_sink, fd, W_path);
-    W = hl_writer_new(&hl_os_mem, hl_os_write, &W_sink, &meta, &o);
+    W = hl_writer_new_v2(&hl_os_mem, hl_os_write, &W_sink, &meta, &o);
     flock(W_sink.fd, LOCK_UN);
     if (!W) {
         close(W_sink.fd);
@@ -551,10 +163,19 @@ static int open_trace(void) {
         return -1;
     }
     W_fd = W_sink.fd;
-    next_id = 0;
-    batch_n = 0;
+    round_no = 0;
+    threads_defined = stacks_defined = 0;
     last_flush_ns = hl_now_ns();
-    if (W_child) write_inherited();
+    if (P_fd >= 0) {
+        /* a fork child: every definition first, then the parent's live objects */
+        define_new();
+        if (!W_broken && hl_inherit(W, P_fd, P_len, P_time))
+            hl_note("could not read the parent's trace: the child's trace starts without the "
+                    "objects it inherited ",
+                    W_path, "");
+        close(P_fd);
+        P_fd = -1;
+    }
     return 0;
 }
 
@@ -564,411 +185,151 @@ static int ensure_open(void) {
     return open_trace() == 0;
 }
 
-static __attribute__((noinline)) uint32_t define_thread(hl_thread_t *t) {
-    char name[32];
-    hl_os_thread_name(t->tid, name, sizeof name);
-    if (!name[0]) strcpy(name, t->name);
-    int64_t idx = hl_writer_thread(W, (uint64_t)t->tid, name, strlen(name));
-    if (idx < 0) {
-        broken(hl_writer_error(W));
-        return 0;
+/* ---------------------------------------------------------------- rounds */
+
+/* Bytes of rows t has published beyond what was written. */
+static uint64_t waiting(hl_thread_t *t) {
+    hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load_explicit(&t->first, memory_order_acquire);
+    uint64_t n = 0;
+    while (c) {
+        uint64_t pub = atomic_load_explicit(&c->pub, memory_order_acquire) - (uintptr_t)c->data;
+        n += pub - (c == t->cchunk ? t->cdata : 0);
+        c = atomic_load_explicit(&c->next, memory_order_acquire);
     }
-    t->trace_index = (int32_t)idx;
-    return (uint32_t)idx;
+    return n;
 }
 
-static inline uint32_t thread_index(hl_thread_t *t) {
-    return HL_LIKELY(t->trace_index >= 0) ? (uint32_t)t->trace_index : define_thread(t);
-}
-
-static inline int kind_releases(unsigned kind) {
-    return kind == HL_FREE || kind == HL_REALLOC_FREE;
-}
-
-/* Events wait in a batch and reach the hltrace writer together (its column
- * cursors then stay in registers). Ids are counted here meanwhile: the
- * writer assigns the same ones, in the same order. Definitions the events
- * need are made at once, so they always precede the batch. */
-
-static void batch_flush(void) {
-    if (batch_n && W && !W_broken && hl_writer_append(W, batch, batch_n))
-        broken(hl_writer_error(W));
-    batch_n = 0;
-}
-
-/* Queues one event; returns the new object id (UINT64_MAX: none). The
- * caller has opened the trace (process() does, first thing). */
-static uint64_t emit(hl_thread_t *t, uint64_t time_ns, unsigned kind, int failed, int has_old,
-                     uint64_t old, uint64_t size, uint64_t align, uint32_t stack_e, int inherited) {
-    int creates = !kind_releases(kind) && !failed;
-    if (HL_UNLIKELY(absorbing || !W || W_broken)) return creates ? fake_ids++ : UINT64_MAX;
-    hl_event_t *ev = &batch[batch_n]; /* the writer reads only the fields set here */
-    ev->kind = (uint8_t)kind;
-    ev->failed = (uint8_t)failed;
-    ev->inherited = (uint8_t)inherited;
-    ev->has_old = (uint8_t)has_old;
-    ev->old = old;
-    ev->thread = thread_index(t);
-    ev->time = to_units(time_ns);
-    ev->size = size;
-    ev->align = align;
-    ev->stack = HL_LIKELY(!stack_e) ? 0 : stacks_cached(stack_e);
-    if (++batch_n == BATCH) batch_flush();
-    return creates ? next_id++ : UINT64_MAX;
-}
-
-static inline void set_obj(obj_t *o, uint64_t id, const hl_rec_t *r, uint32_t se) {
-    o->id = id;
-    o->size = r->size;
-    o->stack = se;
-    o->kind = r->op;
-    o->align_log2 = (uint8_t)(r->align ? __builtin_ctz(r->align) : 0);
-}
-
-/* A fork child's trace begins with the parent's live objects, oldest first. */
-static void write_inherited(void) {
-    uint64_t now = hl_now_ns();
-    hl_thread_t *t = W_first;
-    if (!t) return;
-    thread_index(t);
-    nursery_flush();
-    size_t n = objs_n, bytes = (n ? n : 1) * 2 * sizeof(uint64_t);
-    uint64_t *v = hl_os_alloc(bytes); /* pairs (old id, slot) */
-    if (!v) return;
-    size_t k = 0;
-    for (size_t i = 0; i < objs_cap && k < n; i++)
-        if (objs[i].addr) v[2 * k] = objs[i].id, v[2 * k + 1] = i, k++;
-    /* heapsort the pairs by old id */
-    for (size_t start = k / 2; start-- > 0 || 0;) {
-        for (size_t root = start;;) {
-            size_t c = 2 * root + 1;
-            if (c >= k) break;
-            if (c + 1 < k && v[2 * (c + 1)] > v[2 * c]) c++;
-            if (v[2 * root] >= v[2 * c]) break;
-            uint64_t a = v[2 * root], b = v[2 * root + 1];
-            v[2 * root] = v[2 * c], v[2 * root + 1] = v[2 * c + 1], v[2 * c] = a, v[2 * c + 1] = b;
-            root = c;
-        }
-        if (start == 0) break;
+/* Where t's rows end now: its last chunk and that chunk's mark. Every
+ * chunk before it is final (its `next` is set). */
+static void snapshot(hl_thread_t *t) {
+    if (!t->cchunk) {
+        t->cchunk = atomic_load_explicit(&t->first, memory_order_acquire);
+        t->cdata = 0;
     }
-    for (size_t end = k; end > 1;) {
-        end--;
-        uint64_t a = v[0], b = v[1];
-        v[0] = v[2 * end], v[1] = v[2 * end + 1], v[2 * end] = a, v[2 * end + 1] = b;
-        for (size_t root = 0;;) {
-            size_t c = 2 * root + 1;
-            if (c >= end) break;
-            if (c + 1 < end && v[2 * (c + 1)] > v[2 * c]) c++;
-            if (v[2 * root] >= v[2 * c]) break;
-            uint64_t x = v[2 * root], y = v[2 * root + 1];
-            v[2 * root] = v[2 * c], v[2 * root + 1] = v[2 * c + 1], v[2 * c] = x, v[2 * c + 1] = y;
-            root = c;
-        }
-    }
-    for (size_t i = 0; i < k; i++) {
-        obj_t *o = &objs[v[2 * i + 1]];
-        unsigned kind = o->kind;
-        uint64_t align = hl_kind_has_align(kind) ? 1ull << o->align_log2 : 0;
-        o->id = emit(t, now, kind, 0, 0, 0, o->size, align, o->stack, 1);
-    }
-    hl_os_free(v, bytes);
+    hl_chunk_t *c = t->cchunk, *n;
+    while (c && (n = atomic_load_explicit(&c->next, memory_order_acquire)))
+        c = n;
+    t->snap = c;
+    t->snap_pub = c ? atomic_load_explicit(&c->pub, memory_order_acquire) : 0;
 }
 
-/* ---------------------------------------------------------------- records to events */
-
-/* The release half of a realloc, at its seq1: the old block is free from
- * here on (another thread may be handed the same address before seq). */
-static void realloc_release(hl_thread_t *t, const hl_rec_t *r) {
-    if (HL_UNLIKELY(!W) && !absorbing)
-        ensure_open(); /* a fork child's first event renumbers the objects */
-    t->stash_known = 0;
-    if (!r->addr && r->size != 0) return; /* failed: the old block stays */
-    obj_t *o = obj_lookup(r->old);
-    if (!o) return;
-    t->stash_known = 1;
-    t->stash_id = o->id;
-    obj_delete(o);
-}
-
-static void new_object(hl_thread_t *t, const hl_rec_t *r, unsigned kind, int has_old, uint64_t old,
-                       uint32_t se) {
-    uint64_t align = kind >= HL_MEMALIGN && kind <= HL_PVALLOC ? r->align : 0;
-    if (!r->addr) {
-        emit(t, r->time, kind, 1, has_old, old, r->size, align, se, 0);
-        return;
-    }
-    uint64_t id = emit(t, r->time, kind, 0, has_old, old, r->size, align, se, 0);
-    obj_t *o = obj_new(r->addr);
-    if (o) set_obj(o, id, r, se);
-}
-
-static void process(hl_thread_t *t, const hl_rec_t *r) {
-    if (HL_UNLIKELY(!W) && !absorbing)
-        ensure_open(); /* a fork child's first event renumbers the objects */
-    unsigned kind = r->op;
-    uint32_t se = stack_entry(r);
-    switch (kind) {
-    case HL_FREE: {
-        obj_t *o = obj_lookup(r->addr);
-        if (!o) {
-            unknown_frees++;
-            return;
-        }
-        emit(t, r->time, HL_FREE, 0, 1, o->id, 0, 0, se, 0);
-        obj_delete(o);
-        return;
-    }
-    case HL_REALLOC:
-        if (!r->old) {
-            new_object(t, r, HL_REALLOC, 0, 0, se);
-        } else if (!r->addr && r->size == 0) {
-            if (t->stash_known)
-                emit(t, r->time, HL_REALLOC_FREE, 0, 1, t->stash_id, 0, 0, se, 0);
-            else
-                unknown_frees++;
-        } else if (!r->addr) {
-            obj_t *o = obj_lookup(r->old);
-            emit(t, r->time, HL_REALLOC, 1, o != NULL, o ? o->id : 0, r->size, 0, se, 0);
-        } else if (t->stash_known) {
-            new_object(t, r, HL_REALLOC, 1, t->stash_id, se);
-        } else {
-            unknown_frees++; /* its old block was never seen allocated */
-            new_object(t, r, HL_REALLOC, 0, 0, se);
-        }
-        t->stash_known = 0;
-        return;
-    default:
-        new_object(t, r, kind, 0, 0, se);
-        return;
-    }
-}
-
-/* ---------------------------------------------------------------- merging the rings */
-
-typedef struct head {
-    hl_thread_t *t;
-    hl_rec_t *r;
-    uint64_t key;
-} head_t;
-
-static head_t *heap;
-static size_t heap_cap, heap_n;
-
-static inline int head_less(const head_t *a, const head_t *b) {
-    return a->key < b->key;
-}
-
-static void heap_down(size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < heap_n && head_less(&heap[l], &heap[m])) m = l;
-        if (l + 1 < heap_n && head_less(&heap[l + 1], &heap[m])) m = l + 1;
-        if (m == i) return;
-        head_t x = heap[i];
-        heap[i] = heap[m];
-        heap[m] = x;
-        i = m;
-    }
-}
-
-static void heap_up(size_t i) {
-    while (i) {
-        size_t p = (i - 1) / 2;
-        if (!head_less(&heap[i], &heap[p])) return;
-        head_t x = heap[i];
-        heap[i] = heap[p];
-        heap[p] = x;
-        i = p;
-    }
-}
-
-/* The head record of t's ring, or NULL when it has none published. */
-static hl_rec_t *ring_head(hl_thread_t *t, int refresh) {
-    for (;;) {
-        if (t->chead >= t->ctail_w) {
-            if (!refresh) return NULL;
-            t->ctail_w = atomic_load_explicit(&t->tail_pub, memory_order_acquire);
-            refresh = 0;
-            if (t->chead >= t->ctail_w) return NULL;
-        }
-        uint64_t off = t->chead & t->mask;
-        hl_rec_t *r = (hl_rec_t *)(t->ring + off);
-        if (r->seq == 0) { /* padding */
-            t->chead += t->mask + 1 - off;
-            continue;
-        }
-        return r;
-    }
-}
-
-static inline uint64_t rec_key(const hl_thread_t *t, const hl_rec_t *r) {
-    return (r->op == HL_REALLOC && r->old && !t->phase2) ? r->seq1 : r->seq;
-}
-
-static void heap_build(void) {
-    heap_n = 0;
-    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
-        if (atomic_load_explicit(&t->state, memory_order_acquire) == TS_FREE) continue;
-        hl_rec_t *r = ring_head(t, 1);
-        if (!r) continue;
-        if (grow((void **)&heap, &heap_cap, sizeof *heap, heap_n + 1)) return;
-        heap[heap_n] = (head_t){t, r, rec_key(t, r)};
-        heap_up(heap_n++);
-    }
-}
-
-static void publish_heads(void) {
-    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
-        if (atomic_load_explicit(&t->head_pub, memory_order_relaxed) != t->chead)
-            atomic_store_explicit(&t->head_pub, t->chead, memory_order_release);
-}
-
-/* next_seq is missing while later records wait. Returns 1 to go on (the
- * seq arrived, or nobody holds it and it was skipped), 0 to wait. */
-static int gap(int mode, uint64_t top_key, uint64_t deadline) {
-    int inflight = 0;
-    uint64_t lowest = top_key;
-    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
-        uint64_t p = atomic_load_explicit(&t->pending, memory_order_acquire);
-        if (p == UINT64_MAX)
-            inflight = 1;
-        else if (p >= next_seq && p < lowest)
-            lowest = p;
-    }
-    /* pending was read first: a claim finished since is visible in its ring now */
-    heap_build();
-    if (heap_n && heap[0].key <= next_seq) return 1;
-    uint64_t now = hl_now_ns();
-    if (gap_seq != next_seq) gap_seq = next_seq, gap_since = now;
-    int waiting = inflight || lowest == next_seq;
-    if (waiting && (mode == DRAIN_FINAL ? now < deadline : now - gap_since < 2000000000ull))
-        return 0;
-    /* nobody will publish the seqs below `lowest` (or we gave up on them) */
-    next_seq = lowest > next_seq ? lowest : next_seq + 1;
-    if (heap_n && heap[0].key < next_seq) next_seq = heap[0].key;
-    return 1;
-}
-
-/* The object-map slots the next few records of t will probe: a map far
- * bigger than the caches costs a memory round trip per lookup otherwise. */
-static inline void prefetch_ahead(hl_thread_t *t) {
-    if (t->pf < t->chead) t->pf = t->chead;
-    uint64_t limit = t->chead + 32 * sizeof(hl_rec_t);
-    while (t->pf < t->ctail_w && t->pf < limit) {
-        uint64_t off = t->pf & t->mask;
-        const hl_rec_t *r = (const hl_rec_t *)(t->ring + off);
-        if (r->seq == 0) {
-            t->pf += t->mask + 1 - off;
-            continue;
-        }
-        /* a free of an object older than the nursery looks it up in the map */
-        uint64_t gone = r->op == HL_FREE ? r->addr : r->op == HL_REALLOC ? r->old : 0;
-        if (gone && !nursery_find(gone)) obj_prefetch(gone);
-        t->pf += sizeof(hl_rec_t) + (uint64_t)r->nframes * sizeof(uint64_t);
-    }
-}
-
-/* Processes records in seq order, at most `budget`. Returns how many. */
-static size_t drain(int mode, size_t budget, uint64_t deadline) {
-    size_t done = 0;
-    unsigned spins = 0;
-    calibrate();
-    heap_build();
-    while (heap_n && done < budget) {
-        head_t *h = &heap[0];
-        if (mode != DRAIN_ABSORB && h->key > next_seq) {
-            if (gap(mode, h->key, deadline)) continue;
-            if (mode == DRAIN_NORMAL && ++spins > 64) break;
-            if (mode == DRAIN_FINAL && hl_now_ns() >= deadline) break;
-            publish_heads();
-            sched_yield();
-            continue;
-        }
-        hl_thread_t *t = h->t;
-        const hl_rec_t *r = h->r;
-        uint64_t key = h->key;
-        /* take this ring's records while they come next in order */
-        for (;;) {
-            if (key >= next_seq) next_seq = key + 1;
-            if (r->op == HL_REALLOC && r->old && !t->phase2) {
-                realloc_release(t, r); /* at seq1; the record stays, keyed by seq */
-                t->phase2 = 1;
-                key = r->seq;
-            } else {
-                process(t, r);
-                t->phase2 = 0;
-                t->chead += sizeof(hl_rec_t) + (uint64_t)r->nframes * sizeof(uint64_t);
-                r = ring_head(t, 1);
-                prefetch_ahead(t);
-                if (r) key = rec_key(t, r);
+/* Writes t's rows up to its snapshot, one block per chunk, at most `budget`
+ * bytes; gives back the chunks t has left behind. Returns the bytes
+ * written. */
+static uint64_t write_thread(hl_thread_t *t, uint64_t budget) {
+    uint64_t done = 0;
+    while (t->cchunk && done < budget && !W_broken) {
+        hl_chunk_t *c = t->cchunk;
+        int last = c == t->snap;
+        /* a chunk before the snapshot's is final: next was set after its last pub */
+        uint32_t pub = (uint32_t)((last ? t->snap_pub
+                                        : atomic_load_explicit(&c->pub, memory_order_acquire)) -
+                                  (uintptr_t)c->data);
+        if (pub > t->cdata) {
+            if (hl_writer_events_v2(W, t->index, round_no, t->bfirst, &clk, c->data + t->cdata,
+                                    pub - t->cdata)) {
+                broken(hl_writer_error(W));
+                break;
             }
-            if ((++done & 255) == 0)
-                atomic_store_explicit(&t->head_pub, t->chead, memory_order_release);
-            if (!r || key > next_seq || done >= budget) break;
+            t->bfirst += pub - t->cdata;
+            done += pub - t->cdata;
+            t->cdata = pub;
         }
-        if (r) {
-            h->r = (hl_rec_t *)r;
-            h->key = key;
-        } else {
-            heap[0] = heap[--heap_n];
-        }
-        heap_down(0);
+        if (last) break;
+        t->cchunk = atomic_load_explicit(&c->next, memory_order_acquire);
+        t->cdata = 0;
+        atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
+        hl_chunk_put(c);
     }
-    publish_heads();
-    batch_flush();
     return done;
 }
 
-static int rings_empty(void) {
+/* A round: where every thread's rows end, then the definitions they may
+ * name (registered before those rows were published), then the rows. */
+static void write_round(void) {
+    if (!ensure_open() || W_broken) return;
+    round_no++;
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
-        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE && ring_head(t, 1))
-            return 0;
-    return 1;
-}
-
-/* ---------------------------------------------------------------- the writer thread */
-
-static void flush_on_time(int force) {
-    if (!W || W_broken) return;
-    batch_flush();
-    uint64_t now = hl_now_ns();
-    if (!hl_writer_buffered(W)) {
-        last_flush_ns = now;
-    } else if (force || now - last_flush_ns >= hl_cfg.flush_ns) {
-        if (hl_writer_flush(W)) broken(hl_writer_error(W));
-        last_flush_ns = now;
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE) snapshot(t);
+    calibrate();
+    define_new();
+    uint64_t budget = ROUND_BYTES;
+    for (hl_thread_t *t = atomic_load(&hl_threads); t && !W_broken; t = t->next) {
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == TS_FREE) continue;
+        if (!t->snap) continue;
+        for (;;) {
+            uint64_t n = write_thread(t, budget);
+            budget = n < budget ? budget - n : 0;
+            if (budget || W_broken) break;
+            /* more than a round can hold: the rest goes into the next ones */
+            round_no++;
+            budget = ROUND_BYTES;
+        }
     }
-    /* producers write an overdue block themselves (hooks.c, flush_if_due) */
-    atomic_store_explicit(&hl_flush_due,
-                          hl_stamp() + (uint64_t)((double)hl_cfg.flush_ns * stamps_per_ns),
-                          memory_order_relaxed);
+    last_flush_ns = hl_now_ns();
 }
 
 /* States of threads that have exited go back to the free list once their
- * ring is drained and the thread is really gone. */
+ * rows are written and the thread is really gone. */
 static void recycle(void) {
-    uint64_t now = hl_now_ns();
-    if (now - last_recycle_ns < 10000000ull) return;
-    last_recycle_ns = now;
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_EXITING) continue;
-        if (ring_head(t, 1) || hl_os_thread_alive(t->tid)) continue;
-        if (ring_head(t, 1)) continue; /* it published on its way out */
-        if (atomic_load(&t->pending)) continue;
-        t->tail = t->head_seen = t->chead;
+        if (hl_os_thread_alive(t->tid) || atomic_load(&t->active)) continue;
+        if (waiting(t)) continue;
+        /* the thread is gone: nothing more will be published */
+        hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load(&t->first);
+        while (c) {
+            hl_chunk_t *n = atomic_load(&c->next);
+            hl_chunk_put(c);
+            c = n;
+        }
+        waited_done += atomic_load(&t->waited_ns);
+        rows_done += t->steps - t->twos;
+        t->cchunk = NULL;
+        t->cdata = 0;
+        t->bfirst = 0;
+        atomic_store(&t->nchunks, 0);
+        atomic_store(&t->first, NULL);
         hl_thread_recycle(t);
     }
 }
+
+/* One look at the threads: a round when one is due. Returns the events
+ * written. */
+static uint64_t pass(int force) {
+    uint64_t total = 0, most = 0;
+    /* every thread's next row takes a time stamp (a race with the thread
+     * moving its own limit can lose this; it then stamps within 256 bytes) */
+    hl_threads_poke();
+    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == TS_FREE) continue;
+        uint64_t n = waiting(t);
+        total += n;
+        if (n > most) most = n;
+    }
+    if (!total) return 0;
+    uint64_t now = hl_now_ns();
+    if (!force && most < THREAD_BYTES && total < ROUND_BYTES &&
+        now - last_flush_ns < hl_cfg.flush_ns)
+        return 0;
+    write_round();
+    return total;
+}
+
+/* Every row published so far (each pass writes everything up to where the
+ * threads were when it looked; threads that go on allocating are followed
+ * a few times, not forever). */
+static void drain_all(void) {
+    for (int i = 0; i < 16 && pass(1) && !W_broken; i++) {
+    }
+}
+
+/* ---------------------------------------------------------------- the writer thread */
 
 static void *writer_main(void *arg) {
     (void)arg;
     hl_busy_enter(); /* nothing this thread does is recorded */
     prctl(PR_SET_NAME, "heaplab-writer", 0, 0, 0);
-    /* Run only on CPU time nobody else wants: on an idle core the rings
-     * drain in parallel; on a busy machine the writer never preempts the
-     * program (producers drain their rings themselves when half full). */
-    struct sched_param sp = {0};
-    sched_setscheduler(0, SCHED_IDLE, &sp);
     uint64_t idle_ns = 0;
     for (;;) {
         pthread_mutex_lock(&hl_wlock);
@@ -983,20 +344,15 @@ static void *writer_main(void *arg) {
             pthread_mutex_unlock(&hl_wlock);
             break;
         }
-        size_t n = drain(DRAIN_NORMAL, 1 << 16, 0);
-        flush_on_time(0);
+        uint64_t n = pass(0);
         recycle();
         pthread_mutex_unlock(&hl_wlock);
-        /* Let records pile up between passes: a writer that polls a ring it
-         * has caught up with pulls the producer's cache lines across cores
-         * at every event. Idle, back off to 1 ms; busy, 50 us (a 1 MiB ring
-         * holds 16K records, ~2 ms of the fastest allocator loops; the default 8 MiB, 128K). */
-        if (n >= 4096)
-            idle_ns = 0;
-        else
-            idle_ns = n ? HL_BUSY_SLEEP_NS
-                        : (idle_ns ? (idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2) : 50000);
-        if (idle_ns) hl_os_sleep_ns(idle_ns);
+        /* A writer that polls chunks it has caught up with pulls the
+         * producers' cache lines across cores at every event: let rows pile
+         * up between passes (a thread's chunks hold 128K rows by default) */
+        idle_ns = n ? HL_BUSY_SLEEP_NS
+                    : (idle_ns ? (idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2) : 50000);
+        hl_os_sleep_ns(idle_ns);
     }
     atomic_store(&hl_writer_running, 0);
     return NULL;
@@ -1011,11 +367,8 @@ int hl_writer_helping(void) {
 int hl_writer_help(void) {
     if (W_closed || W_broken || pthread_mutex_trylock(&hl_wlock)) return 0;
     t_helping = 1;
-    size_t n = 0;
-    if (!W_closed && !W_broken) {
-        n = drain(DRAIN_NORMAL, 1 << 14, 0);
-        flush_on_time(0);
-    }
+    uint64_t n = 0;
+    if (!W_closed && !W_broken) n = pass(1);
     pthread_mutex_unlock(&hl_wlock);
     t_helping = 0;
     int sig = atomic_exchange(&hl_deferred_sig, 0);
@@ -1026,7 +379,7 @@ int hl_writer_help(void) {
 void hl_writer_ensure_running(void) {
     if (atomic_load_explicit(&hl_writer_running, memory_order_relaxed) || W_closed || W_broken)
         return;
-    if (!hl_agent_ctor_done()) return; /* until then, full rings are drained by their producers */
+    if (!hl_agent_ctor_done()) return; /* until then, full chunks are written by their producers */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&hl_writer_running, &expected, 1)) return;
     sigset_t all, old;
@@ -1038,7 +391,7 @@ void hl_writer_ensure_running(void) {
     pthread_attr_setstacksize(&a, 1 << 20);
     pthread_t tid;
     hl_busy_enter();
-    if (pthread_create(&tid, &a, writer_main, NULL)) atomic_store(&hl_writer_running, 0);
+    if (hl_real.pthread_create(&tid, &a, writer_main, NULL)) atomic_store(&hl_writer_running, 0);
     hl_busy_leave();
     pthread_attr_destroy(&a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1047,31 +400,70 @@ void hl_writer_ensure_running(void) {
 /* ---------------------------------------------------------------- ends, fork, exec */
 
 int hl_writer_init(void) {
-    modules_refresh();
     return open_trace();
+}
+
+/* Threads still inside a hook. */
+static uint64_t inflight(void) {
+    uint64_t n = 0;
+    for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE &&
+            atomic_load_explicit(&t->active, memory_order_acquire) &&
+            t != hl_thread_self())
+            n++;
+    return n;
 }
 
 int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     if (W_closed) return -1;
-    if (!W && (W_broken || (W_child && reason == HL_END_EXEC && rings_empty()))) {
+    int empty = 1;
+    for (hl_thread_t *t = atomic_load(&hl_threads); t && empty; t = t->next)
+        if (atomic_load(&t->state) != TS_FREE && waiting(t)) empty = 0;
+    if (!W && (W_broken || (W_child && reason == HL_END_EXEC && empty))) {
         /* a fork child that recorded nothing before exec leaves no trace */
-        if (close_for_good) W_closed = 1, atomic_store(&hl_off, 1);
+        if (close_for_good) W_closed = 1, stop();
         return -1;
     }
-    uint64_t deadline = hl_now_ns() + (reason == HL_END_SIGNAL ? 300000000ull : 100000000ull);
-    while (drain(DRAIN_FINAL, SIZE_MAX, deadline) && hl_now_ns() < deadline) {
+    /* stop new events, then wait (a little) for the ones under way: a row
+     * published after END would be lost, and an edge to it would dangle */
+    if (close_for_good) stop();
+    uint64_t deadline = hl_now_ns() + (reason == HL_END_SIGNAL ? 300000000ull : 1000000000ull);
+    uint64_t busy = 0;
+    for (;;) {
+        drain_all();
+        busy = inflight();
+        if (!close_for_good || !busy || hl_now_ns() >= deadline) break;
+        hl_os_sleep_ns(50000);
     }
+    drain_all();
     int rc = -1;
-    if (ensure_open()) {
-        batch_flush();
-        hl_end_t e = {
-            (uint64_t)reason, status, hl_os_realtime_ns(), 0, 0, atomic_load(&hl_unrecorded),
-            unknown_frees};
+    if (ensure_open() && !W_broken) {
+        /* the rows written: every thread's count (they are all written now;
+         * a thread still inside a hook adds its row to neither) */
+        uint64_t waited = waited_done, rows = rows_done;
+        for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
+            if (atomic_load(&t->state) != TS_FREE) {
+                waited += atomic_load(&t->waited_ns);
+                rows += t->steps - t->twos;
+            }
+        hl_end_t e = {.reason = (uint64_t)reason,
+                      .events = rows,
+                      .status = status,
+                      .end_ns = hl_os_realtime_ns(),
+                      .unrecorded = atomic_load(&hl_unrecorded),
+                      .lost = atomic_load(&hl_lost),
+                      .waited_ns = waited,
+                      .inflight = busy};
         if (hl_writer_end(W, &e))
             broken(hl_writer_error(W));
         else
             rc = 0;
         last_flush_ns = hl_now_ns();
+        if (e.lost) {
+            char n[24];
+            hl_fmt_u64(n, e.lost);
+            hl_note("LOST ", n, " events: this trace is incomplete");
+        }
         if (hl_cfg.verbose && rc == 0) {
             char ev[24], by[24];
             hl_fmt_u64(ev, hl_writer_events(W));
@@ -1083,64 +475,79 @@ int hl_finish_locked(int reason, uint64_t status, int close_for_good) {
     }
     if (close_for_good) {
         W_closed = 1;
-        atomic_store(&hl_off, 1);
+        stop();
     }
     return rc;
 }
 
 void hl_fork_prepare(void) {
     pthread_mutex_lock(&hl_wlock);
-    hl_hooks_fork_prepare();
+    /* everything before the fork goes to the file: the child reads it back */
+    if (!W_closed && !W_broken) pass(1);
+    hl_threads_fork_prepare();
+    hl_stacks_fork_prepare();
+    hl_chunks_fork_prepare();
 }
 
 void hl_fork_parent(void) {
-    hl_hooks_fork_parent();
+    hl_chunks_fork_parent();
+    hl_stacks_fork_parent();
+    hl_threads_fork_parent();
     pthread_mutex_unlock(&hl_wlock);
 }
 
 /* In the child, before fork returns. Other threads do not exist here: their
- * published records are absorbed into the object map (they happened before
- * the fork), their states freed. The child's trace opens on first need and
- * starts with the live objects as INHERITED allocations. */
+ * states are recycled. The child's trace opens on first need and starts
+ * with the objects live in the parent's trace at the fork (inherit.c). */
 void hl_fork_child(pid_t parent) {
     pthread_mutex_init(&hl_wlock, NULL);
-    hl_hooks_fork_child();
+    hl_chunks_fork_child();
+    hl_stacks_fork_child();
     hl_pid = getpid();
     atomic_store(&hl_writer_running, 0);
     if (!hl_cfg.follow_forks || W_closed || W_broken) {
-        atomic_store(&hl_off, 1);
         W_closed = 1;
+        stop();
         return;
     }
-    absorbing = 1;
-    drain(DRAIN_ABSORB, SIZE_MAX, 0);
-    absorbing = 0;
-    hl_thread_t *self = hl_thread_adopt();
+    hl_thread_t *self = hl_thread_self();
+    hl_threads_fork_child(self); /* its locks first: recycling takes them */
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
-        uint64_t pub = atomic_load(&t->tail_pub);
-        t->chead = t->ctail_w = t->tail = t->head_seen = pub;
-        atomic_store(&t->head_pub, pub);
-        atomic_store(&t->pending, 0);
-        t->phase2 = t->stash_known = 0;
-        t->trace_index = -1;
-        if (t != self && atomic_load(&t->state) != TS_FREE) hl_thread_recycle(t);
+        if (atomic_load(&t->state) == TS_FREE) continue;
+        /* rows published before the fork are the parent's */
+        hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load(&t->first);
+        while (c && c != (t == self ? t->chunk : NULL)) {
+            hl_chunk_t *n = atomic_load(&c->next);
+            hl_chunk_put(c);
+            c = n;
+        }
+        t->cchunk = c;
+        t->bfirst = 0;
+        t->cdata = c ? (uint32_t)(atomic_load(&c->pub) - (uintptr_t)c->data) : 0;
+        atomic_store(&t->nchunks, c ? 1 : 0);
+        atomic_store(&t->active, 0);
+        atomic_store(&t->first, c);
+        if (t != self) {
+            atomic_store(&t->first, NULL);
+            t->cchunk = NULL;
+            hl_thread_recycle(t);
+        }
     }
-    for (size_t e = 1; e < stks_n; e++)
-        stks[e].trace_id = 0;
-    for (size_t i = 0; i < mods_n; i++)
-        mods[i].trace_id = 0;
+    hl_edges_reset();
+    hl_modules_new_trace();
+    waited_done = rows_done = 0;
+    /* the parent's trace as it was at the fork, for the INHERITED block */
+    P_fd = W_fd >= 0 ? hl_os_reopen_read(W_fd) : -1;
+    P_len = P_fd >= 0 ? hl_writer_bytes(W) : 0;
+    P_time = hl_now_ns();
     if (W) hl_writer_free(W);
     W = NULL;
-    batch_n = 0;
     if (W_fd >= 0) hl_sink_close(&W_sink);
     W_fd = -1;
     W_child = 1;
     W_parent = parent;
-    W_first = self;
-    next_seq = atomic_load(&hl_seq);
-    gap_seq = 0;
-    unknown_frees = 0;
     atomic_store(&hl_unrecorded, 0);
+    atomic_store(&hl_lost, 0);
     hl_writer_ensure_running();
 }
 

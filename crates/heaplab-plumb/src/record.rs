@@ -53,7 +53,10 @@ pub struct Settings {
     pub block_events: u32,
     pub flush_ms: u64,
     pub follow_forks: bool,
+    /// KiB of event chunks one thread may hold before it waits for the writer.
     pub ring_kb: u64,
+    /// MiB of event chunks all threads together may hold (beyond two each).
+    pub ring_total_mb: u64,
     /// Which processes are recorded (`--follow`).
     pub follow: Follow,
 }
@@ -86,12 +89,13 @@ impl Default for Settings {
         Settings {
             stack_depth: 8,
             free_stacks: false,
-            time_unit_ns: 10_000,
-            compress: Some(3),
+            time_unit_ns: 1,
+            compress: Some(1),
             block_events: 65536,
             flush_ms: 200,
             follow_forks: true,
             ring_kb: 8192,
+            ring_total_mb: 256,
             follow: Follow::Fork,
         }
     }
@@ -257,7 +261,8 @@ pub fn record(layout: &Layout, req: Request) -> Result<Outcome> {
         )
         .env("HEAPLAB_RECORD_FOLLOW", s.follow.name())
         .env("HEAPLAB_RECORD_LAUNCHER", std::process::id().to_string())
-        .env("HEAPLAB_RECORD_RING_KB", s.ring_kb.to_string());
+        .env("HEAPLAB_RECORD_RING_KB", s.ring_kb.to_string())
+        .env("HEAPLAB_RECORD_RING_TOTAL_MB", s.ring_total_mb.to_string());
     if let Some(i) = req.stdin {
         cmd.stdin(i);
     }

@@ -1040,6 +1040,7 @@ mod tests {
             stack: 0,
             failed: false,
             inherited: false,
+            ..Event::default()
         }
     }
 

@@ -49,6 +49,36 @@ fn write_err(dir: &Path, name: &str, bytes: &[u8], phrase: &str) {
     println!("{name}: {e}");
 }
 
+/// The trace with block `i`'s payload (and flags) replaced, numbers and
+/// checksums made good again: a block that is bad only in what it says.
+fn with_block(b: &[u8], i: usize, flags: Option<u16>, payload: &[u8]) -> Vec<u8> {
+    let mut out = b[..FILE_HEADER_LEN].to_vec();
+    for (k, (at, h)) in blocks(b).into_iter().enumerate() {
+        let body = &b[at + BLOCK_HEADER_LEN..at + BLOCK_HEADER_LEN + h.stored_len as usize];
+        let (p, fl) = if k == i { (payload, flags.unwrap_or(h.flags)) } else { (body, h.flags) };
+        let mut nh =
+            BlockHeader { flags: fl, stored_len: p.len() as u32, raw_len: p.len() as u32, ..h };
+        assert!(h.codec == 0 || k != i, "only stored blocks are rewritten");
+        if k == i {
+            nh.codec = 0;
+        }
+        nh.crc = checksum(&nh.to_bytes(), p);
+        out.extend_from_slice(&nh.to_bytes());
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// What a reader prints of a bad trace before its error, for `NAME.txt`
+/// beside `NAME.err`: a block is all or nothing, so none of the bad block's
+/// items may be there.
+fn write_prefix(dir: &Path, name: &str, bytes: &[u8]) {
+    let mut r = TraceReader::new(bytes, name).unwrap();
+    let mut out = Vec::new();
+    assert!(write_dump(&mut r, &mut out).is_err(), "{name} reads without error");
+    fs::write(dir.join(format!("{name}.txt")), &out).unwrap();
+}
+
 fn main() {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "testdata/vectors".into());
     let dir = Path::new(&dir);
@@ -105,15 +135,52 @@ fn main() {
     junk.extend_from_slice(b"junk after the end\n");
     write_err(dir, "trailing-junk", &junk, "trailing data after the END block");
 
-    let mut v2 = basic.clone();
-    v2[8] = 2;
-    write_err(dir, "version2", &v2, "version 2");
+    let mut v3 = basic.clone();
+    v3[8] = 3;
+    write_err(dir, "version3", &v3, "version 3");
 
     write_err(dir, "not-a-trace", b"a b 10\nf 0\n", "not a heaplab trace");
 
     let mut absurd = basic.clone();
     absurd[ev2 + 8..ev2 + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
     write_err(dir, "absurd-length", &absurd, "absurd length");
+
+    // Cases the C and Rust readers once read differently (issue 17): an END
+    // block with no fields (C said reason 0, Rust exit: now neither reads
+    // it); reserved flag bits in a block header; a definitions block whose
+    // second entry is bad (Rust handed out the first before the error).
+    let (end_i, _) = bl.iter().enumerate().find(|(_, (_, h))| h.kind == kind::END).unwrap();
+    write_err(
+        dir,
+        "end-empty",
+        &with_block(&basic, end_i, None, b""),
+        "lacks the required field reason",
+    );
+    write_err(
+        dir,
+        "flags-reserved",
+        &with_block(
+            &basic,
+            1,
+            Some(0x8001),
+            &basic[bl[1].0 + BLOCK_HEADER_LEN
+                ..bl[1].0 + BLOCK_HEADER_LEN + bl[1].1.stored_len as usize],
+        ),
+        "reserved flag bits",
+    );
+    let (mod_i, (mod_at, mod_h)) = bl
+        .iter()
+        .enumerate()
+        .find(|(_, (_, h))| h.kind == kind::MODULES)
+        .map(|(i, x)| (i, *x))
+        .unwrap();
+    let mut mods = basic
+        [mod_at + BLOCK_HEADER_LEN..mod_at + BLOCK_HEADER_LEN + mod_h.stored_len as usize]
+        .to_vec();
+    mods.extend_from_slice(&[9, 0, 0, 0, 0]); // module 9 where the next id was expected
+    let partial = with_block(&basic, mod_i, None, &mods);
+    write_err(dir, "defs-partial", &partial, "where");
+    write_prefix(dir, "defs-partial", &partial);
 
     // An unknown stream, not skippable, after the first events block.
     let mut unknown = basic[..ev2].to_vec();

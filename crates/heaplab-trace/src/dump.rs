@@ -95,12 +95,15 @@ pub fn event_line(e: &Event) -> String {
     if e.inherited {
         s.push_str(" inherited");
     }
+    for (i, d) in e.after.iter().flatten().enumerate() {
+        let _ = write!(s, "{}{}:{}", if i == 0 { " after=" } else { "," }, d.thread, d.steps);
+    }
     s
 }
 
-/// The `end` line (without the newline).
-pub fn end_line(e: &End) -> String {
-    format!(
+/// The `end` line (without the newline); version 2 adds its own fields.
+pub fn end_line(e: &End, version: u16) -> String {
+    let mut s = format!(
         "end reason={} status={} end_ns={} events={} objects={} unrecorded={} unknown_frees={}",
         e.reason.name(),
         e.status,
@@ -109,7 +112,11 @@ pub fn end_line(e: &End) -> String {
         e.objects,
         e.unrecorded,
         e.unknown_frees
-    )
+    );
+    if version >= 2 {
+        let _ = write!(s, " lost={} waited_ns={} inflight={}", e.lost, e.waited_ns, e.inflight);
+    }
+    s
 }
 
 fn module_line(m: &Module) -> String {
@@ -131,7 +138,8 @@ fn stack_line(id: u32, frames: &[Frame]) -> String {
 /// Writes the dump of a whole trace. On a read error, everything read before
 /// it has been written, and the error is returned.
 pub fn write_dump<R: Read, W: Write>(r: &mut TraceReader<R>, out: &mut W) -> Result<(), DumpError> {
-    writeln!(out, "hltrace 1")?;
+    let version = r.version();
+    writeln!(out, "hltrace {version}")?;
     out.write_all(meta_lines(r.meta()).as_bytes())?;
     loop {
         let item = match r.next_item() {
@@ -143,10 +151,14 @@ pub fn write_dump<R: Read, W: Write>(r: &mut TraceReader<R>, out: &mut W) -> Res
             Item::Module(m) => module_line(&m),
             Item::Stack(id) => stack_line(id, r.stack(id)),
             Item::Thread(t) => {
-                format!("thread {} tid={} name={}", t.index, t.tid, quote(&t.name))
+                let mut l = format!("thread {} tid={} name={}", t.index, t.tid, quote(&t.name));
+                if let Some(d) = t.start {
+                    let _ = write!(l, " start={}:{}", d.thread, d.steps);
+                }
+                l
             }
             Item::Event(e) => event_line(&e),
-            Item::End(e) => end_line(&e),
+            Item::End(e) => end_line(&e, version),
             Item::Skipped { kind, bytes } => format!("skipped kind={kind:#04x} bytes={bytes}"),
         };
         writeln!(out, "{line}")?;
@@ -470,6 +482,7 @@ pub fn run_script_to<R: BufRead, W: Write>(mut src: R, out: W) -> Result<TraceWr
                     objects: 0,
                     unrecorded: f.num("unrecorded").map_err(ctx)?,
                     unknown_frees: f.num("unknown_frees").map_err(ctx)?,
+                    ..End::default()
                 };
                 wr.write_end(&e).map_err(io)?;
             }

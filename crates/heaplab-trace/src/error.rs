@@ -58,7 +58,7 @@ impl fmt::Display for Problem {
             Problem::Io(e) => write!(f, "{e}"),
             Problem::NotATrace => write!(f, "not a heaplab trace (bad magic)"),
             Problem::Version(v) => {
-                write!(f, "trace format version {v}; this reader understands {}", crate::format::VERSION)
+                write!(f, "trace format version {v}; this reader understands 1 and {}", crate::format::VERSION_MAX)
             }
             Problem::Truncated(what) => write!(f, "truncated: {what}"),
             Problem::BadBlockMagic => write!(f, "bad block magic (corrupt data, or not a block boundary)"),

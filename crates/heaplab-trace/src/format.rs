@@ -1,9 +1,12 @@
-//! Constants of trace format v1, exactly as `docs/trace-format.md` names them.
+//! Constants of the trace format (versions 1 and 2), exactly as
+//! `docs/trace-format.md` names them.
 
 /// The first 8 bytes of every trace.
 pub const FILE_MAGIC: [u8; 8] = *b"HLTRACE\0";
-/// The format version this crate reads and writes.
+/// The format version this crate writes (the recording agent writes 2).
 pub const VERSION: u16 = 1;
+/// The newest version this crate reads (it reads 1 and 2).
+pub const VERSION_MAX: u16 = 2;
 /// Size of the file header in bytes.
 pub const FILE_HEADER_LEN: usize = 16;
 /// The first 4 bytes of every block header.
@@ -19,6 +22,8 @@ pub const MAX_FRAMES: u64 = 256;
 
 /// Block flag: a reader that does not know the block's kind may skip it.
 pub const BLOCK_SKIPPABLE: u16 = 1;
+/// The flags a block may carry; any other bit is a format error.
+pub const BLOCK_FLAGS_KNOWN: u16 = BLOCK_SKIPPABLE;
 
 /// Stream kinds (the `kind` byte of a block header).
 pub mod kind {
@@ -28,6 +33,8 @@ pub mod kind {
     pub const THREADS: u8 = 0x04;
     pub const EVENTS: u8 = 0x05;
     pub const END: u8 = 0x06;
+    /// Version 2: a fork child's objects inherited from its parent.
+    pub const INHERITED: u8 = 0x07;
     /// Reserved for the data-reference stream of a later version.
     pub const REFS: u8 = 0x10;
     /// The stack depth at each allocation (`sp.rs`), always skippable.
@@ -42,6 +49,7 @@ pub mod kind {
             THREADS => "THREADS",
             EVENTS => "EVENTS",
             END => "END",
+            INHERITED => "INHERITED",
             REFS => "REFS",
             SP => "SP",
             _ => "unknown",
@@ -90,4 +98,9 @@ pub mod end_key {
     pub const OBJECTS: u64 = 5;
     pub const UNRECORDED: u64 = 6;
     pub const UNKNOWN_FREES: u64 = 7;
+    /// Version 2: events lost, time waited, threads inside a hook, bytes of rows.
+    pub const LOST: u64 = 8;
+    pub const WAITED_NS: u64 = 9;
+    pub const INFLIGHT: u64 = 10;
+    pub const ROW_BYTES: u64 = 11;
 }

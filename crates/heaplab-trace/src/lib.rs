@@ -1,8 +1,12 @@
 //! The heaplab trace format: what a program asked of its allocator.
 //!
 //! A trace is a sequence of checksummed blocks: a header (`META`), the
-//! definitions of modules, stacks and threads, columnar `EVENTS` blocks and an
-//! `END` block. `docs/trace-format.md` is the specification; this crate is its
+//! definitions of modules, stacks and threads, `EVENTS` blocks and an `END`
+//! block. Version 1 holds one columnar event stream in causal order with
+//! dense object ids; version 2 (what the recording agent writes) holds one
+//! stream per thread, with addresses and cross-thread edges, which the
+//! reader merges (`merge`) into the same kind of ordered, id-numbered
+//! events, so that every consumer reads both alike. `docs/trace-format.md` is the specification; this crate is its
 //! Rust reader and writer, plus the text forms around it (the dump used by the
 //! test vectors, and the malloc-lab `.rep` / `.script` formats) and the
 //! CUSTOMALLOC measurement profile (`profile`).
@@ -35,6 +39,7 @@ pub mod dump;
 pub mod error;
 pub mod escape;
 pub mod format;
+pub mod merge;
 pub mod model;
 pub mod profile;
 pub mod reader;
@@ -47,7 +52,7 @@ pub mod writer;
 
 pub use block::Codec;
 pub use error::{Problem, TraceError};
-pub use model::{End, EndReason, Event, Frame, Kind, Meta, Module, NewEvent, ThreadInfo};
+pub use model::{Dep, End, EndReason, Event, Frame, Kind, Meta, Module, NewEvent, ThreadInfo};
 pub use reader::{Item, TraceReader};
 pub use view::{split, ResizeOp, ResizeView, SplitOp};
 pub use writer::{TraceWriter, WriterOptions};

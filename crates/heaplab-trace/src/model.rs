@@ -101,6 +101,18 @@ pub struct ThreadInfo {
     /// The thread's name, byte for byte.
     #[serde(serialize_with = "ser_bytes")]
     pub name: Vec<u8>,
+    /// Version 2: the thread started after the first `steps` steps of this
+    /// thread (its creator at `pthread_create`); None when not known.
+    pub start: Option<Dep>,
+}
+
+/// A recorded cross-thread edge (version 2): "after the first `steps` steps
+/// of thread `thread`". Steps count a thread's events, a realloc of a
+/// non-NULL pointer and a realloc_free twice (its release, then itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Dep {
+    pub thread: u32,
+    pub steps: u64,
 }
 
 /// How a recording ended (its END block).
@@ -113,6 +125,12 @@ pub struct End {
     pub objects: u64,
     pub unrecorded: u64,
     pub unknown_frees: u64,
+    /// Version 2: events the agent could not record (it says so loudly).
+    pub lost: u64,
+    /// Version 2: nanoseconds the program's threads waited for the writer.
+    pub waited_ns: u64,
+    /// Version 2: threads still inside a hook when END was written.
+    pub inflight: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -267,6 +285,41 @@ pub struct Event {
     pub stack: u32,
     pub failed: bool,
     pub inherited: bool,
+    /// Position of the event in its thread's own stream, from 0 (0 for
+    /// inherited objects, which belong to no stream).
+    pub thread_seq: u64,
+    /// With `old`: the thread whose event created it, and that event's
+    /// `thread_seq` (a per-object dependency for a threaded replay).
+    pub old_thread: u32,
+    pub old_seq: u64,
+    /// Version 2: the cross-thread edges the recorder wrote for this event
+    /// (its release step's first); the merge already honours them.
+    pub after: [Option<Dep>; 2],
+}
+
+impl Default for Event {
+    /// A malloc of 0 bytes with nothing set: for building events in tests
+    /// with `..Event::default()`.
+    fn default() -> Self {
+        Event {
+            index: 0,
+            kind: Kind::Malloc,
+            thread: 0,
+            time: 0,
+            size: 0,
+            align: 0,
+            id: None,
+            old: None,
+            old_size: 0,
+            stack: 0,
+            failed: false,
+            inherited: false,
+            thread_seq: 0,
+            old_thread: 0,
+            old_seq: 0,
+            after: [None, None],
+        }
+    }
 }
 
 /// An event for a writer: the writer assigns ids and indices.

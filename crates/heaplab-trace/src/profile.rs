@@ -613,6 +613,7 @@ mod tests {
             stack: 0,
             failed: false,
             inherited: false,
+            ..Event::default()
         }
     }
 

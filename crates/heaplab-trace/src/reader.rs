@@ -1,17 +1,25 @@
-//! The streaming reader. It decodes one block at a time and keeps only what
-//! later blocks may refer to: the module, stack and thread tables, and the
-//! live objects (id → size). Its memory is therefore bounded by the live
-//! objects and the distinct stacks, never by the file size.
+//! The streaming reader, for versions 1 and 2. It decodes one block at a
+//! time and keeps only what later blocks may refer to: the module, stack and
+//! thread tables, the live objects, and (version 2) the events of rounds not
+//! yet merged (`merge.rs`). Its memory is therefore bounded by the live
+//! objects, the distinct stacks and a round, never by the file size.
+//!
+//! Version 2 events come out in the merged order; definitions come out as
+//! their blocks are read, always before the events that use them. Before an
+//! error in a version-2 trace is returned, every event of the good blocks
+//! before it that the merge can place is handed out.
 
 use crate::block::{checksum, BlockHeader};
 use crate::error::{Problem, TraceError};
 use crate::format::{
-    codec, end_key, kind, meta_key, op, BLOCK_HEADER_LEN, BLOCK_MAGIC, BLOCK_SKIPPABLE,
-    FILE_HEADER_LEN, FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_BLOCK_LEN, MAX_FRAMES, VERSION,
+    codec, end_key, kind, meta_key, op, BLOCK_FLAGS_KNOWN, BLOCK_HEADER_LEN, BLOCK_MAGIC,
+    BLOCK_SKIPPABLE, FILE_HEADER_LEN, FILE_MAGIC, MAX_BLOCK_EVENTS, MAX_BLOCK_LEN, MAX_FRAMES,
+    VERSION_MAX,
 };
-use crate::model::{End, EndReason, Event, Frame, Kind, Meta, Module, ThreadInfo};
+use crate::merge::{AddrMap, Leftover, Merge, Obj};
+use crate::model::{Dep, End, EndReason, Event, Frame, Kind, Meta, Module, ThreadInfo};
 use crate::varint::Cursor;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -32,10 +40,21 @@ pub enum Item {
     },
 }
 
+/// What a version-2 reader does once the merge runs dry.
+enum Wait {
+    /// Hand out END (read at this offset).
+    End(End, u64),
+    /// Report this error (events of good blocks first).
+    Error(TraceError),
+    /// The file ended at this offset without END.
+    Eof(u64),
+}
+
 /// Reads a trace item by item or event by event.
 pub struct TraceReader<R: Read = BufReader<File>> {
     src: R,
     path: PathBuf,
+    version: u16,
     /// Offset of the next block header.
     pos: u64,
     block_no: u32,
@@ -49,7 +68,15 @@ pub struct TraceReader<R: Read = BufReader<File>> {
     decoded: u64,
     next_id: u64,
     time: u64,
-    live: HashMap<u64, u64>,
+    /// Version 1: live objects by id.
+    live: AddrMap<Obj>,
+    /// Version 1: events of each thread so far (their `thread_seq`).
+    seqs: Vec<u64>,
+    /// Version 2: the per-thread streams and their merge.
+    merge: Merge,
+    wait: Option<Wait>,
+    /// Events handed out.
+    handed: u64,
     queue: VecDeque<Item>,
     stored: Vec<u8>,
     raw: Vec<u8>,
@@ -103,7 +130,7 @@ impl<R: Read> TraceReader<R> {
             ));
         }
         let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != VERSION {
+        if version == 0 || version > VERSION_MAX {
             return Err(TraceError::new(&path, 8, 0, Problem::Version(version)));
         }
         let hlen = u16::from_le_bytes([h[10], h[11]]);
@@ -114,13 +141,14 @@ impl<R: Read> TraceReader<R> {
                 10,
                 0,
                 Problem::Malformed(format!(
-                    "file header size {hlen} / flags {flags:#x}; v1 has 16 / 0"
+                    "file header size {hlen} / flags {flags:#x}; v{version} has 16 / 0"
                 )),
             ));
         }
         let mut r = TraceReader {
             src,
             path,
+            version,
             pos: FILE_HEADER_LEN as u64,
             block_no: 0,
             meta: Meta::default(),
@@ -132,7 +160,11 @@ impl<R: Read> TraceReader<R> {
             decoded: 0,
             next_id: 0,
             time: 0,
-            live: HashMap::new(),
+            live: AddrMap::default(),
+            seqs: Vec::new(),
+            merge: Merge::default(),
+            wait: None,
+            handed: 0,
             queue: VecDeque::new(),
             stored: Vec::new(),
             raw: Vec::new(),
@@ -162,6 +194,11 @@ impl<R: Read> TraceReader<R> {
     /// The header fields.
     pub fn meta(&self) -> &Meta {
         &self.meta
+    }
+
+    /// The file's format version (1 or 2).
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// The file name used in messages.
@@ -199,14 +236,29 @@ impl<R: Read> TraceReader<R> {
         &self.ends
     }
 
-    /// Events handed out or queued so far.
+    /// Events handed out so far.
     pub fn events_read(&self) -> u64 {
-        self.decoded - self.queue.iter().filter(|i| matches!(i, Item::Event(_))).count() as u64
+        self.handed
     }
 
-    /// Objects now live, with their sizes.
-    pub fn live_objects(&self) -> &HashMap<u64, u64> {
-        &self.live
+    /// How many objects are live now.
+    pub fn live_objects(&self) -> usize {
+        if self.version >= 2 {
+            self.merge.live()
+        } else {
+            self.live.len()
+        }
+    }
+
+    /// Version 2: the live objects with their addresses, oldest first (what
+    /// a fork child inherits).
+    pub fn live_addresses(&self) -> Vec<(u64, Obj)> {
+        self.merge.live_objects()
+    }
+
+    /// Version 2: frees of addresses the trace never allocated (not events).
+    pub fn unknown_frees(&self) -> u64 {
+        self.merge.unknown_frees()
     }
 
     /// Byte offset of the next unread block.
@@ -229,28 +281,100 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn err_at(&self, offset: u64, problem: Problem) -> TraceError {
-        TraceError::new(&self.path, offset, self.decoded, problem)
+        let n = if self.version >= 2 { self.handed } else { self.decoded };
+        TraceError::new(&self.path, offset, n, problem)
     }
 
     /// The next item, `Ok(None)` at a clean end. A trace without END gives
     /// `Err` with [`Problem::CutShort`] after its last item.
     pub fn next_item(&mut self) -> Result<Option<Item>, TraceError> {
         loop {
-            if let Some(it) = self.queue.pop_front() {
+            if let Some(mut it) = self.queue.pop_front() {
+                if let Item::Event(e) = &mut it {
+                    e.index = self.handed;
+                    self.handed += 1;
+                }
                 return Ok(Some(it));
+            }
+            if self.version >= 2 {
+                if let Some(mut e) = self.merge.next_event() {
+                    e.index = self.handed;
+                    self.handed += 1;
+                    return Ok(Some(Item::Event(e)));
+                }
+                if self.wait.is_some() {
+                    if let Some(r) = self.settle() {
+                        return r;
+                    }
+                    continue;
+                }
             }
             if self.done {
                 return Ok(None);
             }
             let at = self.pos;
-            let Some(h) = self.read_block()? else {
-                self.done = true;
-                if self.last_was_end {
-                    return Ok(None);
+            let r = match self.read_block() {
+                Ok(Some(h)) => self.decode_block(h, at),
+                Ok(None) if self.version >= 2 && !self.last_was_end => {
+                    self.wait = Some(Wait::Eof(at));
+                    self.merge.close_all();
+                    continue;
                 }
-                return Err(self.err_at(at, Problem::CutShort));
+                Ok(None) => {
+                    self.done = true;
+                    if self.last_was_end {
+                        return Ok(None);
+                    }
+                    return Err(self.err_at(at, Problem::CutShort));
+                }
+                Err(e) => Err(e),
             };
-            self.decode_block(h, at)?;
+            if let Err(e) = r {
+                if self.version < 2 {
+                    return Err(e);
+                }
+                // hand out what the good blocks hold, then the error
+                self.wait = Some(Wait::Error(e));
+                self.merge.close_all();
+            }
+        }
+    }
+
+    /// Version 2: the merge ran dry with an END, an error or the end of the
+    /// file waiting. None: merge on (a dangling wait was dropped); else what
+    /// next_item returns.
+    fn settle(&mut self) -> Option<Result<Option<Item>, TraceError>> {
+        let drop = matches!(&self.wait, Some(Wait::End(e, _)) if e.inflight > 0);
+        let left = self.merge.leftover(drop);
+        if matches!(left, Leftover::None) && self.merge.waiting() && drop {
+            return None;
+        }
+        match self.wait.take().expect("called with a wait") {
+            Wait::End(mut e, at) => {
+                let what = match left {
+                    Leftover::Dangling(w) => Some(format!("{w}, which the trace does not hold")),
+                    Leftover::Cycle(w) => Some(format!("the edges form a cycle ({w})")),
+                    Leftover::None => None,
+                };
+                if let Some(w) = what {
+                    self.done = true;
+                    return Some(Err(self.err_at(at, Problem::Malformed(format!("END: {w}")))));
+                }
+                e.events = self.handed;
+                e.objects = self.merge.next_id();
+                e.unknown_frees = self.merge.unknown_frees();
+                self.ends.push(e.clone());
+                Some(Ok(Some(Item::End(e))))
+            }
+            Wait::Error(mut err) => {
+                self.done = true;
+                err.events_read = self.handed;
+                Some(Err(err))
+            }
+            Wait::Eof(at) => {
+                self.done = true;
+                Some(Err(self.err_at(at, Problem::CutShort)))
+            }
         }
     }
 
@@ -273,7 +397,7 @@ impl<R: Read> TraceReader<R> {
         if n == 0 {
             return Ok(None);
         }
-        if self.last_was_end && self.ends.last().is_some_and(|e| e.reason != EndReason::Exec) {
+        if self.last_was_end && self.end_reason_now().is_some_and(|r| r != EndReason::Exec) {
             // Not a cut: the recording ended, and something else follows.
             return Err(self.err_at(
                 at,
@@ -333,6 +457,16 @@ impl<R: Read> TraceReader<R> {
                 )),
             ));
         }
+        if h.flags & !BLOCK_FLAGS_KNOWN != 0 {
+            return Err(self.err_at(
+                at,
+                Problem::Malformed(format!(
+                    "{} block has reserved flag bits set (flags {:#06x})",
+                    kind::name(h.kind),
+                    h.flags
+                )),
+            ));
+        }
         self.block_no += 1;
         match h.codec {
             codec::NONE => {
@@ -377,18 +511,69 @@ impl<R: Read> TraceReader<R> {
         Ok(Some(h))
     }
 
-    fn decode_block(&mut self, h: BlockHeader, at: u64) -> Result<(), TraceError> {
-        if self.last_was_end && self.ends.last().is_some_and(|e| e.reason != EndReason::Exec) {
-            return Err(self.err_at(at, Problem::Malformed("a block follows the END block".into())));
+    /// The reason of the last END read (version 2: it may wait in the merge).
+    fn end_reason_now(&self) -> Option<EndReason> {
+        match &self.wait {
+            Some(Wait::End(e, _)) => Some(e.reason),
+            _ => self.ends.last().map(|e| e.reason),
         }
+    }
+
+    fn decode_block(&mut self, h: BlockHeader, at: u64) -> Result<(), TraceError> {
+        // read_block refused what follows an END that is not an exec's
         self.last_was_end = false;
         let raw = std::mem::take(&mut self.raw);
+        let v2 = self.version >= 2;
         let r = match h.kind {
             kind::META => Err("a second META block".to_string()),
-            kind::MODULES => self.decode_modules(&raw),
-            kind::STACKS => self.decode_stacks(&raw),
-            kind::THREADS => self.decode_threads(&raw),
+            // a block is all or nothing: none of a bad block's definitions
+            // is handed out (as the C reader does)
+            kind::MODULES | kind::STACKS | kind::THREADS => {
+                let queued = self.queue.len();
+                let r = match h.kind {
+                    kind::MODULES => self.decode_modules(&raw),
+                    kind::STACKS => self.decode_stacks(&raw),
+                    _ => self.decode_threads(&raw),
+                };
+                if r.is_err() {
+                    self.queue.truncate(queued);
+                }
+                r
+            }
+            kind::EVENTS if v2 => {
+                if let Some(round) = Merge::peek_round(&raw) {
+                    self.merge.close_before(round);
+                }
+                self.merge.events(&raw, self.stacks.len() as u32)
+            }
             kind::EVENTS => self.decode_events(&raw),
+            kind::INHERITED if v2 => self.merge.inherited(&raw, self.stacks.len()).map(|evs| {
+                self.queue.extend(evs.into_iter().map(Item::Event));
+            }),
+            kind::END if v2 => parse_end(&raw).and_then(|e| {
+                // a thread inside a hook at the end may have counted a row
+                // it did not publish; the bytes of rows are exact either way
+                if e.events != self.merge.rows() && e.inflight == 0 {
+                    return Err(format!(
+                        "END counts {} events, the trace holds {}",
+                        e.events,
+                        self.merge.rows()
+                    ));
+                }
+                let bytes =
+                    end_row_bytes(&raw).ok_or("END lacks the required field row bytes (key 11)")?;
+                if bytes != self.merge.row_bytes() {
+                    return Err(format!(
+                        "END counts {bytes} bytes of rows, the trace holds {}",
+                        self.merge.row_bytes()
+                    ));
+                }
+                let e = End { objects: 0, unknown_frees: 0, ..e };
+                self.last_was_end = true;
+                self.merge.close_all();
+                self.wait = Some(Wait::End(e, at));
+                Ok(())
+            }),
             kind::END => {
                 let e = parse_end(&raw).and_then(|e| {
                     if e.events == self.decoded {
@@ -484,7 +669,23 @@ impl<R: Read> TraceReader<R> {
             }
             let tid = c.varint("thread tid")?;
             let name = c.bytes("thread name")?.to_vec();
-            let t = ThreadInfo { index: idx as u32, tid, name };
+            let mut start = None;
+            if self.version >= 2 {
+                let st = c.varint("thread start")?;
+                if st != 0 {
+                    let steps = c.varint("thread start steps")?;
+                    if st > idx || steps == 0 {
+                        return Err(format!(
+                            "thread {idx} starts after {steps} steps of thread {}, which is not an earlier thread",
+                            st - 1
+                        ));
+                    }
+                    start = Some(Dep { thread: (st - 1) as u32, steps });
+                }
+                self.merge.define_thread(start);
+            }
+            self.seqs.push(0);
+            let t = ThreadInfo { index: idx as u32, tid, name, start };
             self.threads.push(t.clone());
             self.queue.push_back(Item::Thread(t));
         }
@@ -565,12 +766,12 @@ impl<R: Read> TraceReader<R> {
                     return Err(at(format!("ref {r} points before object 0")));
                 }
                 let id = next_id - 1 - r;
-                let Some(&sz) = self.live.get(&id) else {
+                let Some(&o) = self.live.get(&id) else {
                     return Err(at(format!("{} of object {id}, which is not live", k.name())));
                 };
-                (Some(id), sz)
+                (Some(id), o)
             } else {
-                (None, 0)
+                (None, Obj::default())
             };
             let stack = if opb & op::HAS_STACK != 0 {
                 let s = stacks.varint("stack").map_err(at)?;
@@ -584,8 +785,17 @@ impl<R: Read> TraceReader<R> {
             if let (Some(o), true) = (old, k.is_release() || !failed) {
                 self.live.remove(&o);
             }
+            let thread_seq = self.seqs[thread as usize];
+            self.seqs[thread as usize] += 1;
             let id = if k.creates() && !failed {
-                self.live.insert(next_id, size);
+                let o = Obj {
+                    id: next_id,
+                    size,
+                    thread: thread as u32,
+                    seq: thread_seq,
+                    ..Obj::default()
+                };
+                self.live.insert(next_id, o);
                 next_id += 1;
                 Some(next_id - 1)
             } else {
@@ -596,14 +806,18 @@ impl<R: Read> TraceReader<R> {
                 kind: k,
                 thread: thread as u32,
                 time,
-                size: if k.is_release() { old_size } else { size },
+                size: if k.is_release() { old_size.size } else { size },
                 align,
                 id,
                 old,
-                old_size,
+                old_size: old_size.size,
                 stack,
                 failed,
                 inherited,
+                thread_seq,
+                old_thread: old_size.thread,
+                old_seq: old_size.seq,
+                after: [None, None],
             });
         }
         for (name, cur) in [
@@ -681,23 +895,57 @@ pub fn parse_meta(p: &[u8]) -> Result<Meta, String> {
     Ok(m)
 }
 
-/// Parses an END payload.
+/// Parses an END payload (either version): reason (key 1) and events
+/// (key 4: version 1, the events; version 2, the rows written) are required.
 pub fn parse_end(p: &[u8]) -> Result<End, String> {
     let mut e = End::default();
     let mut c = Cursor::new(p);
+    let (mut reason, mut events) = (false, false);
     while !c.is_empty() {
         let key = c.varint("END key")?;
         let v = c.bytes("END value")?;
         match key {
-            end_key::REASON => e.reason = EndReason::from_code(int_field(v, "reason")?),
+            end_key::REASON => {
+                e.reason = EndReason::from_code(int_field(v, "reason")?);
+                reason = true;
+            }
             end_key::STATUS => e.status = int_field(v, "status")?,
             end_key::END_NS => e.end_ns = int_field(v, "end time")?,
-            end_key::EVENTS => e.events = int_field(v, "events")?,
+            end_key::EVENTS => {
+                e.events = int_field(v, "events")?;
+                events = true;
+            }
             end_key::OBJECTS => e.objects = int_field(v, "objects")?,
             end_key::UNRECORDED => e.unrecorded = int_field(v, "unrecorded")?,
             end_key::UNKNOWN_FREES => e.unknown_frees = int_field(v, "unknown frees")?,
+            end_key::LOST => e.lost = int_field(v, "lost")?,
+            end_key::WAITED_NS => e.waited_ns = int_field(v, "waited ns")?,
+            end_key::INFLIGHT => e.inflight = int_field(v, "inflight")?,
+            end_key::ROW_BYTES => {
+                int_field(v, "row bytes")?;
+            }
             _ => {}
         }
     }
+    if !reason {
+        return Err("END lacks the required field reason (key 1)".into());
+    }
+    if !events {
+        return Err("END lacks the required field events (key 4)".into());
+    }
     Ok(e)
+}
+
+/// Version 2: the bytes of rows an END payload counts (key 11), if any.
+pub fn end_row_bytes(p: &[u8]) -> Option<u64> {
+    let mut c = Cursor::new(p);
+    let mut found = None;
+    while !c.is_empty() {
+        let key = c.varint("").ok()?;
+        let v = c.bytes("").ok()?;
+        if key == end_key::ROW_BYTES {
+            found = Some(int_field(v, "").ok()?);
+        }
+    }
+    found
 }

@@ -4,7 +4,7 @@
 //! ```
 //! use heaplab_trace::{Event, Kind, ResizeOp, ResizeView, split};
 //! # fn ev(kind: Kind, id: Option<u64>, old: Option<u64>, size: u64, old_size: u64) -> Event {
-//! #     Event { index: 0, kind, thread: 0, time: 0, size, align: 0, id, old, old_size, stack: 0, failed: false, inherited: false }
+//! #     Event { kind, size, id, old, old_size, ..Event::default() }
 //! # }
 //! let a = ev(Kind::Malloc, Some(0), None, 24, 0);
 //! let r = ev(Kind::Realloc, Some(1), Some(0), 100, 24);

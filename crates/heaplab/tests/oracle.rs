@@ -66,6 +66,10 @@ fn python_dump_matches_every_good_vector() {
         ("fork-child", "fork-child"),
         ("exec-continue", "exec-continue"),
         ("skippable", "skippable"),
+        ("v2-basic", "v2-basic"),
+        ("v2-fork-child", "v2-fork-child"),
+        ("v2-exec-continue", "v2-exec-continue"),
+        ("v2-inflight", "v2-inflight"),
     ] {
         let got = python(&["dump", dir.join(format!("{trace}.hltrace")).to_str().unwrap()]);
         let want = std::fs::read_to_string(dir.join(format!("{expect}.txt"))).unwrap();
@@ -79,5 +83,7 @@ fn stats_match_the_python_profile_on_vectors() {
     for unit in [8, 32] {
         assert_profiles_agree(&dir.join("many-zstd.hltrace"), unit);
         assert_profiles_agree(&dir.join("basic.hltrace"), unit);
+        assert_profiles_agree(&dir.join("v2-basic.hltrace"), unit);
+        assert_profiles_agree(&dir.join("v2-fork-child.hltrace"), unit);
     }
 }

@@ -1,11 +1,17 @@
 /*
- * hltrace-script SCRIPT OUT: builds a trace with the C writer from a script
- * (a dump plus the writer directives `writer`, `flush` and `raw_block`; see
- * testdata/vectors/README.md and crates/heaplab-trace/src/dump.rs), so the
- * tests can check that the C writer reproduces the committed vectors byte
- * for byte. A test tool: it uses malloc freely, unlike the library.
+ * hltrace-script SCRIPT OUT: builds a trace with the C writer from a script,
+ * so the tests can check that the C writer reproduces the committed vectors
+ * byte for byte. A test tool: it uses malloc freely, unlike the library.
+ *
+ *   version 1 scripts: a dump plus the writer directives `writer`, `flush`
+ *     and `raw_block` (testdata/vectors/README.md, crates/heaplab-trace/src/dump.rs)
+ *   version 2 scripts (`writer version=2`): definitions as in a dump, then
+ *     `clock`, `block thread=T round=R` followed by its `row` lines, an
+ *     `inherited time_ns=N` block followed by its `obj` lines, `end`, and
+ *     `raw_block`; rows are encoded with hltrace_enc.h, as the agent does
  */
 #include "hltrace.h"
+#include "hltrace_enc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,6 +136,72 @@ static size_t unhex(const tok_t *f, uint8_t *out) {
     return f->vlen / 2;
 }
 
+/* ---- version 2: rows and blocks */
+static int v2;
+static hl_clock_t clk = {0, 0, 1ull << 32};
+static hl_enc_t encs[256];
+static uint64_t tbytes[256];
+static int64_t blk_thread = -1;
+static uint64_t blk_round;
+static uint8_t blk_data[1 << 24];
+static size_t blk_len;
+static uint64_t total_rows;
+static uint8_t inh[1 << 20];
+static size_t inh_len, inh_n;
+static int inh_open;
+static uint64_t inh_time;
+
+static int kind_of(const char *name) {
+    for (int k = 0; k < HL_KIND_COUNT; k++)
+        if (!strcmp(name, hl_kind_name(k))) return k;
+    die("unknown kind");
+    return -1;
+}
+
+/* "T:N" */
+static void pair(const tok_t *f, uint32_t *a, uint64_t *b) {
+    const char *s = (const char *)f->val, *colon = strchr(s, ':');
+    if (!colon) die("expected T:N");
+    char x[32];
+    if ((size_t)(colon - s) >= sizeof x) die("bad T:N");
+    memcpy(x, s, (size_t)(colon - s));
+    x[colon - s] = 0;
+    *a = (uint32_t)parse_num(x);
+    *b = parse_num(colon + 1);
+}
+
+static void flush_v2(hl_writer_t *w) {
+    if (blk_thread >= 0 && blk_len) {
+        if (hl_writer_events_v2(w, (uint32_t)blk_thread, blk_round, tbytes[blk_thread], &clk,
+                                blk_data, blk_len))
+            die(hl_writer_error(w));
+        tbytes[blk_thread] += blk_len;
+    }
+    blk_thread = -1;
+    blk_len = 0;
+    if (inh_open && hl_writer_inherited(w, inh_time, inh_n, inh, inh_len)) die(hl_writer_error(w));
+    inh_open = 0;
+}
+
+static void row_v2(tok_t *t, int n) {
+    if (blk_thread < 0) die("row outside a block");
+    hl_row_t r = {0};
+    r.kind = (unsigned)kind_of(t[1].key);
+    tok_t *f;
+    if ((f = field(t, n, "time"))) r.has_time = 1, r.tick = parse_num((char *)f->val);
+    if ((f = field(t, n, "edge"))) r.has_edge = 1, pair(f, &r.edge_thread, &r.edge_steps);
+    if ((f = field(t, n, "edge2"))) r.has_edge2 = 1, pair(f, &r.edge2_thread, &r.edge2_steps);
+    if ((f = field(t, n, "old"))) r.old = parse_num((char *)f->val);
+    if ((f = field(t, n, "size"))) r.size = parse_num((char *)f->val);
+    if ((f = field(t, n, "align"))) r.align = parse_num((char *)f->val);
+    if ((f = field(t, n, "addr"))) r.addr = parse_num((char *)f->val);
+    if ((f = field(t, n, "stack"))) r.stack = (uint32_t)parse_num((char *)f->val);
+    if (blk_len + HL_ENC_MAX_ROW > sizeof blk_data) die("block too big");
+    uint8_t *end = hl_enc_row(blk_data + blk_len, &encs[blk_thread], &r);
+    blk_len = (size_t)(end - blk_data);
+    total_rows++;
+}
+
 /* Stacks the writer was given, for interning by frames as the Rust writer does. */
 static hl_frame_t *stacks[4096];
 static unsigned stack_n[4096], nstacks;
@@ -202,6 +274,8 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(word, "hltrace") || !strcmp(word, "skipped")) continue;
         if (!strcmp(word, "writer")) {
+            tok_t *vv = field(t, n, "version");
+            if (vv) v2 = parse_num((char *)vv->val) == 2;
             tok_t *c = field(t, n, "codec");
             if (c) opts.zstd_level = strcmp((char *)c->val, "zstd") ? 0 : 3;
             if (field(t, n, "block_events"))
@@ -209,10 +283,45 @@ int main(int argc, char **argv) {
             continue;
         }
         if (!w) {
-            w = hl_writer_new(&hl_mem_mmap, hl_fd_write, (void *)(intptr_t)fd, &meta, &opts);
+            w = (v2 ? hl_writer_new_v2 : hl_writer_new)(&hl_mem_mmap, hl_fd_write,
+                                                         (void *)(intptr_t)fd, &meta, &opts);
             if (!w) die(strerror(errno));
         }
         int rc = 0;
+        if (v2 && !strcmp(word, "row")) {
+            row_v2(t, n);
+            continue;
+        }
+        if (v2 && !strcmp(word, "obj")) {
+            if (!inh_open) die("obj outside an inherited block");
+            unsigned k = (unsigned)kind_of(t[1].key);
+            tok_t *al = field(t, n, "align");
+            uint8_t *e = hl_enc_inherited(inh + inh_len, k, num(t, n, "size"),
+                                          al ? parse_num((char *)al->val) : 0, num(t, n, "addr"),
+                                          (uint32_t)num(t, n, "stack"));
+            inh_len = (size_t)(e - inh);
+            inh_n++;
+            continue;
+        }
+        if (v2) flush_v2(w);
+        if (v2 && !strcmp(word, "block")) {
+            blk_thread = (int64_t)num(t, n, "thread");
+            if (blk_thread >= 256) die("thread index too large for this tool");
+            blk_round = num(t, n, "round");
+            continue;
+        }
+        if (v2 && !strcmp(word, "clock")) {
+            clk.tsc_ref = num(t, n, "tsc_ref");
+            clk.ns_ref = num(t, n, "ns_ref");
+            clk.mult = num(t, n, "mult");
+            continue;
+        }
+        if (v2 && !strcmp(word, "inherited")) {
+            inh_open = 1;
+            inh_time = num(t, n, "time_ns");
+            inh_len = inh_n = 0;
+            continue;
+        }
         if (!strcmp(word, "module")) {
             uint8_t bid[2048];
             tok_t *b = field(t, n, "build_id"), *p = field(t, n, "path");
@@ -223,7 +332,11 @@ int main(int argc, char **argv) {
         } else if (!strcmp(word, "thread")) {
             tok_t *nm = field(t, n, "name");
             if (!nm) die("thread needs name=");
-            rc = hl_writer_thread(w, num(t, n, "tid"), nm->val, nm->vlen) < 0;
+            tok_t *st = field(t, n, "start");
+            uint32_t sth = 0;
+            uint64_t sts = 0;
+            if (st) pair(st, &sth, &sts);
+            rc = hl_writer_thread_v2(w, num(t, n, "tid"), nm->val, nm->vlen, st != NULL, sth, sts) < 0;
         } else if (!strcmp(word, "stack")) {
             hl_frame_t fr[HL_MAX_FRAMES];
             unsigned nf = 0;
@@ -291,14 +404,24 @@ int main(int argc, char **argv) {
             e.status = num(t, n, "status");
             e.end_ns = num(t, n, "end_ns");
             e.unrecorded = num(t, n, "unrecorded");
-            e.unknown_frees = num(t, n, "unknown_frees");
+            if (v2) {
+                e.events = total_rows;
+                e.lost = num(t, n, "lost");
+                e.waited_ns = num(t, n, "waited_ns");
+                e.inflight = num(t, n, "inflight");
+            } else {
+                e.unknown_frees = num(t, n, "unknown_frees");
+            }
             rc = hl_writer_end(w, &e);
         } else {
             die("unknown line kind");
         }
         if (rc) die(hl_writer_error(w));
     }
-    if (!w) w = hl_writer_new(&hl_mem_mmap, hl_fd_write, (void *)(intptr_t)fd, &meta, &opts);
+    if (!w)
+        w = (v2 ? hl_writer_new_v2 : hl_writer_new)(&hl_mem_mmap, hl_fd_write, (void *)(intptr_t)fd,
+                                                     &meta, &opts);
+    if (w && v2) flush_v2(w);
     if (!w || hl_writer_flush(w)) die("cannot finish the trace");
     hl_writer_free(w);
     close(fd);

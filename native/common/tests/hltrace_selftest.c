@@ -232,7 +232,7 @@ static void gen_trace(mfile_t *f, expect_t *x, uint64_t n, uint32_t block_events
         e.index = i;
         push(x, &e);
     }
-    hl_end_t end = {HL_END_EXIT, 3, 999, 0, 0, 5, 6};
+    hl_end_t end = {.reason = HL_END_EXIT, .status = 3, .end_ns = 999, .unrecorded = 5, .unknown_frees = 6};
     CHECK(hl_writer_end(w, &end) == 0, "writer_end");
     end.events = hl_writer_events(w);
     end.objects = hl_writer_next_id(w);

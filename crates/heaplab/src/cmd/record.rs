@@ -43,13 +43,14 @@ pub struct Args {
     /// Record a call stack for frees too (allocations only by default).
     #[arg(long)]
     free_stacks: bool,
-    /// Nanoseconds per unit of event time. The default, 10 us, keeps the
-    /// time column to ~0.07 byte per event (1 us costs ~0.2); lifetimes
-    /// shorter than that are exact in events and bytes allocated anyway.
-    #[arg(long, value_name = "NS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    /// Ignored: traces of version 2 keep times in nanoseconds, stamped
+    /// every 256 bytes of a thread's rows and interpolated between
+    /// (docs/trace-format.md, "Time"). Kept for old scripts.
+    #[arg(long, value_name = "NS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000), hide = true)]
     time_unit_ns: u64,
-    /// zstd level for the trace's blocks (1-19).
-    #[arg(long, value_name = "LEVEL", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=19))]
+    /// zstd level for the trace's blocks (1-19; higher: smaller traces, a
+    /// busier writer thread).
+    #[arg(long, value_name = "LEVEL", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=19))]
     compress: u32,
     /// Store blocks uncompressed.
     #[arg(long, conflicts_with = "compress")]
@@ -70,9 +71,15 @@ pub struct Args {
     /// program, and that program), or its first program alone (none).
     #[arg(long, value_enum, default_value_t = FollowArg::Fork)]
     follow: FollowArg,
-    /// Size of each thread's event ring in KiB (rounded up to a power of two).
-    #[arg(long, value_name = "KIB", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    /// KiB of 64 KiB event chunks one thread may fill before it waits for
+    /// the writer (an idle thread holds one chunk; the wait is never a loss,
+    /// and END records how long the program waited).
+    #[arg(long, value_name = "KIB", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(128..=4_194_304))]
     ring_kb: u64,
+    /// MiB of event chunks all threads together may hold (each thread gets
+    /// two whatever this says).
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    ring_total_mb: u64,
     /// Do not list the traces written.
     #[arg(short, long)]
     quiet: bool,
@@ -109,6 +116,7 @@ pub fn run(a: Args) -> Result<i32> {
         flush_ms: a.flush_ms,
         follow_forks: !a.no_follow_forks,
         ring_kb: a.ring_kb,
+        ring_total_mb: a.ring_total_mb,
         follow: match a.follow {
             FollowArg::Fork => record::Follow::Fork,
             FollowArg::Exec => record::Follow::Exec,
@@ -139,6 +147,26 @@ pub fn run(a: Args) -> Result<i32> {
             p.display()
         );
     }
+    // A recording that lost events says so, and fails even if the program
+    // did not: the agent's END counts what it could not record (it also says
+    // so on stderr), and a program that exited without its trace's END lost
+    // the end of it (issue 17).
+    let summaries: Vec<record::Summary> = rec.traces.iter().map(|p| record::summarize(p)).collect();
+    let lost: u64 = summaries.iter().filter_map(|s| s.end.as_ref()).map(|e| e.lost).sum();
+    let unfinished = rec.has_main
+        && matches!(rec.ended, heaplab_plumb::process::Ended::Exit(_))
+        && summaries.first().is_some_and(|s| s.bytes > 0 && s.end.is_none());
+    if lost > 0 || unfinished {
+        eprintln!(
+            "heaplab record: the recording is INCOMPLETE: {}",
+            if lost > 0 {
+                format!("{lost} events were lost (the agent's messages above say why)")
+            } else {
+                format!("{} has no END block although the program exited", rec.traces[0].display())
+            }
+        );
+    }
+    let code = if (lost > 0 || unfinished) && code == 0 { 1 } else { code };
     if a.quiet {
         return Ok(code);
     }
@@ -150,14 +178,7 @@ pub fn run(a: Args) -> Result<i32> {
         return Ok(code);
     }
     let wrappers = rec.wrappers.clone();
-    let rows: Vec<(PathBuf, Summary)> = rec
-        .traces
-        .into_iter()
-        .map(|p| {
-            let s = record::summarize(&p);
-            (p, s)
-        })
-        .collect();
+    let rows: Vec<(PathBuf, Summary)> = rec.traces.into_iter().zip(summaries).collect();
     let plural = if rows.len() == 1 { "" } else { "s" };
     let main = if rec.has_main { "" } else { " (none from the program itself)" };
     eprintln!("heaplab record: {name} {how}; {} trace{plural}{main}:", rows.len());
