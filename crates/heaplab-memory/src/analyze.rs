@@ -5,10 +5,15 @@
 //!   event ─▶ keep? (thread, time window, module, function: decided once per
 //!            │      stack id / thread, cached)
 //!            ├─ release of a tracked object ─▶ its stack: live −, lifetime,
-//!            │     temporary when freed within N events of its allocation
-//!            │     (N = 1: heaptrack's "no other allocation or free between")
+//!            │     temporary when its own thread freed it within N of that
+//!            │     thread's events (N = 1: heaptrack's "no other allocation
+//!            │     or free between"; counted in the thread's own order, so
+//!            │     that other threads' events, merged between by time in a
+//!            │     version-2 trace, do not hide a temporary)
+//!            │     its thread: freed, or freed by another thread
 //!            └─ new object ──────────────────▶ its stack: allocs +, live +;
 //!                  whole program: live +, a new peak bumps the peak epoch
+//!                  its thread: allocs +, live + (its own high-water mark)
 //!
 //!   peak at the global peak, without a second pass: each stack keeps the
 //!   epoch of its last change; before it changes again, if a peak came in
@@ -21,7 +26,7 @@
 //! peak; leaked = live when the trace ends (for a trace cut short or ended by
 //! exec, "leaked" means "still live then", and `end` says which).
 
-use crate::hist::Hist;
+use crate::hist::{Hist, Percentiles};
 use crate::symbols::Symbolizer;
 use crate::timeline::Timeline;
 use heaplab_trace::{End, Event, Frame, Meta, Module, ThreadInfo, TraceReader};
@@ -142,6 +147,60 @@ pub struct Totals {
     /// Allocations the filter left out.
     pub filtered_out: u64,
     pub duration_ns: u64,
+    /// Objects freed by another thread than the one that allocated them.
+    pub cross_thread_frees: u64,
+}
+
+/// What one thread did (by the thread that allocated, for live and leaked
+/// bytes; by the thread that freed, for frees).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ThreadStats {
+    /// Thread index in the trace (0: the first thread).
+    pub index: u32,
+    /// Kernel thread id (0 when not recorded).
+    pub tid: u64,
+    /// The thread's name (lossy UTF-8; escape it before display).
+    pub name: String,
+    /// The creating thread (version 2 start edge), when recorded.
+    pub parent: Option<u32>,
+    pub allocations: u64,
+    pub bytes_allocated: u64,
+    /// Releases this thread made.
+    pub frees: u64,
+    /// Of them, of objects another thread allocated.
+    pub frees_of_others: u64,
+    /// Objects this thread allocated that another thread freed.
+    pub freed_by_others: u64,
+    pub temporary: u64,
+    /// The most bytes this thread's allocations had live at once.
+    pub max_live_bytes: u64,
+    /// Of this thread's allocations, live at the program's peak.
+    pub peak_bytes: u64,
+    /// Of this thread's allocations, still live at the end.
+    pub leaked_bytes: u64,
+    pub leaked_objects: u64,
+    /// Nanoseconds from the first event to this thread's first and last.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// Lifetimes of this thread's freed allocations, in nanoseconds.
+    pub lifetime_ns: Percentiles,
+    #[serde(skip)]
+    lifetimes: Hist,
+    #[serde(skip)]
+    epoch: u64,
+    #[serde(skip)]
+    live_bytes: u64,
+    #[serde(skip)]
+    seen: bool,
+}
+
+impl ThreadStats {
+    fn settle(&mut self, peak_epoch: u64) {
+        if self.epoch < peak_epoch {
+            self.peak_bytes = self.live_bytes;
+        }
+        self.epoch = peak_epoch;
+    }
 }
 
 /// The analysis of one trace.
@@ -159,6 +218,8 @@ pub struct Analysis {
     pub frames: Vec<Vec<Frame>>,
     pub modules: Vec<Module>,
     pub threads: Vec<ThreadInfo>,
+    /// By thread index: the threads that allocated or freed.
+    pub thread_stats: Vec<ThreadStats>,
     pub timeline: Timeline,
     pub options: Options,
 }
@@ -181,8 +242,11 @@ impl Hasher for IdHasher {
 
 struct Obj {
     stack: u32,
+    /// The allocating thread (u32::MAX: inherited, of no thread).
+    thread: u32,
     size: u64,
-    index: u64,
+    /// The allocation's position in its thread's own events.
+    seq: u64,
     time: u64,
 }
 
@@ -241,6 +305,20 @@ pub fn analyze(
     let mut objs: HashMap<u64, Obj, BuildHasherDefault<IdHasher>> = HashMap::default();
     let mut stack_ok: Vec<u8> = Vec::new(); // 0 unknown, 1 yes, 2 no
     let mut thread_ok: Vec<u8> = Vec::new();
+    let mut ts: Vec<ThreadStats> = Vec::new();
+    let thread_at = |ts: &mut Vec<ThreadStats>, i: u32, rel: u64| -> usize {
+        let i = i as usize;
+        if ts.len() <= i {
+            ts.resize(i + 1, ThreadStats::default());
+        }
+        let x = &mut ts[i];
+        if !x.seen {
+            x.seen = true;
+            x.first_ns = rel;
+        }
+        x.last_ns = rel;
+        i
+    };
     let mut t = Totals::default();
     let mut timeline = Timeline::new(opts.timeline_buckets, opts.timeline_buckets * 4096);
     let (mut live, mut live_objs, mut peak_epoch) = (0u64, 0u64, 0u64);
@@ -273,8 +351,11 @@ pub fn analyze(
                 st.live_bytes -= o.size;
                 st.live_objects -= 1;
                 st.freed += 1;
-                st.lifetime_ns.add(rel.saturating_sub(o.time));
-                if ev.index.saturating_sub(o.index) <= opts.temporary_within {
+                let life = rel.saturating_sub(o.time);
+                st.lifetime_ns.add(life);
+                let temporary = o.thread == ev.thread
+                    && ev.thread_seq.saturating_sub(o.seq) <= opts.temporary_within;
+                if temporary {
                     st.temporary += 1;
                     st.temporary_bytes = st.temporary_bytes.saturating_add(o.size);
                     t.temporary += 1;
@@ -282,6 +363,22 @@ pub fn analyze(
                 }
                 let v = st.live_bytes;
                 timeline.set_stack(b, o.stack, v);
+                let fi = thread_at(&mut ts, ev.thread, rel);
+                ts[fi].frees += 1;
+                if o.thread != u32::MAX {
+                    let a = &mut ts[o.thread as usize];
+                    a.settle(peak_epoch);
+                    a.live_bytes -= o.size;
+                    a.lifetimes.add(life);
+                    if temporary {
+                        a.temporary += 1;
+                    }
+                    if o.thread != ev.thread {
+                        a.freed_by_others += 1;
+                        ts[fi].frees_of_others += 1;
+                        t.cross_thread_frees += 1;
+                    }
+                }
                 live -= o.size;
                 live_objs -= 1;
                 t.frees += 1;
@@ -316,9 +413,19 @@ pub fn analyze(
                 t.filtered_out += 1;
                 continue;
             }
-            if ev.inherited {
+            let owner = if ev.inherited {
                 t.inherited += 1;
-            }
+                u32::MAX
+            } else {
+                let i = thread_at(&mut ts, ev.thread, rel);
+                let x = &mut ts[i];
+                x.settle(peak_epoch);
+                x.allocations += 1;
+                x.bytes_allocated = x.bytes_allocated.saturating_add(ev.size);
+                x.live_bytes += ev.size;
+                x.max_live_bytes = x.max_live_bytes.max(x.live_bytes);
+                ev.thread
+            };
             let si = ev.stack as usize;
             if stacks.len() <= si {
                 stacks.resize(si + 1, StackStats::default());
@@ -332,7 +439,16 @@ pub fn analyze(
             st.max_bytes = st.max_bytes.max(st.live_bytes);
             let v = st.live_bytes;
             timeline.set_stack(b, ev.stack, v);
-            objs.insert(id, Obj { stack: ev.stack, size: ev.size, index: ev.index, time: rel });
+            objs.insert(
+                id,
+                Obj {
+                    stack: ev.stack,
+                    thread: owner,
+                    size: ev.size,
+                    seq: ev.thread_seq,
+                    time: rel,
+                },
+            );
             t.allocations += 1;
             t.bytes_allocated = t.bytes_allocated.saturating_add(ev.size);
             live += ev.size;
@@ -350,6 +466,23 @@ pub fn analyze(
     for s in &mut stacks {
         s.settle(peak_epoch);
     }
+    for o in objs.values() {
+        if let Some(x) = ts.get_mut(o.thread as usize) {
+            x.leaked_objects += 1;
+        }
+    }
+    for (i, x) in ts.iter_mut().enumerate() {
+        x.settle(peak_epoch);
+        x.leaked_bytes = x.live_bytes;
+        x.lifetime_ns = x.lifetimes.percentiles();
+        x.index = i as u32;
+        if let Some(info) = r.threads().iter().find(|t| t.index == i as u32) {
+            x.tid = info.tid;
+            x.name = String::from_utf8_lossy(&info.name).into_owned();
+            x.parent = info.start.map(|d| d.thread);
+        }
+    }
+    let thread_stats = ts.into_iter().filter(|x| x.seen).collect();
     t.leaked_bytes = live;
     t.leaked_objects = live_objs;
     t.duration_ns = last_ns;
@@ -366,6 +499,7 @@ pub fn analyze(
         frames,
         modules: r.modules().to_vec(),
         threads: r.threads().to_vec(),
+        thread_stats,
         timeline,
         options: opts.clone(),
     })

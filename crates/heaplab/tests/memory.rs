@@ -320,10 +320,7 @@ fn exports_read_back_by_their_own_tools() {
     assert!(svg.contains("<svg") && svg.contains("make_node") && !svg.contains("src=\"http"));
     // pprof: go tool pprof reads it
     if have("go") {
-        let o = Command::new("go")
-            .args(["tool", "pprof", "-raw", &p("m.pb.gz")])
-            .output()
-            .unwrap();
+        let o = Command::new("go").args(["tool", "pprof", "-raw", &p("m.pb.gz")]).output().unwrap();
         let raw = ok(&o);
         assert!(raw.contains("alloc_objects/count") && raw.contains("leaked_space/bytes"), "{raw}");
         let o = Command::new("go")
@@ -556,4 +553,132 @@ fn report_page_has_flame_graphs_and_memory_over_time() {
     assert!(html.contains("Live heap bytes over time") && html.contains("Provenance"));
     assert!(html.contains("big_peak (memory.c:"), "sites table");
     assert!(!html.contains("src=\"http") && !html.contains("<link"));
+}
+
+/// A threaded program in trace format version 2 (what the agent writes):
+/// bench/progs/prodcons.c's 2 producers allocate, its 2 consumers free
+/// every item. Per thread, the allocations and frees land on the right
+/// threads and add up to the totals; lifetimes are times (interpolated
+/// between the recorder's stamps), not zero; diff and the exports read it.
+#[test]
+fn threads_of_a_version_2_trace() {
+    const ITEMS: u64 = 3000;
+    let f = fixture();
+    let d = f.dir.join("threads");
+    std::fs::create_dir_all(&d).unwrap();
+    let prog = d.join("prodcons");
+    let o = Command::new("cc")
+        .args(["-g", "-O1", "-pthread", "-o"])
+        .arg(&prog)
+        .arg(root().join("bench/progs/prodcons.c"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = |n: &str| d.join(n).to_str().unwrap().to_string();
+    for name in ["a.hltrace", "b.hltrace"] {
+        let o =
+            heaplab(&["record", "-q", "-o", &trace(name), "--", prog.to_str().unwrap(), "3000"]);
+        ok(&o);
+    }
+    let head = std::fs::read(trace("a.hltrace")).unwrap();
+    assert_eq!(head[8], 2, "the agent writes format version 2 (header byte 8)");
+    let j: Value =
+        serde_json::from_str(&ok(&heaplab(&["stats", &trace("a.hltrace"), "--json"]))).unwrap();
+    let m = &j["memory"][0];
+    let t = &m["totals"];
+    let ths = m["threads"].as_array().unwrap();
+    assert!(ths.len() >= 5, "main, 2 producers, 2 consumers: {ths:#?}");
+    let sum = |k: &str| ths.iter().map(|x| x[k].as_u64().unwrap()).sum::<u64>();
+    for (k, tk) in [
+        ("allocations", "allocations"),
+        ("frees", "frees"),
+        ("peak_bytes", "peak_bytes"),
+        ("leaked_bytes", "leaked_bytes"),
+        ("freed_by_others", "cross_thread_frees"),
+        ("frees_of_others", "cross_thread_frees"),
+    ] {
+        assert_eq!(sum(k), t[tk].as_u64().unwrap(), "threads' {k} vs the totals' {tk}: {ths:#?}");
+    }
+    // each producer allocates ITEMS items and ITEMS/256 batch arrays (rounded
+    // up), all freed by its consumer; consumers allocate nothing
+    let batches = ITEMS.div_ceil(256);
+    let producers: Vec<&Value> =
+        ths.iter().filter(|x| x["allocations"].as_u64() == Some(ITEMS + batches)).collect();
+    assert_eq!(producers.len(), 2, "{ths:#?}");
+    for p in &producers {
+        assert_eq!(p["freed_by_others"].as_u64(), Some(ITEMS + batches), "{p:#}");
+        assert_eq!(p["frees"].as_u64(), Some(0), "{p:#}");
+        // (times between the recorder's stamps are interpolated, and an event
+        // after its block's last stamp takes that stamp's time: many
+        // lifetimes can read 0 on a busy machine, not all of them)
+        assert!(p["lifetime_ns"]["p99"].as_u64().unwrap() > 0, "lifetimes in time: {p:#}");
+        assert!(p["last_ns"].as_u64() > p["first_ns"].as_u64(), "{p:#}");
+        // a start edge is written only when the creator had made heap calls
+        assert!(matches!(p["parent"].as_u64(), None | Some(0)), "started by main: {p:#}");
+    }
+    let consumers = ths.iter().filter(|x| x["frees_of_others"].as_u64() == Some(ITEMS + batches));
+    assert_eq!(consumers.count(), 2, "{ths:#?}");
+    assert!(t["cross_thread_frees"].as_u64().unwrap() >= 2 * (ITEMS + batches));
+    assert_eq!(t["temporary"].as_u64(), Some(0), "nothing is freed by its own thread at once");
+    // the table says the same
+    let text = ok(&heaplab(&["stats", &trace("a.hltrace"), "--sites", "2"]));
+    let line = format!(
+        "{} objects freed by another thread",
+        human(t["cross_thread_frees"].as_u64().unwrap())
+    );
+    assert!(text.contains(&line), "{text}");
+    // the producer's site: 2 * ITEMS items, lifetimes in time
+    let s = site(&j, "producer");
+    assert!(s["lifetime_ns"]["p90"].as_u64().unwrap() > 0, "{s:#}");
+    // two runs of the same program: the producers' sites allocated the same
+    // (what was live at the peak depends on how the threads interleaved)
+    let dj: Value = serde_json::from_str(&ok(&heaplab(&[
+        "diff",
+        &trace("a.hltrace"),
+        &trace("b.hltrace"),
+        "--json",
+    ])))
+    .unwrap();
+    for r in dj["rows"].as_array().unwrap() {
+        if r["stack"].as_str().unwrap().contains("producer") {
+            assert_eq!(r["delta_allocs"].as_i64(), Some(0), "{r:#}");
+            assert_eq!(r["delta_leaked_bytes"].as_i64(), Some(0), "{r:#}");
+        }
+    }
+    // exports: folded allocation counts add up; Chrome trace has a slice per thread
+    ok(&heaplab(&[
+        "export",
+        &trace("a.hltrace"),
+        "--folded",
+        &trace("a.folded"),
+        "--weight",
+        "allocs",
+        "--chrome",
+        &trace("a.json"),
+        "--pprof",
+        &trace("a.pb.gz"),
+    ]));
+    let folded = std::fs::read_to_string(trace("a.folded")).unwrap();
+    let n: u64 =
+        folded.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+    assert_eq!(n, t["allocations"].as_u64().unwrap());
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(trace("a.json")).unwrap()).unwrap();
+    let slices: Vec<&Value> =
+        c["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(slices.len(), ths.len());
+    assert!(slices.iter().all(|e| e["dur"].as_f64().unwrap() >= 0.0));
+}
+
+/// 12345 -> "12,345" (heaplab's counts).
+fn human(n: u64) -> String {
+    let s = n.to_string();
+    let mut o = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            o.push(',');
+        }
+        o.push(c);
+    }
+    o
 }

@@ -8,12 +8,17 @@
 //!     {"ph":"C", "name":"heap by site", "ts":µs, "pid":P,
 //!      "args":{"#1 make_node (leak.c:4)":N1, ..., "other":N}},                     per bucket
 //!     {"ph":"i", "name":"peak", "ts":µs, "pid":P, "s":"p", "args":{"bytes":N}}
+//!     {"ph":"X", "name":"heap calls", "ts":µs, "dur":µs, "pid":P, "tid":T,
+//!      "args":{"allocations":N, "frees":N, "freed by others":N, ...}}       per thread
 //!   ], "displayTimeUnit":"ms", "otherData":{...}}
 //! ```
 //!
 //! Counters are sampled at the end of each bucket of the analysis' timeline
 //! ("heap" takes the bucket's maximum, so the peak shows); "heap by site"
-//! stacks the top sites and the rest, and sums to the live bytes then.
+//! stacks the top sites and the rest, and sums to the live bytes then. Each
+//! thread gets a slice on its own track from its first heap call to its
+//! last, carrying what it allocated and freed (a version-2 trace's times are
+//! the recorder's, interpolated between its time stamps).
 
 use crate::analyze::Analysis;
 use crate::sites::Site;
@@ -55,6 +60,17 @@ pub fn chrome(a: &Analysis, sites: &[Site], top: usize) -> String {
     }
     ev.push(json!({"ph": "i", "name": "peak", "ts": us(a.totals.peak_ns), "pid": pid, "tid": 0,
                    "s": "p", "args": {"bytes": a.totals.peak_bytes, "objects": a.totals.peak_objects}}));
+    for t in &a.thread_stats {
+        let tid = if t.tid != 0 { t.tid } else { u64::from(t.index) + 1 };
+        ev.push(json!({"ph": "X", "name": "heap calls", "ts": us(t.first_ns),
+                       "dur": us(t.last_ns.saturating_sub(t.first_ns)), "pid": pid, "tid": tid,
+                       "args": {"thread": t.index, "allocations": t.allocations,
+                                "bytes allocated": t.bytes_allocated, "frees": t.frees,
+                                "frees of others' objects": t.frees_of_others,
+                                "freed by others": t.freed_by_others,
+                                "max live bytes": t.max_live_bytes,
+                                "leaked bytes": t.leaked_bytes}}));
+    }
     let doc = json!({
         "traceEvents": ev,
         "displayTimeUnit": "ms",

@@ -132,6 +132,8 @@ struct MemoryJson<'a> {
     complete: bool,
     error: Option<&'a str>,
     totals: &'a heaplab_memory::analyze::Totals,
+    /// Per thread: what it allocated (live at the peak, leaked) and freed.
+    threads: &'a [heaplab_memory::analyze::ThreadStats],
     options: &'a heaplab_memory::analyze::Options,
     sites_options: &'a heaplab_memory::sites::SiteOptions,
     modules: &'a [heaplab_memory::symbols::ModuleReport],
@@ -229,6 +231,7 @@ pub fn run(a: Args) -> Result<i32> {
                     complete: an.error.is_none() && an.end.is_some(),
                     error: an.error.as_deref(),
                     totals: &an.totals,
+                    threads: &an.thread_stats,
                     options: &an.options,
                     sites_options: &site_opts,
                     modules: sym.reports(),
@@ -373,6 +376,9 @@ fn print_sites(
         human::count(t.allocations),
         human::pct(t.temporary as f64 / t.allocations.max(1) as f64),
     )?;
+    if an.thread_stats.len() > 1 {
+        print_threads(out, an)?;
+    }
     if !an.options.filter.is_empty() {
         writeln!(
             out,
@@ -432,6 +438,78 @@ fn print_sites(
         if s.frames.len() > frames {
             writeln!(out, "      ... {} more frames (--frames)", s.frames.len() - frames)?;
         }
+    }
+    Ok(())
+}
+
+/// One line per thread (the allocating thread's live, peak and leaked bytes;
+/// the freeing thread's frees), the 16 busiest by allocations.
+fn print_threads(out: &mut impl Write, an: &Analysis) -> Result<()> {
+    let mut ts: Vec<_> = an.thread_stats.iter().collect();
+    ts.sort_by(|a, b| b.allocations.cmp(&a.allocations).then(a.index.cmp(&b.index)));
+    writeln!(
+        out,
+        "threads: {} ({} objects freed by another thread than their own)",
+        ts.len(),
+        human::count(an.totals.cross_thread_frees)
+    )?;
+    let head = [
+        "thread",
+        "tid",
+        "name",
+        "allocs",
+        "allocated",
+        "frees",
+        "of others'",
+        "freed by others",
+        "temporary",
+        "max live",
+        "at peak",
+        "leaked",
+        "lifetime p50 ≤",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for t in ts.iter().take(16) {
+        rows.push(vec![
+            format!("#{}", t.index),
+            t.tid.to_string(),
+            human::escaped(&t.name),
+            human::count(t.allocations),
+            human::bytes(t.bytes_allocated),
+            human::count(t.frees),
+            human::count(t.frees_of_others),
+            human::count(t.freed_by_others),
+            human::count(t.temporary),
+            human::bytes(t.max_live_bytes),
+            human::bytes(t.peak_bytes),
+            human::bytes(t.leaked_bytes),
+            if t.allocations > t.leaked_objects {
+                human::ns(t.lifetime_ns.p50)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    let w: Vec<usize> = (0..head.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, x)| {
+                let pad = " ".repeat(w[c] - x.chars().count());
+                if c == 2 {
+                    format!("{x}{pad}")
+                } else {
+                    format!("{pad}{x}")
+                }
+            })
+            .collect();
+        writeln!(out, "  {}", cells.join("  "))?;
+    }
+    if ts.len() > 16 {
+        writeln!(out, "  ... {} more threads (--json has them all)", ts.len() - 16)?;
     }
     Ok(())
 }
