@@ -147,8 +147,8 @@ pub struct Site {
     /// The frames of its stack (of its largest stack, when several make it),
     /// innermost first, the allocation wrappers skipped.
     pub frames: Vec<SiteFrame>,
-    /// Stack ids of the trace that make this site.
-    #[serde(skip)]
+    /// Stack ids of the trace that make this site (to join with the stacks
+    /// of other readers: tools/python's frames, the trace dump).
     pub stack_ids: Vec<u32>,
 }
 

@@ -682,3 +682,101 @@ fn human(n: u64) -> String {
     }
     o
 }
+
+/// The notebook package (tools/python, `pip install ./tools/python`):
+/// installed into a fresh virtual environment from a copy of its sources,
+/// it reads the fixture's trace with the zstandard module and its own
+/// per-stack pass agrees with `heaplab stats` (the Rust reader and
+/// analysis): totals, and each stack's allocations, bytes at the peak and
+/// leaked bytes; events and sites come back as pandas DataFrames.
+#[test]
+fn notebook_package_agrees_with_stats() {
+    // Debian's python3 carries the packages scripts/setup.sh installs
+    // (python3-pandas, python3-zstandard, python3-venv)
+    let python = ["/usr/bin/python3", "python3"].into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import pandas, zstandard, venv"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let Some(python) = python else {
+        return allow_skip(
+            "notebook",
+            "no python3 with pandas and zstandard (scripts/setup.sh installs them)",
+        );
+    };
+    let f = fixture();
+    let d = f.dir.join("notebook");
+    let _ = std::fs::remove_dir_all(&d);
+    // a copy of the package (pip builds in the source tree: not in the checkout)
+    let src = d.join("src");
+    std::fs::create_dir_all(src.join("heaplab_trace")).unwrap();
+    let py = root().join("tools/python");
+    for p in
+        ["pyproject.toml", "README.md", "heaplab_trace/__init__.py", "heaplab_trace/__main__.py"]
+    {
+        std::fs::copy(py.join(p), src.join(p)).unwrap();
+    }
+    // the symlink to tools/hltrace.py, resolved
+    std::fs::copy(py.join("heaplab_trace/_reader.py"), src.join("heaplab_trace/_reader.py"))
+        .unwrap();
+    let venv = d.join("venv");
+    let o = Command::new(python)
+        .args(["-m", "venv", "--system-site-packages"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    ok(&o);
+    let o = Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    ok(&o);
+    let script = r#"
+import json, sys
+import heaplab_trace as ht
+assert ht._reader._zstd is not None, "reads with the zstandard module"
+t = ht.open(sys.argv[1])
+ev = t.events_frame()
+sites = t.sites_frame()
+rows, totals = t.sites()
+assert len(ev) == totals["events"], (len(ev), totals)
+assert int(sites["allocs"].sum()) == totals["allocations"]
+assert int(ev["id"].notna().sum()) == totals["allocations"]
+json.dump({"totals": totals, "sites": rows, "argv": t.meta["argv"], "pid": t.meta["pid"],
+           "reason": t.end["reason"], "threads": len(t.threads),
+           "columns": list(ev.columns)}, sys.stdout)
+"#;
+    let o =
+        Command::new(venv.join("bin/python")).args(["-c", script]).arg(&f.trace).output().unwrap();
+    let py: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let m = &f.json["memory"][0];
+    for k in ["events", "allocations", "peak_bytes", "leaked_bytes", "leaked_objects", "temporary"]
+    {
+        assert_eq!(
+            py["totals"][k], m["totals"][k],
+            "{k}: python {:#} vs stats {:#}",
+            py["totals"], m["totals"]
+        );
+    }
+    assert_eq!(py["reason"], "exit");
+    assert!(py["argv"][0].as_str().unwrap().ends_with("memory"), "{:#}", py["argv"]);
+    assert!(py["columns"].as_array().unwrap().iter().any(|c| c == "time_ns"));
+    // every single-stack site of stats, stack by stack
+    let by_stack: std::collections::HashMap<u64, &Value> =
+        py["sites"].as_array().unwrap().iter().map(|s| (s["stack"].as_u64().unwrap(), s)).collect();
+    let mut checked = 0;
+    for s in m["sites"].as_array().unwrap() {
+        let ids = s["stack_ids"].as_array().unwrap();
+        if ids.len() != 1 {
+            continue;
+        }
+        let p = by_stack[&ids[0].as_u64().unwrap()];
+        for k in ["allocs", "peak_bytes", "leaked_bytes", "temporary"] {
+            assert_eq!(p[k], s[k], "stack {}: {k}: python {p:#} vs stats {s:#}", ids[0]);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} sites compared");
+}
