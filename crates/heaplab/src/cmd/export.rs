@@ -14,7 +14,8 @@ use std::path::PathBuf;
 ///                (sample types alloc_objects/space, peak_objects/space,
 ///                leaked_objects/space, temporary_objects; default peak_space)
 ///   --chrome F   Chrome trace event JSON: Perfetto's UI, chrome://tracing
-///                (live heap bytes as counters over time, the top sites stacked)
+///                (live heap bytes as counters over time, the top sites stacked;
+///                each thread's heap calls as a slice on its own track)
 ///   --massif F   Valgrind massif's format: ms_print, massif-visualizer
 ///   --flame F    a flame graph, SVG (inferno), of --weight
 ///
@@ -30,14 +31,19 @@ use std::path::PathBuf;
 pub struct Args {
     /// The trace.
     trace: PathBuf,
+    /// Folded stacks ("main;f;g 4096", outermost first), weighed by --weight.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
+    /// pprof's profile.proto, gzipped, every sample type at once.
     #[arg(long, value_name = "FILE")]
     pprof: Option<PathBuf>,
+    /// Chrome trace event JSON (counters over time, a slice per thread).
     #[arg(long, value_name = "FILE")]
     chrome: Option<PathBuf>,
+    /// massif's text format (snapshots over time, the peak detailed).
     #[arg(long, value_name = "FILE")]
     massif: Option<PathBuf>,
+    /// A flame graph, self-contained SVG, weighed by --weight.
     #[arg(long, value_name = "FILE")]
     flame: Option<PathBuf>,
     /// What folded stacks and the flame graph weigh.

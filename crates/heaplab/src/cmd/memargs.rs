@@ -38,8 +38,9 @@ pub struct MemArgs {
     /// Only stacks with a frame in a function whose name contains this; repeatable.
     #[arg(long, value_name = "TEXT")]
     pub function: Vec<String>,
-    /// An allocation freed within N events is temporary (1: heaptrack's
-    /// definition, freed with no other allocation or free in between).
+    /// An allocation its own thread frees within N of that thread's events
+    /// is temporary (1: heaptrack's definition, freed with no other
+    /// allocation or free in between).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub temporary_within: u64,
     /// Also look for separate debug files under DIR/.build-id/ (and as

@@ -29,7 +29,11 @@ listed by --sort with every frame (--frames N to limit); --from/--to, --thread,
 --module and --function choose which allocations count. Debug information is
 read from the module itself, from /usr/lib/debug/.build-id/ by the build-id
 the trace recorded (so a trace symbolizes on another machine that has the same
-builds or their debug files), or through .gnu_debuglink.
+builds or their debug files), or through .gnu_debuglink. An allocation is
+temporary when its own thread frees it with no other heap call of that
+thread between (heaptrack's definition, in the thread's own order). With
+more than one thread, a table per thread follows: what it allocated (live at
+the peak, leaked), what it freed, and the frees across threads.
 
 Examples:
   heaplab stats t.hltrace --sort leaked --sites 5
