@@ -239,7 +239,7 @@ def floor(trace, allocators_of, out, runs=3):
     `runs` each."""
     rows = []
     cache = os.path.join(out, "ops-cache-floor")
-    vglib = os.path.join(ROOT, "build/lib/valgrind")
+    vglib = str(LAYOUT.valgrind_lib)
     for name, preload in allocators_of:
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
@@ -373,7 +373,7 @@ def preload_of(name):
         return None
     if name in peers:
         return os.path.join("/usr/lib/x86_64-linux-gnu", peers[name])
-    return os.path.join(ROOT, "build/lib", f"libheaplab-{name.split('+')[0]}.so")
+    return str(LAYOUT.lib(f"libheaplab-{name.split('+')[0]}.so"))
 
 
 def tables(result, a):

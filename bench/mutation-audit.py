@@ -42,13 +42,15 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from heaplab_layout import LAYOUT
+
+ROOT = str(LAYOUT.root)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import hltrace  # noqa: E402  (the independent reader, the oracle)
 
-HEAPLAB = os.path.join(ROOT, "target/release/heaplab")
-DUMP = os.path.join(ROOT, "build/bin/hltrace-dump")
-REPLAY = os.path.join(ROOT, "build/bin/heaplab-replay")
+HEAPLAB = str(LAYOUT.heaplab)
+DUMP = str(LAYOUT.bin("hltrace-dump"))
+REPLAY = str(LAYOUT.bin("heaplab-replay"))
 VECTORS = os.path.join(ROOT, "testdata/vectors")
 
 

@@ -68,6 +68,9 @@ install -m 644 "$root"/docs/*.md "$prefix/share/doc/heaplab/docs/"
 if [ -z "$native_only" ]; then
     install -d -m 755 "$prefix/bin"
     install -m 755 "$bin" "$prefix/bin/heaplab"
+    # line tables stay in the build's binary (profiles, callgrind); the
+    # installed one keeps its symbols (panics name functions) but not them
+    if command -v strip >/dev/null; then strip --strip-debug "$prefix/bin/heaplab"; fi
     hl=$prefix/bin/heaplab
 else
     hl=$bin

@@ -5,23 +5,11 @@
 //! agent, allocators, replayer, workloads and the zoo's sources and flags
 //! relative to itself, not in this checkout. Needs `make -C native`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-struct Tmp(PathBuf);
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::{root, text, tmp};
 
 fn run(c: &mut Command) -> String {
     let o = c.output().unwrap();
@@ -37,9 +25,7 @@ fn heaplab(prefix: &Path, cwd: &Path) -> Command {
 
 #[test]
 fn an_installed_tree_works_after_it_is_moved() {
-    let t = Tmp(std::env::temp_dir().join(format!("heaplab-install-test-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&t.0);
-    std::fs::create_dir_all(&t.0).unwrap();
+    let t = tmp("install");
     let (a, b) = (t.0.join("a"), t.0.join("moved/b"));
     run(Command::new(root().join("scripts/install.sh"))
         .arg(&a)

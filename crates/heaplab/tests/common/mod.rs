@@ -11,6 +11,8 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
+/// A fresh private scratch directory (mkdtemp: mode 0700, a name never
+/// used before), removed when dropped unless HEAPLAB_KEEP_TEST_DIRS is set.
 pub struct Tmp(pub PathBuf);
 impl Drop for Tmp {
     fn drop(&mut self) {
@@ -19,11 +21,19 @@ impl Drop for Tmp {
         }
     }
 }
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
 pub fn tmp(name: &str) -> Tmp {
-    let d = std::env::temp_dir().join(format!("heaplab-jobs-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
+    let prefix = format!("heaplab-test-{name}-");
+    Tmp(heaplab_plumb::scratch::mkdtemp(&std::env::temp_dir(), &prefix).unwrap())
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// heaplab with `args`, its outcomes kept under `cache` (XDG_CACHE_HOME).
