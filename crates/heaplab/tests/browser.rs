@@ -4,12 +4,11 @@
 //! runs, the page fits a narrow window and its tables sort
 //! (tests/browser_check.py drives the browser through the DevTools protocol).
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+
+use common::root;
 
 #[test]
 fn report_opens_clean_in_chromium() {
@@ -24,9 +23,8 @@ fn report_opens_clean_in_chromium() {
         eprintln!("SKIP browser: chromium is not installed (allowed by HEAPLAB_ALLOW_SKIPS)");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("heaplab-browser-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // fresh and private (mkdtemp, 0700), removed when dropped
+    let dir = common::tmp("browser");
     let prog = dir.join("memory");
     let o = Command::new("cc")
         .args(["-g", "-O1", "-fno-builtin", "-o"])
@@ -59,7 +57,7 @@ fn report_opens_clean_in_chromium() {
         cmd.args(["--screenshot", &shot]);
     }
     let o = cmd.output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     assert!(
         o.status.success(),
         "status {:?}: {}",

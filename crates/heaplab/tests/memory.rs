@@ -74,12 +74,27 @@ fn build(dir: &Path, name: &str) -> PathBuf {
     prog
 }
 
+static FIXTURE_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+extern "C" fn remove_fixture_dir() {
+    if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
+        if let Some(d) = FIXTURE_DIR.get() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("heaplab-memory-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // fresh and private (mkdtemp, 0700), removed when the test binary exits
+        let dir =
+            heaplab_plumb::scratch::mkdtemp(&std::env::temp_dir(), "heaplab-test-memory-").unwrap();
+        FIXTURE_DIR.set(dir.clone()).unwrap();
+        // SAFETY: remove_fixture_dir is an extern "C" fn that takes no
+        // arguments and does not unwind across the call (it catches nothing
+        // that could panic: remove_dir_all's error is ignored).
+        unsafe { libc::atexit(remove_fixture_dir) };
         let prog = build(&dir, "memory");
         let trace = dir.join("m.hltrace");
         ok(&heaplab(&[
@@ -707,7 +722,6 @@ fn notebook_package_agrees_with_stats() {
     };
     let f = fixture();
     let d = f.dir.join("notebook");
-    let _ = std::fs::remove_dir_all(&d);
     // a copy of the package (pip builds in the source tree: not in the checkout)
     let src = d.join("src");
     std::fs::create_dir_all(src.join("heaplab_trace")).unwrap();
