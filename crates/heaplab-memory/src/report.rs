@@ -117,6 +117,7 @@ pub fn page(
     frames: usize,
 ) -> String {
     let mut r = Report::new(&format!("Where the memory goes: {}", a.trace));
+    r.sortable_tables();
     r.table(&provenance_table(provenance));
     let t = &a.totals;
     let ended = match (&a.end, &a.error) {
@@ -213,6 +214,7 @@ pub fn diff_page(
     provenance: &[(String, String)],
 ) -> String {
     let mut r = Report::new(&format!("Before and after: {} → {}", d.before, d.after));
+    r.sortable_tables();
     r.table(&provenance_table(provenance));
     r.table(&diff_table(d, 100));
     r.heading("Differential flame graphs");

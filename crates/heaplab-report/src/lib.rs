@@ -96,11 +96,12 @@ enum Block {
 pub struct Report {
     title: String,
     blocks: Vec<Block>,
+    sortable: bool,
 }
 
 impl Report {
     pub fn new(title: &str) -> Report {
-        Report { title: title.to_string(), blocks: Vec::new() }
+        Report { title: title.to_string(), blocks: Vec::new(), sortable: false }
     }
 
     /// A section heading.
@@ -136,6 +137,14 @@ impl Report {
     /// A table.
     pub fn table(&mut self, t: &Table) -> &mut Self {
         self.blocks.push(Block::Table(t.to_html()));
+        self
+    }
+
+    /// Tables sort when their heading is clicked: the page then carries one
+    /// inline script (nothing fetched). Off by default: a page without it
+    /// has no script at all.
+    pub fn sortable_tables(&mut self) -> &mut Self {
+        self.sortable = true;
         self
     }
 
@@ -182,7 +191,9 @@ impl Report {
                 }
             }
         }
-        o.push_str(SORT_SCRIPT);
+        if self.sortable {
+            o.push_str(SORT_SCRIPT);
+        }
         o.push_str("</body></html>\n");
         o
     }

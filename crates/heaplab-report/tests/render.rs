@@ -109,7 +109,11 @@ fn page_is_self_contained() {
             || h.matches("http://").count()
                 == h.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
     );
-    // One inline script (table sorting), nothing loaded from elsewhere.
+    // No script unless tables sort; then one inline script, nothing loaded
+    // from elsewhere.
+    assert_eq!(h.matches("<script").count(), 0);
+    r.sortable_tables();
+    let h = r.to_html();
     assert_eq!(h.matches("<script").count(), 1);
     assert!(!h.contains("<script src") && !h.contains("<link") && !h.contains(" src=\"http"));
     assert!(h.contains("<td class=\"num\">1.50</td>") && h.contains("a &lt; b"));
