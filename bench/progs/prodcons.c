@@ -1,21 +1,26 @@
 /*
- * prodcons: 4 threads, 2 producers and 2 consumers; everything a producer
- * allocates a consumer frees (cross-thread frees), for benchmarks (not a
- * test). About 10-20 million calls a second natively on the reference VM.
+ * prodcons: producer/consumer pairs; everything a producer allocates its
+ * consumer frees (cross-thread frees), for benchmarks (not a test). About
+ * 10-20 million calls a second natively on the reference VM.
  *
- *   prodcons [ITEMS]      default 2000000 items per producer: ~8 M calls
+ *   prodcons [ITEMS [THREADS]]   default 2000000 items per producer, 4 threads
+ *                                (2 pairs): ~8 M calls
  *
- * Producer p (0, 1) allocates ITEMS items of 16..264 bytes, writes a value
- * into each, and hands them to consumer p in batches of 256 pointers (the
- * batch array is itself allocated by the producer and freed by the
- * consumer), through a queue under a mutex and a condition variable,
- * blocking when 64 batches wait. The consumer frees every item and batch.
- * Sizes and values come from a fixed formula; the checksum printed is a sum
- * of values, the same in every run whatever the interleaving, and depends
- * on no address.
+ * THREADS is 1 or an even number up to 128: THREADS / 2 pairs, each pair
+ * doing the same work (so the calls grow with the pairs: weak scaling). With
+ * 1 the one thread produces each batch and consumes it itself: the same
+ * calls, no cross-thread frees.
  *
- *   calls: 2 * ITEMS * 2 (malloc + free of items) + the batches' 2 * 2 *
- *   ITEMS / 256, plus what pthread_create allocates
+ * Producer p allocates ITEMS items of 16..264 bytes, writes a value into
+ * each, and hands them to consumer p in batches of 256 pointers (the batch
+ * array is itself allocated by the producer and freed by the consumer),
+ * through a queue under a mutex and a condition variable, blocking when 64
+ * batches wait. The consumer frees every item and batch. Sizes and values
+ * come from a fixed formula; the checksum printed is a sum of values, the
+ * same in every run whatever the interleaving, and depends on no address.
+ *
+ *   calls: 2 * ITEMS * pairs (malloc + free of items) + the batches' 2 *
+ *   pairs * ITEMS / 256, plus what pthread_create allocates
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +29,7 @@
 
 #define BATCH    256
 #define MAXQUEUE 64
+#define MAXPAIRS 64
 
 typedef struct queue {
     pthread_mutex_t lock;
@@ -32,9 +38,10 @@ typedef struct queue {
     unsigned head, tail; /* q[head % MAXQUEUE] .. q[tail % MAXQUEUE) wait */
 } queue_t;
 
-static queue_t queues[2];
+static queue_t queues[MAXPAIRS];
 static unsigned long items = 2000000;
-static uint64_t sums[2];
+static uint64_t sums[MAXPAIRS];
+static int alone; /* one thread: produce a batch, then consume it */
 
 static void put(queue_t *q, uint64_t **b) {
     pthread_mutex_lock(&q->lock);
@@ -71,7 +78,15 @@ static void *producer(void *arg) {
         b[n++] = o;
         if (n == BATCH || i + 1 == items) {
             b[n] = NULL;
-            put(&queues[p], b);
+            if (alone) {
+                for (unsigned k = 0; b[k]; k++) {
+                    sums[p] += b[k][0];
+                    free(b[k]);
+                }
+                free(b);
+            } else {
+                put(&queues[p], b);
+            }
             b = NULL;
         }
     }
@@ -95,20 +110,35 @@ static void *consumer(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    unsigned threads = 4;
     if (argc > 1) items = strtoul(argv[1], NULL, 10);
-    pthread_t t[4];
-    for (unsigned p = 0; p < 2; p++) {
-        pthread_mutex_init(&queues[p].lock, NULL);
-        pthread_cond_init(&queues[p].more, NULL);
-        pthread_cond_init(&queues[p].room, NULL);
+    if (argc > 2) threads = (unsigned)strtoul(argv[2], NULL, 10);
+    if (argc > 3 || !(threads == 1 || (threads % 2 == 0 && threads >= 2 && threads <= 2 * MAXPAIRS))) {
+        fprintf(stderr, "usage: prodcons [ITEMS [THREADS]]: THREADS is 1 or even, up to %d\n",
+                2 * MAXPAIRS);
+        return 2;
     }
-    for (uintptr_t p = 0; p < 2; p++) {
-        if (pthread_create(&t[2 * p], NULL, producer, (void *)p)) return 1;
-        if (pthread_create(&t[2 * p + 1], NULL, consumer, (void *)p)) return 1;
+    unsigned pairs = threads == 1 ? 1 : threads / 2;
+    if (threads == 1) {
+        alone = 1;
+        producer((void *)0);
+    } else {
+        pthread_t t[2 * MAXPAIRS];
+        for (unsigned p = 0; p < pairs; p++) {
+            pthread_mutex_init(&queues[p].lock, NULL);
+            pthread_cond_init(&queues[p].more, NULL);
+            pthread_cond_init(&queues[p].room, NULL);
+        }
+        for (uintptr_t p = 0; p < pairs; p++) {
+            if (pthread_create(&t[2 * p], NULL, producer, (void *)p)) return 1;
+            if (pthread_create(&t[2 * p + 1], NULL, consumer, (void *)p)) return 1;
+        }
+        for (unsigned k = 0; k < 2 * pairs; k++)
+            pthread_join(t[k], NULL);
     }
-    for (int k = 0; k < 4; k++)
-        pthread_join(t[k], NULL);
-    printf("prodcons 2x%lu items, checksum %016llx\n", items,
-           (unsigned long long)(sums[0] + 3 * sums[1]));
+    uint64_t sum = 0;
+    for (unsigned p = 0; p < pairs; p++)
+        sum += (2 * p + 1) * sums[p];
+    printf("prodcons %ux%lu items, checksum %016llx\n", pairs, items, (unsigned long long)sum);
     return 0;
 }

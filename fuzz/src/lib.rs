@@ -7,7 +7,7 @@
 
 use heaplab_trace::format::{kind, BLOCK_HEADER_LEN, BLOCK_SKIPPABLE, FILE_HEADER_LEN};
 use heaplab_trace::profile::ProfileBuilder;
-use heaplab_trace::refs::{object_refs_from, RefsReader, OPTION};
+use heaplab_trace::refs::{object_profile_from, RefsReader, OPTION};
 use heaplab_trace::rep::{parse, text_to_trace, trace_to_text, TextFormat};
 use heaplab_trace::{
     dump, split, End, Item, Kind, Meta, NewEvent, ResizeView, TraceReader, TraceWriter,
@@ -115,8 +115,8 @@ pub fn refs(data: &[u8]) {
             break;
         }
     }
-    let r = RefsReader::new(TraceReader::new(&bytes[..], "fuzz.hltrace").expect("valid"));
-    let _ = object_refs_from(r);
+    let mut r = RefsReader::new(TraceReader::new(&bytes[..], "fuzz.hltrace").expect("valid"));
+    let _ = object_profile_from(&mut r, &[]);
 }
 
 /// `.rep`, `.script` or dump text (`data[0] % 3` chooses): parsed, converted

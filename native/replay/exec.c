@@ -228,14 +228,46 @@ static uint64_t need_align(unsigned kind, uint64_t size, uint64_t align) {
     return a;
 }
 
+/* Threaded replay (threads.c) in touch and check mode: the bookkeeping of
+ * created() and released() (live bytes, the treap, problem reports) is shared
+ * by the replay threads and runs under this lock; the allocator calls do not.
+ * Plain mode never takes it. */
+static int book_mutex;
+
+static void book_enter(rp_ctx_t *ctx) {
+    if (!ctx->locked) return;
+    for (unsigned spins = 0; __atomic_exchange_n(&book_mutex, 1, __ATOMIC_ACQUIRE); spins++)
+        rp_relax(spins);
+}
+
+static void book_leave(rp_ctx_t *ctx) {
+    if (ctx->locked) __atomic_store_n(&book_mutex, 0, __ATOMIC_RELEASE);
+}
+
+/* Check mode, threaded: object `id` must exist (its creation has run, on
+ * whatever thread) before it is released.  0, reported, when it does not. */
+static int exists(rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t id) {
+    if (ctx->mode != RP_CHECK || !ctx->ready || __atomic_load_n(&ctx->ready[id], __ATOMIC_ACQUIRE))
+        return 1;
+    book_enter(ctx);
+    rp_buf_t *b = scratch();
+    event_head(b, ctx, ev, kind, 0, id, 0);
+    rp_puts(b, "the object does not exist yet: its creation (on another replay thread) has not run; "
+               "the replay broke the trace's order");
+    report(ctx, b);
+    book_leave(ctx);
+    return 0;
+}
+
 /* The object `nid` was created at p (size bytes; the first `kept` bytes came
  * from a realloc's old block). */
 static void created(rp_ctx_t *ctx, uint64_t ev, unsigned kind, void *p, uint64_t size,
                     uint64_t align, uint64_t kept) {
+    rp_stats_t *S = ctx->book ? ctx->book : &ctx->st;
     uint64_t id = ctx->nid++;
     ctx->obj[id] = p;
     if (!p) { /* plain mode counts these after each chunk, lean loop included */
-        if (ctx->mode != RP_PLAIN) ctx->st.unexpected_null++;
+        if (ctx->mode != RP_PLAIN) S->unexpected_null++;
         if (ctx->mode == RP_CHECK) {
             rp_buf_t *b = scratch();
             event_head(b, ctx, ev, kind, size, id, 1);
@@ -246,27 +278,27 @@ static void created(rp_ctx_t *ctx, uint64_t ev, unsigned kind, void *p, uint64_t
     }
     if (ctx->mode == RP_PLAIN) return;
     ctx->size[id] = size;
-    ctx->st.live_bytes += size;
+    S->live_bytes += size;
     if (ctx->mode == RP_TOUCH) {
         uint64_t u = malloc_usable_size(p);
         ctx->usable[id] = u;
-        ctx->st.live_usable += u;
-        if (ctx->st.live_usable > ctx->st.peak_live_usable)
-            ctx->st.peak_live_usable = ctx->st.live_usable;
-        if (ctx->st.live_bytes > ctx->st.peak_live_bytes) {
-            ctx->st.peak_live_bytes = ctx->st.live_bytes;
-            ctx->st.usable_at_peak = ctx->st.live_usable;
+        S->live_usable += u;
+        if (S->live_usable > S->peak_live_usable)
+            S->peak_live_usable = S->live_usable;
+        if (S->live_bytes > S->peak_live_bytes) {
+            S->peak_live_bytes = S->live_bytes;
+            S->usable_at_peak = S->live_usable;
         }
         if (size > kept) memset((char *)p + kept, 0xa5, size - kept);
         return;
     }
     /* check mode */
-    if (ctx->st.live_bytes > ctx->st.peak_live_bytes) ctx->st.peak_live_bytes = ctx->st.live_bytes;
+    if (S->live_bytes > S->peak_live_bytes) S->peak_live_bytes = S->live_bytes;
     rp_check_t *c = ctx->check;
     c->born[id] = ev;
     uint64_t need = need_align(kind, size, align);
     if ((uintptr_t)p & (need - 1)) {
-        ctx->st.misaligned++;
+        S->misaligned++;
         rp_buf_t *b = scratch();
         event_head(b, ctx, ev, kind, size, id, 1);
         rp_puts(b, "block ");
@@ -322,10 +354,11 @@ static void created(rp_ctx_t *ctx, uint64_t ev, unsigned kind, void *p, uint64_t
 /* Object `id` is released (free, realloc_free, or the old side of realloc). */
 static void released(rp_ctx_t *ctx, uint64_t ev, unsigned kind, uint64_t id) {
     if (ctx->mode == RP_PLAIN) return;
+    rp_stats_t *S = ctx->book ? ctx->book : &ctx->st;
     if (!ctx->obj[id]) return; /* its allocation returned NULL: already counted */
-    ctx->st.live_bytes -= ctx->size[id];
+    S->live_bytes -= ctx->size[id];
     if (ctx->mode == RP_TOUCH) {
-        ctx->st.live_usable -= ctx->usable[id];
+        S->live_usable -= ctx->usable[id];
         return;
     }
     verify_payload(ctx, ev, kind, id);
@@ -361,11 +394,17 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
     rp_current_event = ev;
     switch (kind) {
     case HL_FREE:
+        if (!exists(ctx, ev, kind, op->x)) return;
+        book_enter(ctx);
         released(ctx, ev, kind, op->x);
+        book_leave(ctx);
         CALL(RP_W_FREE, f_free_t)(ctx->obj[op->x]);
         return;
     case HL_REALLOC_FREE: {
+        if (!exists(ctx, ev, kind, op->x)) return;
+        book_enter(ctx);
         released(ctx, ev, kind, op->x);
+        book_leave(ctx);
         void *q = CALL(RP_W_REALLOC_FREE, f_ptr_t)(ctx->obj[op->x]);
         if (q) {
             ctx->st.realloc0_block++;
@@ -379,12 +418,16 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
             return;
         }
         int has_old = !(b & HL_OP_OLD_NULL);
+        if (has_old && !exists(ctx, ev, kind, op->x)) return;
         void *p = has_old ? ctx->obj[op->x] : NULL;
+        book_enter(ctx);
         uint64_t old_size = has_old && ctx->mode != RP_PLAIN && p ? ctx->size[op->x] : 0;
         if (has_old) released(ctx, ev, kind, op->x);
+        book_leave(ctx);
         if (ctx->hints) deliver_hint(ctx, i, kind, size, 0);
         void *q = CALL(RP_W_REALLOC, f_ptr_size_t)(p, size);
         uint64_t kept = old_size < size ? old_size : size;
+        book_enter(ctx);
         if (q && kept && ctx->mode == RP_CHECK) {
             uint64_t at = rp_verify(q, 0, kept, op->x);
             if (at < kept) {
@@ -405,9 +448,11 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
         }
         if (!q && size == 0 && has_old) { /* realloc(p, 0) freed p, as glibc's does */
             ctx->obj[ctx->nid++] = NULL;
+            book_leave(ctx);
             return;
         }
         created(ctx, ev, kind, q, size, 0, kept);
+        book_leave(ctx);
         return;
     }
     default: {
@@ -423,10 +468,16 @@ static void one(rp_ctx_t *ctx, const rp_op_t *op, uint64_t i) {
             }
             return;
         }
+        book_enter(ctx);
         created(ctx, ev, kind, p, size, align, 0);
+        book_leave(ctx);
         return;
     }
     }
+}
+
+void rp_exec_one(rp_ctx_t *ctx, const rp_op_t *op) {
+    one(ctx, op, 0);
 }
 
 void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx) {
@@ -448,6 +499,10 @@ __attribute__((noinline, visibility("hidden"))) void **rp_lean_rare(const rp_op_
  * callgrind reports one by one. */
 static const rp_calls_t direct = {malloc, calloc, realloc, free};
 static rp_calls_t wrapped = {rp_call_malloc, rp_call_calloc, rp_call_realloc, rp_call_free};
+
+const rp_calls_t *rp_lean_calls(int per_call) {
+    return per_call ? &wrapped : &direct;
+}
 
 void rp_use_api(const rp_api_t *a) {
     api = a;

@@ -13,7 +13,8 @@
  *   report  footprint (heaplab_alloc_stats when the allocator exports it),
  *           RSS growth, check results, JSON
  *
- * One thread replays every event in trace order, whatever thread recorded it.
+ * One thread replays every event in trace order (--threads serial), or each
+ * recorded thread's events run on a thread of their own (threads.c).
  * Nothing here calls malloc: memory is mmap'd (os.c), output goes through
  * write(2) (fmt.c), and the allocator's optional exports are weak references,
  * not dlsym, whose failure path allocates.
@@ -38,7 +39,8 @@
 
 static const char USAGE[] =
     "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
-    "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf] TRACE\n"
+    "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf]\n"
+    "                      [--threads recorded|serial|unordered] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -64,13 +66,26 @@ static const char USAGE[] =
     "                  callgrind's inclusive counts at about the speed of Valgrind's none tool\n"
     "  --count perf    the same natively, from the CPU's instruction counter (perf_event_open\n"
     "                  and rdpmc); exit status 5 where the machine gives none\n"
+    "  --threads recorded  replay each recorded thread on a thread of its own, waiting only\n"
+    "                  where one thread's event needs another's (a free of an object another\n"
+    "                  thread made; a thread's start): the default for a trace of more than\n"
+    "                  one thread (not with --site-hints, --vg-marks or --count)\n"
+    "  --threads serial  every event on one thread, in the trace's merged order (the default\n"
+    "                  for a one-thread trace)\n"
+    "  --no-edges      --threads recorded: wait only for objects and thread starts, not for\n"
+    "                  the trace's other recorded edges (a reuse after another thread's free)\n"
+    "  --threads unordered  for testing check mode: the threads' events one thread at a time,\n"
+    "                  the last thread first, with no waits, so every cross-thread dependency\n"
+    "                  breaks; check mode reports each release of an object not yet made\n"
     "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
     "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
     "                  --site-hints)\n"
     "\n"
-    "Events of every thread are replayed on one thread, in trace order. Exit status: 0 done,\n"
+    "Exit status: 0 done,\n"
     "1 unreadable trace, 2 bad usage, 3 check found problems, 4 a call that succeeded when\n"
     "recorded returned NULL, 5 the counter asked for is not available here.\n";
+
+enum { T_DEFAULT, T_SERIAL, T_RECORDED, T_UNORDERED };
 
 static void die_usage(const char *what, const char *arg) {
     rp_buf_t b;
@@ -113,6 +128,8 @@ typedef struct trace_info {
     vec_t stack_n;     /* stack id -> nframes (uint32) */
     vec_t frame_mod;   /* uint32 */
     vec_t frame_off;   /* uint64 */
+    vec_t thread_events; /* thread index -> its events (uint64) */
+    vec_t thread_edges;  /* thread index -> the recorded edges on its events (uint64) */
 } trace_info_t;
 
 static void trace_error(const hl_error_t *e) {
@@ -147,6 +164,8 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
     ti->stack_n.elem = 4;
     ti->frame_mod.elem = 4;
     ti->frame_off.elem = 8;
+    ti->thread_events.elem = 8;
+    ti->thread_edges.elem = 8;
     if (want_sites) {
         vec_push(&ti->mod_hash, &zero);
         vec_push(&ti->stack_first, &zero);
@@ -156,6 +175,12 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
         switch (it.kind) {
         case HL_ITEM_EVENT: {
             const hl_event_t *e = &it.u.event;
+            while (ti->thread_events.len <= e->thread) {
+                vec_push(&ti->thread_events, &zero);
+                vec_push(&ti->thread_edges, &zero);
+            }
+            ((uint64_t *)ti->thread_events.p)[e->thread]++;
+            ((uint64_t *)ti->thread_edges.p)[e->thread] += e->n_after;
             ti->s.events++;
             ti->s.kinds[e->kind]++;
             ti->s.failed += e->failed;
@@ -239,7 +264,7 @@ static void build_sites(trace_info_t *ti, rp_sites_t *s) {
 /* ---------------------------------------------------------------- crash report */
 
 static rp_ctx_t *crash_ctx;
-static int crash_lean;
+static int crash_lean, crash_threaded;
 
 static void on_crash(int sig) {
     char tmp[400];
@@ -247,7 +272,9 @@ static void on_crash(int sig) {
     rp_puts(&b, "heaplab-replay: died of ");
     rp_puts(&b, rp_signal_name(sig));
     if (crash_ctx) {
-        if (crash_lean) {
+        if (crash_threaded) {
+            rp_puts(&b, " in a threaded replay");
+        } else if (crash_lean) {
             rp_puts(&b, " in the chunk of events starting at event ");
             rp_putu(&b, crash_ctx->event);
         } else {
@@ -272,6 +299,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 
 int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
+    int threads = T_DEFAULT, no_edges = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20;
     const char *path = NULL;
@@ -294,6 +322,19 @@ int main(int argc, char **argv) {
                 mode = RP_CHECK;
             else
                 die_usage("--mode takes plain, touch or check, not ", v);
+        } else if (!strcmp(a, "--threads") || !strncmp(a, "--threads=", 10)) {
+            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) die_usage("--threads needs a value: recorded, serial or unordered", NULL);
+            if (!strcmp(v, "recorded"))
+                threads = T_RECORDED;
+            else if (!strcmp(v, "serial"))
+                threads = T_SERIAL;
+            else if (!strcmp(v, "unordered"))
+                threads = T_UNORDERED;
+            else
+                die_usage("--threads takes recorded, serial or unordered, not ", v);
+        } else if (!strcmp(a, "--no-edges")) {
+            no_edges = 1;
         } else if (!strcmp(a, "--site-hints")) {
             hints = 1;
         } else if (!strcmp(a, "--ops-cache")) {
@@ -333,6 +374,10 @@ int main(int argc, char **argv) {
     if (!path) die_usage("no trace given", NULL);
     if (counter && vgmarks) die_usage("--count and --vg-marks need different Valgrind tools", NULL);
     if (counter == RP_COUNT_PERF) per_call = 1; /* perf counts in its wrappers (count.c) */
+    int threads_ok = !hints && !vgmarks && !counter;
+    if ((threads == T_RECORDED || threads == T_UNORDERED) && !threads_ok)
+        die_usage("--threads recorded and unordered replay serially only without --site-hints, "
+                  "--vg-marks and --count; add --threads serial", NULL);
 
     int fd = rp_open(path);
     if (fd < 0) {
@@ -356,8 +401,17 @@ int main(int argc, char **argv) {
     int use_cache =
         cache_dir && !hints &&
         rp_cache_name(cache_dir, path, VERSION, cache_file, sizeof cache_file, &cache_key) == 0;
+    if (threads == T_RECORDED || threads == T_UNORDERED) use_cache = 0; /* it holds no threads */
     if (use_cache) cache_fd = rp_cache_open(cache_file, cache_key, &ti.s);
+    if (cache_fd >= 0 && threads == T_DEFAULT && ti.s.threads > 1) {
+        rp_close(cache_fd); /* threaded by default: the cache cannot serve it */
+        cache_fd = -1;
+        use_cache = 0;
+    }
     if (cache_fd < 0) pass1(fd, path, hints, &ti);
+    if (threads == T_DEFAULT)
+        threads = threads_ok && ti.thread_events.len > 1 ? T_RECORDED : T_SERIAL;
+    if (threads != T_SERIAL) use_cache = 0;
     if (ti.s.ids >= RP_NIL && mode == RP_CHECK)
         die_usage("check mode handles fewer than 2^32 objects", NULL);
 
@@ -406,6 +460,26 @@ int main(int argc, char **argv) {
         if (use_cache) cache_out = rp_cache_begin(cache_file, cache_tmp, sizeof cache_tmp);
     }
     int cache_ok = 1;
+    /* threaded: every event now, split by thread (threads.c), and the threads made */
+    static rp_tplan_t plan;
+    int threaded = threads != T_SERIAL;
+    if (threaded) {
+        rp_threads_begin(&plan, ti.thread_events.p, ti.thread_edges.p,
+                         (uint32_t)ti.thread_events.len, ti.s.ids, mode);
+        plan.edges_off = no_edges;
+        hl_item_t tit;
+        uint64_t index = 0;
+        while (hl_reader_next(r, &tit) == 1) {
+            if (tit.kind == HL_ITEM_THREAD && tit.u.thread.has_start)
+                rp_threads_thread(&plan, tit.u.thread.index, tit.u.thread.start_thread);
+            else if (tit.kind == HL_ITEM_EVENT)
+                rp_threads_event(&plan, &tit.u.event, index++);
+        }
+        /* an error here is the cut-short tail pass 1 already reported */
+        rp_threads_end(&plan);
+        rp_threads_prepare(&plan, &ctx, !lean, threads == T_UNORDERED, rp_lean_calls(per_call),
+                           &ctx.st);
+    }
     uint64_t decode_ns = rp_now_ns() - t_decode0;
     heaplab_alloc_stats_t st0;
     memset(&st0, 0, sizeof st0);
@@ -415,11 +489,17 @@ int main(int argc, char **argv) {
     rp_rss(&rss0, &hwm0);
     crash_ctx = &ctx;
     crash_lean = lean;
+    crash_threaded = threaded;
     rp_on_crash(on_crash);
 
     uint64_t timed_ns = 0, chunks = 0;
     hl_item_t it;
     int rc = 1;
+    if (threaded) {
+        timed_ns = rp_threads_run(&plan);
+        chunks = 1;
+        rc = 0;
+    }
     while (rc == 1) {
         uint64_t t0 = rp_now_ns();
         size_t n = 0;
@@ -495,6 +575,7 @@ int main(int argc, char **argv) {
         memset(&st1, 0, sizeof st1);
         heaplab_alloc_stats(&st1, sizeof st1);
     }
+    if (threaded) rp_threads_finish(&plan, &ctx); /* after the figures: the threads' exits free */
     if (mode == RP_CHECK) rp_check_live_at_end(&ctx);
 
     /* ---- the report ---- */
@@ -533,7 +614,15 @@ int main(int argc, char **argv) {
     rp_key(&out, &f, "trace_threads");
     rp_putu(&out, ti.s.threads);
     rp_key(&out, &f, "replay_threads");
-    rp_putu(&out, 1);
+    rp_putu(&out, threaded ? (plan.active ? plan.active : 1) : 1);
+    rp_key(&out, &f, "threads_mode");
+    rp_put_jstr(&out, threads == T_RECORDED ? "recorded" : threads == T_UNORDERED ? "unordered" : "serial");
+    rp_key(&out, &f, "thread_waits");
+    rp_putu(&out, plan.waits);
+    rp_key(&out, &f, "thread_edges");
+    rp_putu(&out, plan.edges);
+    rp_key(&out, &f, "thread_edge_waits");
+    rp_putu(&out, plan.edge_waits);
     rp_key(&out, &f, "cut_short");
     rp_puts(&out, ti.s.cut_short ? "true" : "false");
     rp_key(&out, &f, "trace_warning");

@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,4 +345,16 @@ void *rp_perf_open(char *why, size_t why_len) {
         return NULL;
     }
     return p; /* fd stays open: the page lives as long as the event */
+}
+
+/* ---------------------------------------------------------------- waiting (threads.c) */
+
+void rp_relax(unsigned n) {
+    if (n < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return;
+    }
+    sched_yield();
 }

@@ -6,6 +6,8 @@
  *             one (touch, check, site hints, per-kind call counting)
  *   check.c   payload patterns and the address-ordered treap of live blocks
  *   fmt.c     a string builder for messages and JSON (no malloc, no stdio)
+ *   threads.c threaded replay: one thread per recorded thread, per-object
+ *             ready flags where one thread's op waits for another's
  *   count.c   instructions per allocator call: under heaplab's counting tool
  *             (--vg-count) or from the CPU's counter (--count perf)
  *   os.c      the only file that talks to the OS: mmap, files, clocks, /proc,
@@ -89,6 +91,10 @@ int rp_reset_hwm(void); /* writes 5 to /proc/self/clear_refs: 1 if it worked */
 /* Calls handler(signal) on SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL. */
 void rp_on_crash(void (*handler)(int));
 const char *rp_signal_name(int sig);
+/* A waiting thread's n-th turn round a spin loop: a CPU pause at first, then
+ * the processor is given up (sched_yield), so that the thread it waits for
+ * can run on a machine with fewer cores than replay threads. */
+void rp_relax(unsigned n);
 
 /* ---------------------------------------------------------------- cache.c */
 
@@ -199,6 +205,10 @@ typedef struct rp_ctx {
     const rp_sites_t *sites;
     rp_check_t *check;
     rp_stats_t st;
+    /* threaded replay (threads.c) */
+    rp_stats_t *book;      /* touch, check: live-byte figures shared by the threads (else &st) */
+    const uint8_t *ready;  /* check: object id -> its creation has run (else NULL) */
+    int locked;            /* touch, check: created()/released() under exec.c's lock */
 } rp_ctx_t;
 
 extern volatile uint64_t rp_current_event; /* for the crash report (general loop only) */
@@ -230,11 +240,86 @@ extern const rp_api_t rp_api_wrappers; /* rp_call_malloc, ... (exec.c) */
 /* Every later call (lean loop with --per-call, general loop) goes through a. */
 void rp_use_api(const rp_api_t *a);
 
+/* One op through the general path, creating object ctx->nid if it creates
+ * one; its messages name event ctx->event (threads.c). */
+void rp_exec_one(rp_ctx_t *ctx, const rp_op_t *op);
 /* The lean loop: plain mode, no hints. Runs ops up to the sentinel. */
 uint64_t rp_exec_lean(const rp_op_t *op, rp_ctx_t *ctx);
 /* The general loop: every mode; calls go through one noinline function per
  * entry point (rp_call_malloc, ...), which callgrind reports one by one. */
 void rp_exec_general(const rp_op_t *op, rp_ctx_t *ctx);
+
+/* The lean loops' four entry points: the allocator's, or with per_call the
+ * rp_call_* functions (exec.c). */
+const rp_calls_t *rp_lean_calls(int per_call);
+
+/* ---------------------------------------------------------------- threads.c */
+
+/* An op of a threaded replay: the op, and the id of the object it creates
+ * (ids follow the merged order, so a stream cannot count them). */
+typedef struct rp_top {
+    rp_op_t op;
+    uint64_t id;
+} rp_top_t;
+
+typedef struct rp_tstream {
+    rp_top_t *ops;        /* this thread's ops, EDGE and SIG ops, END */
+    uint64_t *ev;         /* touch, check: each op's index in the merged order */
+    uint64_t *steps;      /* decoding: the thread's steps up to each op (trace-format.md) */
+    uint64_t twostep;     /* decoding: two-step events so far */
+    uint32_t edge_src[64];  /* decoding: the last edge waited for, by source thread % 64 */
+    const rp_top_t *edge_op[64];
+    uint64_t events, len, cap;
+    uint32_t start_after; /* the thread that started it (THREADS), UINT32_MAX for thread 0 */
+    int waits_start;      /* a SIG in its creator's stream starts it */
+} rp_tstream_t;
+
+struct rp_tplan;
+typedef struct rp_thread {
+    /* the last op this thread completed (an address in its stream), for
+     * other threads' EDGE ops; alone in its cache line */
+    uintptr_t done __attribute__((aligned(64)));
+    struct rp_tplan *plan __attribute__((aligned(64)));
+    rp_tstream_t *stream;
+    uint32_t index;
+    int general;
+    const rp_calls_t *calls;
+    uint64_t waits; /* waits that found their flag unset */
+    uint64_t edge_waits; /* of which on a recorded edge */
+    rp_ctx_t ctx;
+} __attribute__((aligned(64))) rp_thread_t;
+
+typedef struct rp_tplan {
+    uint32_t n, active, made; /* streams; with events; pthreads made */
+    uint64_t ids;
+    int mode, unordered;
+    rp_tstream_t *s;
+    rp_top_t **born;  /* decoding: object id -> the op that creates it */
+    uint8_t *ready;   /* object id -> created (set only where another stream waits, or check) */
+    uint8_t *started; /* thread -> its SIG has been passed */
+    rp_thread_t *th;
+    void *tids;       /* pthread_t per stream */
+    uint64_t waits, edge_waits, edges;
+    int edges_off;    /* --no-edges: object and start waits only */
+    uint8_t go __attribute__((aligned(64))), leave;
+    uint32_t done __attribute__((aligned(64)));
+} rp_tplan_t;
+
+/* Decoding: begin (per-thread event counts from pass 1), then every THREADS
+ * item's start edge and every event in the merged order, then end. */
+void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t *edges_of,
+                      uint32_t nthreads, uint64_t ids, int mode);
+void rp_threads_thread(rp_tplan_t *pl, uint32_t thread, uint32_t started_by);
+void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index);
+void rp_threads_end(rp_tplan_t *pl);
+/* Makes the threads (each with a copy of proto), waiting to start.  book:
+ * the live-byte figures the threads share in touch and check mode. */
+void rp_threads_prepare(rp_tplan_t *pl, const rp_ctx_t *proto, int general, int unordered,
+                        const rp_calls_t *calls, rp_stats_t *book);
+/* Runs every stream; returns the wall time from start to the last stream's end. */
+uint64_t rp_threads_run(rp_tplan_t *pl);
+/* Lets the threads exit, joins them, and adds their counts into ctx. */
+void rp_threads_finish(rp_tplan_t *pl, rp_ctx_t *ctx);
 
 /* ---------------------------------------------------------------- count.c */
 

@@ -14,7 +14,7 @@
 
 REPLAY_DIR  := $(NATIVE)/replay
 REPLAY_OBJ  := $(OBJDIR)/replay
-REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c count.c
+REPLAY_SRCS := main.c exec.c check.c cache.c fmt.c os.c refs.c count.c threads.c
 REPLAY_OBJS := $(addprefix $(REPLAY_OBJ)/,$(REPLAY_SRCS:.c=.o))
 ifeq ($(shell uname -m),x86_64)
 REPLAY_OBJS += $(REPLAY_OBJ)/lean_x86_64.o
@@ -35,7 +35,7 @@ $(REPLAY_OBJ)/%.o: $(REPLAY_DIR)/%.S | dirs
 # -z now: no lazy binding, so the dynamic linker's resolver never runs inside
 # the timed region (nor shows up as a callee under callgrind).
 $(BINDIR)/heaplab-replay: $(REPLAY_OBJS) $(HLTRACE_OBJ)
-	$(CC) -Wl,-z,now -o $@ $^ $(HLTRACE_LIBS)
+	$(CC) -Wl,-z,now -o $@ $^ $(HLTRACE_LIBS) -lpthread
 
 REPLAY_TESTLIBS := $(addprefix $(LIBDIR)/libheaplab-test-,bump.so overlap.so corrupt.so log.so)
 
@@ -61,7 +61,7 @@ $(LIBDIR)/libheaplab-rsspeak.so: $(REPLAY_DIR)/rsspeak.c $(COMMON_DIR)/hl_fmt.h 
 ALL_TARGETS += $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(LIBDIR)/libheaplab-rsspeak.so
 
 .PHONY: replay-test
-replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script
+replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-script $(LIBDIR)/libheaplab-record.so $(ALLOC_LIBS)
 	$(REPLAY_DIR)/tests/run.sh $(BINDIR) $(LIBDIR) $(BUILD)/replay-test
 
 TEST_TARGETS += replay-test

@@ -71,7 +71,7 @@ $(VG_OUT)/vgpreload_core-amd64-linux.so: $(VG_LIBEXEC)/vgpreload_core-amd64-linu
 	@mkdir -p $(VG_OUT)
 	ln -sf $< $@
 
-VG_TESTS := $(addprefix $(BINDIR)/vgtool-test-,counts reuse)
+VG_TESTS := $(addprefix $(BINDIR)/vgtool-test-,counts reuse clock)
 $(BINDIR)/vgtool-test-%: $(VG_DIR)/tests/%.c | dirs
 	$(CC) -O1 -g -fno-builtin -o $@ $<
 

@@ -91,6 +91,11 @@ pub struct Study {
     /// A replay's time limit (0: none); a counted replay gets ten times it
     /// under Valgrind.
     pub timeout_s: u64,
+    /// The replayer's `--threads` for the touch and timing runs (None: its
+    /// default). The counted replays run serially (`--count` replays on one
+    /// thread).
+    #[serde(default)]
+    pub threads: Option<String>,
     /// Paths of the native build the jobs run.
     pub replay: PathBuf,
     pub lib_dir: PathBuf,
@@ -178,6 +183,9 @@ impl Study {
                 }
                 params.push(("replay".into(), self.replay.display().to_string()));
                 params.push(("timeout".into(), self.timeout_s.to_string()));
+                if let Some(t) = &self.threads {
+                    params.push(("threads".into(), t.clone()));
+                }
                 let name = trace_name(&t.given);
                 let job = |m: Measure,
                            extra: Vec<(String, String)>,
@@ -255,6 +263,7 @@ fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathB
         .unwrap_or_else(|| replay.parent().unwrap_or(Path::new("/")).join("../lib"));
     let mut tools = tools_for(&replay, &lib_dir, timeout)?;
     tools.ops_cache = ops_cache.map(Path::to_path_buf);
+    tools.threads = job.param("threads").map(str::to_string);
     let env = job
         .params
         .iter()
@@ -476,6 +485,10 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.frees = Some(o.frees());
                 r.reallocs = Some(o.reallocs());
                 r.peak_live_bytes = Some(o.peak_live_bytes);
+            }
+            if let Some(o) = c.timed.as_ref().or(c.touch.as_ref()) {
+                r.threads_mode = o.threads_mode.clone();
+                r.replay_threads = o.replay_threads;
             }
             let cut = trace.cut.clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
             if let Some(cut) = &cut {

@@ -29,6 +29,13 @@ pub struct LiveOptions {
     pub stdin: Option<PathBuf>,
     /// Extra environment for the program (e.g. PYTHONMALLOC=malloc).
     pub env: Vec<(String, String)>,
+    /// The output check: lines of stdout matching any of these regular
+    /// expressions are left out before the comparison with glibc's (a program
+    /// that prints its own run time).
+    pub ignore_lines: Vec<String>,
+    /// The output check: a command (argv, no shell) that each run's stdout
+    /// goes through (on its stdin) before the comparison; empty: none.
+    pub output_filter: Vec<String>,
 }
 
 impl Default for LiveOptions {
@@ -39,6 +46,8 @@ impl Default for LiveOptions {
             instructions: true,
             stdin: None,
             env: Vec::new(),
+            ignore_lines: Vec::new(),
+            output_filter: Vec::new(),
         }
     }
 }
@@ -59,6 +68,11 @@ pub struct LiveRecord {
     pub rss_vs_glibc: Option<f64>,
     pub stdout_bytes: Option<u64>,
     pub stdout_matches_glibc: Option<bool>,
+    /// How stdout was compared: `bytes`, or `filtered` (through
+    /// `--output-filter` and/or `--ignore-lines`).
+    pub output_check: Option<String>,
+    /// Lines of this row's stdout that `--ignore-lines` left out.
+    pub stdout_lines_ignored: Option<u64>,
     pub instructions: Option<u64>,
     pub alloc_instructions: Option<u64>,
     pub alloc_instr_share: Option<f64>,
@@ -162,6 +176,67 @@ fn run_once(
     })
 }
 
+/// The output check users shape: `--output-filter` then `--ignore-lines`.
+struct OutputCheck {
+    ignore: Vec<regex::bytes::Regex>,
+    filter: Vec<String>,
+}
+
+impl OutputCheck {
+    fn new(opts: &LiveOptions) -> Result<OutputCheck> {
+        let ignore = opts
+            .ignore_lines
+            .iter()
+            .map(|p| {
+                regex::bytes::Regex::new(p)
+                    .map_err(|e| anyhow!("--ignore-lines {p:?} is not a regular expression: {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(OutputCheck { ignore, filter: opts.output_filter.clone() })
+    }
+
+    fn shaped(&self) -> bool {
+        !self.ignore.is_empty() || !self.filter.is_empty()
+    }
+
+    /// The run's stdout as compared, and the lines left out.
+    fn apply(&self, stdout: &Path) -> Result<(Vec<u8>, u64)> {
+        let mut out = if self.filter.is_empty() {
+            std::fs::read(stdout).with_context(|| format!("reading {}", stdout.display()))?
+        } else {
+            let o = Command::new(&self.filter[0])
+                .args(&self.filter[1..])
+                .stdin(File::open(stdout)?)
+                .stderr(Stdio::piped())
+                .output()
+                .map_err(|e| anyhow!("--output-filter: cannot run {}: {e}", self.filter[0]))?;
+            if !o.status.success() {
+                bail!(
+                    "--output-filter {} failed ({}): {}",
+                    self.filter.join(" "),
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+                );
+            }
+            o.stdout
+        };
+        let mut dropped = 0;
+        if !self.ignore.is_empty() {
+            let mut kept = Vec::with_capacity(out.len());
+            for line in out.split_inclusive(|&b| b == b'\n') {
+                let body = line.strip_suffix(b"\n").unwrap_or(line);
+                if self.ignore.iter().any(|r| r.is_match(body)) {
+                    dropped += 1;
+                } else {
+                    kept.extend_from_slice(line);
+                }
+            }
+            out = kept;
+        }
+        Ok((out, dropped))
+    }
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
@@ -184,6 +259,7 @@ pub fn live(
     if opts.instructions && !tools.have_valgrind() {
         bail!("valgrind is not installed, and instruction counts need it (apt-get install valgrind, or pass --no-instructions)");
     }
+    let check = OutputCheck::new(opts)?;
     std::fs::create_dir_all(&tools.work_dir)?;
     let runnable: Vec<usize> = (0..allocs.len()).filter(|&a| allocs[a].missing.is_none()).collect();
     let cg_jobs: Vec<usize> = if opts.instructions { runnable.clone() } else { Vec::new() };
@@ -237,8 +313,11 @@ pub fn live(
     }
 
     let glibc = allocs.iter().position(|a| a.is_glibc());
-    let glibc_out =
-        glibc.and_then(|g| runs[g].first()).map(|r| std::fs::read(&r.stdout).unwrap_or_default());
+    let glibc_out = match glibc.and_then(|g| runs[g].first()) {
+        // glibc's is the reference: a filter that fails on it fails the whole run
+        Some(r) => Some(check.apply(&r.stdout).context("glibc's output")?.0),
+        None => None,
+    };
     let glibc_wall =
         glibc.and_then(|g| median(&runs[g].iter().map(|r| r.wall).collect::<Vec<_>>()));
     let glibc_rss = glibc.and_then(|g| runs[g].iter().map(|r| r.maxrss).max());
@@ -263,7 +342,7 @@ pub fn live(
             continue;
         }
         let fail = |rec: &mut LiveRecord, why: String| {
-            if rec.status == "ok" {
+            if rec.status == "ok" || rec.status == "output_differs" {
                 rec.status = "failed".into();
                 rec.error = Some(why);
             }
@@ -279,14 +358,25 @@ pub fn live(
                     format!("killed by signal {s}: {}", first.stderr.lines().last().unwrap_or("")),
                 );
             }
-            let out = std::fs::read(&first.stdout).unwrap_or_default();
-            rec.stdout_bytes = Some(out.len() as u64);
-            if let Some(g) = &glibc_out {
-                let same = &out == g;
-                rec.stdout_matches_glibc = Some(same);
-                if !same {
-                    fail(&mut rec, "stdout differs from glibc's".into());
+            rec.stdout_bytes = std::fs::metadata(&first.stdout).ok().map(|m| m.len());
+            rec.output_check = Some(if check.shaped() { "filtered" } else { "bytes" }.into());
+            match (check.apply(&first.stdout), &glibc_out) {
+                (Ok((out, dropped)), Some(g)) => {
+                    let same = &out == g;
+                    rec.stdout_matches_glibc = Some(same);
+                    rec.stdout_lines_ignored = (!check.ignore.is_empty()).then_some(dropped);
+                    if !same && rec.status == "ok" {
+                        // flagged, not failed: the figures stand
+                        rec.status = "output_differs".into();
+                        rec.error = Some(if check.shaped() {
+                            "stdout differs from glibc's after the output check".into()
+                        } else {
+                            "stdout differs from glibc's (shape the check with --ignore-lines or --output-filter)".into()
+                        });
+                    }
                 }
+                (Err(e), _) => fail(&mut rec, format!("{e:#}")),
+                (Ok(_), None) => {}
             }
             if let (Some(g), Some(c)) =
                 (glibc.and_then(|g| runs[g].first()).map(|r| r.code), first.code)
@@ -400,6 +490,8 @@ pub fn table(records: &[LiveRecord]) -> String {
             r.alloc_instr_share.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "—".into()),
             if r.status == "failed" {
                 format!("  FAILED: {}", r.error.as_deref().unwrap_or(""))
+            } else if r.status == "output_differs" {
+                "  OUTPUT DIFFERS (figures kept)".to_string()
             } else {
                 String::new()
             }

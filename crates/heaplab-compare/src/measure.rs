@@ -49,6 +49,9 @@ pub struct Options {
     pub state: Option<PathBuf>,
     /// Reuse the outcomes already in `state` instead of measuring again.
     pub resume: bool,
+    /// The replayer's `--threads` (`recorded` or `serial`); None: its
+    /// default, recorded for a trace of more than one thread.
+    pub threads: Option<String>,
 }
 
 impl Default for Options {
@@ -62,6 +65,7 @@ impl Default for Options {
             keep_scratch: false,
             state: None,
             resume: false,
+            threads: None,
         }
     }
 }
@@ -155,6 +159,7 @@ pub fn study(
         footprint: opts.footprint,
         repeat: opts.repeat,
         timeout_s: tools.timeout.map(|t| t.as_secs()).unwrap_or(0),
+        threads: opts.threads.clone(),
         replay: std::path::absolute(&tools.replay)?,
         lib_dir: std::path::absolute(&tools.lib_dir)?,
     })

@@ -26,6 +26,8 @@ pub struct Record {
     pub mallocs: Option<u64>,
     pub frees: Option<u64>,
     pub reallocs: Option<u64>,
+    pub threads_mode: Option<String>,
+    pub replay_threads: Option<u64>,
     pub instr_per_malloc: Option<f64>,
     pub instr_per_free: Option<f64>,
     pub instr_per_realloc: Option<f64>,
@@ -50,7 +52,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 34] = [
+pub const CSV_COLUMNS: [&str; 36] = [
     "trace",
     "trace_name",
     "allocator",
@@ -65,6 +67,8 @@ pub const CSV_COLUMNS: [&str; 34] = [
     "mallocs",
     "frees",
     "reallocs",
+    "threads_mode",
+    "replay_threads",
     "instr_per_malloc",
     "instr_per_free",
     "instr_per_realloc",

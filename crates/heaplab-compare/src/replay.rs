@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The replayer's modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +81,12 @@ pub struct ReplayOut {
     pub cut_at_byte: Option<u64>,
     #[serde(default)]
     pub cut_after_events: Option<u64>,
+    /// `recorded` (one replay thread per recorded thread), `serial` or
+    /// `unordered`; absent from an older replayer.
+    #[serde(default)]
+    pub threads_mode: Option<String>,
+    #[serde(default)]
+    pub replay_threads: Option<u64>,
     pub timed_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,
@@ -162,56 +168,10 @@ pub(crate) fn command(program: &Path, alloc: &Allocator) -> Command {
     c
 }
 
-/// What a finished process left.
-struct Output {
-    status: std::process::ExitStatus,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
-/// Runs `c` to completion, killing it after `timeout` (None: no limit).
-fn output(c: &mut Command, timeout: Option<Duration>) -> Result<(Output, bool)> {
-    use std::io::Read;
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = c.spawn().map_err(|e| anyhow!("cannot run {:?}: {e}", c.get_program()))?;
-    let mut so = child.stdout.take().expect("piped");
-    let mut se = child.stderr.take().expect("piped");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = so.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = se.read_to_end(&mut v);
-        v
-    });
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if timeout.is_some_and(|t| start.elapsed() > t) {
-            let _ = child.kill();
-            timed_out = true;
-            break child.wait()?;
-        }
-        if heaplab_jobs::cancel::requested() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(anyhow!("interrupted"));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let stdout = t_out.join().unwrap_or_default();
-    let stderr = t_err.join().unwrap_or_default();
-    Ok((Output { status, stdout, stderr }, timed_out))
-}
-
 pub(crate) fn finish(c: &mut Command, timeout: Option<Duration>) -> Result<Outcome> {
-    let (out, timed_out) = output(c, timeout)?;
-    if timed_out {
+    let out =
+        heaplab_plumb::process::capture_until(c, timeout, Some(&heaplab_jobs::cancel::requested))?;
+    if out.timed_out {
         let t = timeout.expect("a timeout").as_secs();
         return Ok(Outcome {
             out: None,
@@ -252,6 +212,9 @@ pub fn run(
 ) -> Result<Outcome> {
     let mut c = command(&tools.replay, alloc);
     c.arg("--mode").arg(mode.arg()).args(extra);
+    if let Some(t) = tools.threads.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
+        c.arg("--threads").arg(t);
+    }
     if let Some(d) = tools.ops_cache.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
         c.arg("--ops-cache").arg(d);
     }
@@ -275,6 +238,9 @@ pub fn run_callgrind(
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(&tools.replay)
         .arg("--per-call");
+    if let Some(t) = &tools.threads {
+        c.arg("--threads").arg(t);
+    }
     if let Some(d) = &tools.ops_cache {
         c.arg("--ops-cache").arg(d);
     }

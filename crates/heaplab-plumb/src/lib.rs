@@ -26,8 +26,8 @@
 //! - [`output`]: output files written to a temporary name, then renamed,
 //!   never through a symbolic link.
 //!
-//! The study crates (`heaplab-compare`, `heaplab-refs`, `heaplab-segregate`,
-//! `heaplab-synth`) depend on this crate, never on each other, for these.
+//! The study crates (`heaplab-compare`, `heaplab-refs`, `heaplab-locality`,
+//! `heaplab-segregate`, `heaplab-synth`) depend on this crate, never on each other, for these.
 //!
 //! ```no_run
 //! use heaplab_plumb::{alloc, Layout, Tools};

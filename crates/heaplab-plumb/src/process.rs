@@ -133,6 +133,17 @@ impl Captured {
 /// Runs `cmd` to completion with its stdout and stderr captured, killing it
 /// after `timeout` (None: no limit).
 pub fn capture(cmd: &mut Command, timeout: Option<Duration>) -> Result<Captured> {
+    capture_until(cmd, timeout, None)
+}
+
+/// [`capture`], also killing the child and failing with "interrupted" as
+/// soon as `stop` says so (polled every 5 ms; a study's jobs pass their
+/// cancellation flag).
+pub fn capture_until(
+    cmd: &mut Command,
+    timeout: Option<Duration>,
+    stop: Option<&dyn Fn() -> bool>,
+) -> Result<Captured> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| {
         anyhow!(e).context(format!("cannot run {}", cmd.get_program().to_string_lossy()))
@@ -151,16 +162,21 @@ pub fn capture(cmd: &mut Command, timeout: Option<Duration>) -> Result<Captured>
     });
     let start = Instant::now();
     let mut timed_out = false;
-    let status = match timeout {
-        None => child.wait()?,
-        Some(t) => loop {
+    let status = match (timeout, stop) {
+        (None, None) => child.wait()?,
+        _ => loop {
             if let Some(s) = child.try_wait()? {
                 break s;
             }
-            if start.elapsed() > t {
+            if timeout.is_some_and(|t| start.elapsed() > t) {
                 let _ = child.kill();
                 timed_out = true;
                 break child.wait()?;
+            }
+            if stop.is_some_and(|f| f()) {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("interrupted");
             }
             std::thread::sleep(Duration::from_millis(5));
         },
@@ -409,5 +425,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("oops") && e.contains("status 4"), "{e}");
+    }
+
+    #[test]
+    fn capture_until_stops_when_told_and_not_before() {
+        let t = Instant::now();
+        let e = capture_until(Command::new("sleep").arg("5"), None, Some(&|| true)).unwrap_err();
+        assert_eq!(e.to_string(), "interrupted");
+        assert!(t.elapsed() < Duration::from_secs(4), "the child was not killed");
+        let c = capture_until(Command::new("echo").arg("hi"), None, Some(&|| false)).unwrap();
+        assert_eq!((c.stdout.as_slice(), c.timed_out), (&b"hi\n"[..], false));
     }
 }

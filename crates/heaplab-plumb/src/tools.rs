@@ -34,6 +34,10 @@ pub struct Tools {
     pub timeout: Option<std::time::Duration>,
     /// The same for a replay under callgrind (None: ten times `timeout`).
     pub callgrind_timeout: Option<std::time::Duration>,
+    /// The replayer's `--threads` (`recorded`, `serial`); None: its default
+    /// (recorded for a trace of more than one thread). Not passed to the
+    /// counted replays, which run on one thread.
+    pub threads: Option<String>,
     scratch: Arc<ScratchDir>,
 }
 
@@ -46,6 +50,7 @@ impl Tools {
             ops_cache: Some(work_dir.join("ops")),
             timeout: None,
             callgrind_timeout: None,
+            threads: None,
             replay: layout.bin_file("heaplab-replay"),
             lib_dir: layout.lib.clone(),
             registry: layout.registry(),

@@ -144,10 +144,21 @@ fn main() {
         .iter()
         .flatten()
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    let (t_zstd, zbytes) = best(runs, || {
-        let mut z = zstd::bulk::Compressor::new(1).unwrap();
-        payloads.iter().map(|p| z.compress(p).unwrap().len() as u64).sum()
-    });
+    // record's level (Options::default().refs_codec) and faster ones beside it
+    let levels: Vec<i32> = std::env::var("ZSTD_LEVELS")
+        .ok()
+        .map(|v| v.split(',').map(|l| l.trim().parse().expect("ZSTD_LEVELS: integers")).collect())
+        .unwrap_or_else(|| vec![1]);
+    let zstd_at: Vec<(i32, f64, u64)> = levels
+        .iter()
+        .map(|&level| {
+            let (t, b) = best(runs, || {
+                let mut z = zstd::bulk::Compressor::new(level).unwrap();
+                payloads.iter().map(|p| z.compress(p).unwrap().len() as u64).sum()
+            });
+            (level, t, b)
+        })
+        .collect();
     let ns = |t: f64| t * 1e9 / refs as f64;
     println!(
         "{refs} references ({heap} heap), {} words, best of {runs}, thread CPU; REFS payloads {} bytes, digest {digest:016x}",
@@ -167,13 +178,15 @@ fn main() {
         ns(t_conv),
         ns(t_conv - t_attr)
     );
-    println!(
-        "  zstd 1     {:6.2} s {:5.2} ns/ref  ({:.2} B/ref raw -> {:.3} B/ref)",
-        t_zstd,
-        ns(t_zstd),
-        payload as f64 / refs as f64,
-        zbytes as f64 / refs as f64
-    );
+    for (level, t_zstd, zbytes) in zstd_at {
+        println!(
+            "  zstd {level:<3}   {:6.2} s {:5.2} ns/ref  ({:.2} B/ref raw -> {:.3} B/ref)",
+            t_zstd,
+            ns(t_zstd),
+            payload as f64 / refs as f64,
+            zbytes as f64 / refs as f64
+        );
+    }
 }
 
 fn bytes_of(w: &[u64]) -> &[u8] {

@@ -180,12 +180,14 @@ impl HeapMap {
     /// (object id, offset) of the live block whose usable bytes hold `addr`.
     #[inline(always)]
     pub fn lookup(&mut self, addr: u64) -> Option<(u64, u64)> {
+        // most references are not to the heap (stack, globals): one compare
+        // says so first; then the block of the last hit
+        if addr.wrapping_sub(self.lo) >= self.hi.wrapping_sub(self.lo) {
+            return None;
+        }
         let d = addr.wrapping_sub(self.last_start);
         if d < self.last_len {
             return Some((self.last_id, d));
-        }
-        if addr < self.lo || addr >= self.hi {
-            return None;
         }
         let key = addr >> CHUNK_SHIFT;
         if key != self.cache_key {

@@ -15,17 +15,19 @@
 //!   program ─ valgrind --tool=heaplab ─ FIFO ─▶ raw ─▶ Converter ─▶ trace.hltrace (EVENTS + REFS)
 //! ```
 //!
+//! - **measure** ([`measure`]): a trace's references re-issued at the
+//!   addresses one allocator returns, beside the allocator's own references
+//!   (`--tool=heaplab-measure`), into the cache and page simulators.
+//!
 //! The raw stream's format is in `native/vgtool/heaplab_vg.h`; [`raw`] reads it.
+//! The locality study built on [`measure`] (papers 000 and 003: which
+//! configurations, which figures) is the crate `heaplab-locality`.
 
-pub mod encode;
 pub mod heapmap;
-pub mod jobs;
 pub mod measure;
 pub mod raw;
 pub mod record;
-pub mod report;
 pub mod source;
-pub mod study;
 
 /// Running under the Valgrind tool lives in heaplab-plumb; the old path stays.
 pub use heaplab_plumb::vg;

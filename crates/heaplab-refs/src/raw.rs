@@ -58,6 +58,30 @@ pub fn size(w: u64) -> u32 {
     1 << ((w >> 56) & 7)
 }
 
+/// The REFS encoder's access bits (`heaplab_trace::refs::v2::access_bits`)
+/// of a REF word, from its size code and WRITE bit (bits 56..59) by table.
+#[inline(always)]
+pub fn access_bits(w: u64) -> u8 {
+    ACCESS_BITS[((w >> 56) & 15) as usize]
+}
+
+const ACCESS_BITS: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        // size code (i & 7): 1 << code bytes; the format codes 8, 4 and 1
+        let code: u8 = match i & 7 {
+            3 => 0,
+            2 => 1,
+            0 => 2,
+            _ => heaplab_trace::refs::v2::SIZE_EXPLICIT,
+        };
+        t[i] = code << 1 | (i >> 3) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// One record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rec<'a> {
@@ -240,6 +264,17 @@ pub fn for_each<R: Read>(src: R, mut f: impl FnMut(Rec<'_>)) -> io::Result<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ref_words_carry_the_encoders_access_bits() {
+        use heaplab_trace::refs::v2;
+        for code in 0..8u64 {
+            for write in [false, true] {
+                let w = 0x1234 | code << 56 | if write { WRITE } else { 0 };
+                assert_eq!(access_bits(w), v2::access_bits(size(w), write), "{code} {write}");
+            }
+        }
+    }
 
     fn bytes(words: &[u64]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_le_bytes()).collect()

@@ -6,7 +6,7 @@
 
 use heaplab_refs::record::{self, Options};
 use heaplab_refs::vg::{Ended, VgTools};
-use heaplab_trace::refs::{object_refs, RefItem, RefsReader, Target};
+use heaplab_trace::refs::{object_profile, RefItem, RefsReader, Target};
 use heaplab_trace::Kind;
 use std::path::PathBuf;
 
@@ -32,7 +32,7 @@ fn out(name: &str) -> PathBuf {
     d.join(format!("{name}.hltrace"))
 }
 
-/// (reads, writes, read bytes, write bytes) and the sorted (offset, size, write) list of an object.
+/// The (offset, size, store) list of trace object `id`'s references, in order.
 fn accesses(trace: &std::path::Path, id: u64) -> Vec<(u64, u32, bool)> {
     let mut r = RefsReader::open(trace).unwrap();
     let mut v = Vec::new();
@@ -55,42 +55,44 @@ fn counts_are_exact_per_object() {
         record::record(&tools(), &[program("counts").into()], &t, &Options::default()).unwrap();
     assert_eq!(ended, Ended::Exit(0));
     assert!(s.instructions.unwrap() > 10_000);
-    let p = object_refs(&t).unwrap();
+    let p = object_profile(&t).unwrap();
     assert!(p.has_refs);
     let o = &p.objects;
-    // the program's objects, in allocation order (nothing else allocates)
-    let sizes: Vec<(u8, u64)> = o.iter().map(|x| (x.kind_code, x.size)).collect();
+    // the program's objects, in allocation order (nothing else allocates);
+    // b is reallocated to 200 bytes, which continues it (trace object 2)
+    let sizes: Vec<(u8, u64, u64)> = o.iter().map(|x| (x.kind, x.size, x.max_size)).collect();
     let m = Kind::Malloc.code();
     assert_eq!(
         sizes,
         vec![
-            (m, 100),
-            (Kind::Calloc.code(), 80),
-            (Kind::Realloc.code(), 200),
-            (m, 24),
-            (m, 8),
-            (m, 8),
-            (m, 8),
-            (m, 8)
+            (m, 100, 100),
+            (Kind::Calloc.code(), 80, 200),
+            (m, 24, 24),
+            (m, 8, 8),
+            (m, 8, 8),
+            (m, 8, 8),
+            (m, 8, 8)
         ]
     );
+    assert_eq!((o[1].reallocs, p.of_id(2)), (1, Some(&o[1])));
     // a: 25 stores of 4 B, 1 of 16 B; 10 loads of 1 B, 3 of 8 B, 1 of 16 B
-    assert_eq!((o[0].writes, o[0].write_bytes), (26, 25 * 4 + 16));
-    assert_eq!((o[0].reads, o[0].read_bytes), (14, 10 + 24 + 16));
+    assert_eq!((o[0].stores, o[0].store_bytes), (26, 25 * 4 + 16));
+    assert_eq!((o[0].loads, o[0].load_bytes), (14, 10 + 24 + 16));
     let mut a = accesses(&t, 0);
     a.sort();
     assert!(a.contains(&(16, 16, true)) && a.contains(&(16, 16, false)));
     assert!(a.contains(&(96, 4, true)) && a.contains(&(80, 8, false)));
-    // b: 7 stores of 8 B; the realloc copy is not the program's
-    assert_eq!((o[1].reads, o[1].writes, o[1].write_bytes), (0, 7, 56));
-    assert_eq!((o[2].reads, o[2].read_bytes, o[2].writes), (5, 10, 0));
+    // b: 7 stores of 8 B before the realloc, 5 loads of 2 B after it (as
+    // trace object 2); the realloc's copy is not the program's
+    assert_eq!((o[1].stores, o[1].store_bytes), (7, 56));
+    assert_eq!((o[1].loads, o[1].load_bytes), (5, 10));
+    let b = accesses(&t, 1);
+    assert!(b.len() == 7 && b.iter().all(|x| x.2), "{b:?}");
     let c = accesses(&t, 2);
     assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), vec![190, 192, 194, 196, 198]);
-    // realloc ends b's life when c is born
-    assert_eq!(o[1].died, Some(o[2].born));
     // e0..e3: 3 loads each
-    for e in &o[4..8] {
-        assert_eq!((e.reads, e.read_bytes, e.writes), (3, 24, 0));
+    for e in &o[3..7] {
+        assert_eq!((e.loads, e.load_bytes, e.stores), (3, 24, 0));
     }
     for x in o {
         assert!(x.died.is_some(), "object {} was freed", x.id);
@@ -122,15 +124,15 @@ fn blocks_reused_at_the_same_address_are_told_apart() {
     let (ended, _) =
         record::record(&tools(), &[program("reuse").into()], &t, &Options::default()).unwrap();
     assert_eq!(ended, Ended::Exit(0), "exit 3: the second block did not land where the first was");
-    let p = object_refs(&t).unwrap();
+    let p = object_profile(&t).unwrap();
     let o = &p.objects;
     assert_eq!(o.len(), 2);
     assert_eq!(
-        (o[0].writes, o[0].reads),
+        (o[0].stores, o[0].loads),
         (2, 0),
         "p: two stores; the read after the free is not p's"
     );
-    assert_eq!((o[1].writes, o[1].reads, o[1].read_bytes), (0, 3, 24));
+    assert_eq!((o[1].stores, o[1].loads, o[1].load_bytes), (0, 3, 24));
     // the read after the free is an other reference, between p's death and q's birth
     let mut r = RefsReader::open(&t).unwrap();
     let (mut after_free, mut between) = (false, 0);
@@ -151,4 +153,69 @@ fn blocks_reused_at_the_same_address_are_told_apart() {
         }
     }
     assert!(between >= 1, "the load after the free is kept, as an other reference");
+}
+
+#[test]
+fn event_times_lie_between_the_programs_own_clock_readings() {
+    // the tool reads the clock now and then and interpolates with the TSC
+    // between readings; the program reads CLOCK_MONOTONIC around each malloc
+    let t = out("clock");
+    let readings = t.with_extension("txt");
+    let cmd = [program("clock").into_os_string(), readings.clone().into_os_string()];
+    let (ended, _) = record::record(&tools(), &cmd, &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    let around: Vec<(u64, u64)> = std::fs::read_to_string(&readings)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(around.len(), 80);
+    let mut r = heaplab_trace::TraceReader::open(&t).unwrap();
+    assert_eq!(r.meta().time_unit_ns, 1000);
+    let mut mallocs = Vec::new();
+    while let Some(e) = r.next_event().unwrap() {
+        if e.kind == Kind::Malloc {
+            mallocs.push(e.time);
+        }
+    }
+    assert_eq!(mallocs.len(), around.len(), "the program's mallocs only");
+    // microseconds, truncated; the slack is for the interpolation (the rate
+    // is measured over milliseconds: nanoseconds of error) and the clamp that
+    // keeps times from running backwards
+    for (i, (&us, &(before, after))) in mallocs.iter().zip(&around).enumerate() {
+        assert!(
+            before / 1000 <= us + 20 && us <= after / 1000 + 20,
+            "malloc {i}: the trace says {us} us, the program read {before} and {after} ns around it"
+        );
+    }
+}
+
+#[test]
+fn threads_that_come_and_go_are_each_one_trace_thread() {
+    // bench/progs/spawnjoin: 3 rounds of 2 threads (Valgrind reuses their
+    // ThreadIds); the tool asks the kernel whose thread it is only after a
+    // thread was made or went, and the main thread's last frees (after the
+    // exit hooks ran) stay the main thread's
+    let p = root().join("build/bin/record-spawnjoin");
+    assert!(p.exists(), "{} is not built: run `make -C native` first", p.display());
+    let t = out("spawnjoin");
+    let cmd = [p.into_os_string(), "3".into(), "200".into()];
+    let (ended, s) = record::record(&tools(), &cmd, &t, &Options::default()).unwrap();
+    assert_eq!(ended, Ended::Exit(0));
+    let mut r = heaplab_trace::TraceReader::open(&t).unwrap();
+    let mut per_thread = std::collections::BTreeMap::<u32, u64>::new();
+    while let Some(e) = r.next_event().unwrap() {
+        *per_thread.entry(e.thread).or_default() += 1;
+    }
+    let tids: Vec<u64> = r.threads().iter().map(|t| t.tid).collect();
+    assert_eq!(tids.len(), 7, "the main thread and 3 x 2: {tids:?}");
+    let mut distinct = tids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 7, "a kernel thread is one trace thread: {tids:?}");
+    assert_eq!(per_thread.len(), 7, "{per_thread:?}");
+    assert_eq!(per_thread.values().sum::<u64>(), s.events);
 }

@@ -2,11 +2,14 @@
 //! bar charts (a group per program, a bar per allocator, as paper 002's
 //! Figures 4 to 6 draw them), line charts with linear or log axes (miss rates
 //! against cache size, page faults against memory), and tables. Figures are
-//! inline SVG; the page needs no network. Its one script (inline) sorts a
+//! inline SVG; the page needs no network. A page that asks for it
+//! ([`Report::sortable_tables`]) carries one inline script that sorts a
 //! table by the column whose header is clicked; a figure that is a whole
 //! SVG document with its own script (a flame graph) sits in a frame of its
 //! own, from a `data:` URL ([`Report::document`]), so it fetches nothing and
 //! its script sees only itself. Figures scale down to fit a narrow window.
+//! A [`Table`] renders as terminal text too ([`Table::to_text`]), with the
+//! same cells shown the same way ([`num`] formats counts).
 //!
 //! Every heaplab study draws its figures with this crate: `heaplab compare`
 //! (instructions, share, footprint, wall-time ratios), and the locality,
@@ -36,6 +39,7 @@ mod axis;
 mod bars;
 pub mod human;
 mod lines;
+pub mod num;
 mod table;
 
 pub use area::StackedArea;

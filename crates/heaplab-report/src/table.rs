@@ -1,16 +1,24 @@
-//! HTML tables with right-aligned numbers and marked missing values.
+//! Tables: one value per cell, shown the same way in HTML (right-aligned
+//! numbers, missing values marked) and as terminal text (columns aligned,
+//! the first left, the rest right).
 
 use crate::axis::fmt_num;
 use crate::esc;
+use crate::num;
+use std::fmt::Write as _;
 
 /// One table cell.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
     Text(String),
     /// A number shown with `digits` decimals (right-aligned).
     Num(f64, usize),
     /// A number shown short (3.5K, 1.2M).
     Short(f64),
+    /// A number in scientific notation with `digits` decimals (1.20e-3).
+    Sci(f64, usize),
+    /// A count shown short ([`num::short_count`]: 4321, 12.3K, 1.50M).
+    Count(u64),
     /// No value, with the reason shown (in red).
     Missing(String),
     /// Bytes with a binary unit ([`crate::human::bytes`]); sorts by value.
@@ -22,24 +30,38 @@ pub enum Cell {
 }
 
 impl Cell {
+    pub fn text(s: impl Into<String>) -> Cell {
+        Cell::Text(s.into())
+    }
+    /// `Num` for a value, `Missing("—")` for none.
+    pub fn opt(v: Option<f64>, digits: usize) -> Cell {
+        v.map(|v| Cell::Num(v, digits)).unwrap_or_else(Cell::missing)
+    }
+    /// `Sci` for a value, `Missing("—")` for none.
+    pub fn opt_sci(v: Option<f64>, digits: usize) -> Cell {
+        v.map(|v| Cell::Sci(v, digits)).unwrap_or_else(Cell::missing)
+    }
+    /// `Count` for a value, `Missing("—")` for none.
+    pub fn opt_count(v: Option<u64>) -> Cell {
+        v.map(Cell::Count).unwrap_or_else(Cell::missing)
+    }
+    /// A value that is not there: "—".
+    pub fn missing() -> Cell {
+        Cell::Missing("—".into())
+    }
+
     /// What the cell shows, as plain text (not escaped).
     pub fn shown(&self) -> String {
         match self {
             Cell::Text(t) | Cell::Missing(t) => t.clone(),
             Cell::Num(v, d) => format!("{v:.d$}"),
             Cell::Short(v) => fmt_num(*v),
+            Cell::Sci(v, d) => format!("{v:.d$e}"),
+            Cell::Count(n) => num::short_count(*n),
             Cell::Bytes(v) => crate::human::bytes(*v),
             Cell::Int(v) => crate::human::count(*v),
             Cell::Nanos(v) => crate::human::ns(*v),
         }
-    }
-
-    pub fn text(s: impl Into<String>) -> Cell {
-        Cell::Text(s.into())
-    }
-    /// `Num` for a value, `Missing("—")` for none.
-    pub fn opt(v: Option<f64>, digits: usize) -> Cell {
-        v.map(|v| Cell::Num(v, digits)).unwrap_or_else(|| Cell::Missing("—".into()))
     }
 }
 
@@ -65,20 +87,19 @@ impl Table {
         for r in &self.rows {
             o.push_str("<tr>");
             for c in r {
-                match c {
-                    Cell::Text(t) => o.push_str(&format!("<td>{}</td>", esc(t))),
-                    Cell::Num(v, d) => o.push_str(&format!("<td class=\"num\">{:.*}</td>", d, v)),
-                    Cell::Short(v) => {
-                        o.push_str(&format!("<td class=\"num\">{}</td>", esc(&fmt_num(*v))))
+                let class = match c {
+                    Cell::Text(_) => "",
+                    Cell::Missing(_) => " class=\"missing\"",
+                    _ => " class=\"num\"",
+                };
+                // exact values where the text is rounded, so that sorting is by value
+                let v = match c {
+                    Cell::Bytes(v) | Cell::Int(v) | Cell::Nanos(v) | Cell::Count(v) => {
+                        format!(" data-v=\"{v}\"")
                     }
-                    Cell::Missing(t) => {
-                        o.push_str(&format!("<td class=\"missing\">{}</td>", esc(t)))
-                    }
-                    Cell::Bytes(v) | Cell::Int(v) | Cell::Nanos(v) => o.push_str(&format!(
-                        "<td class=\"num\" data-v=\"{v}\">{}</td>",
-                        esc(&c.shown())
-                    )),
-                }
+                    _ => String::new(),
+                };
+                o.push_str(&format!("<td{class}{v}>{}</td>", esc(&c.shown())));
             }
             o.push_str("</tr>\n");
         }
@@ -91,7 +112,6 @@ impl Table {
     /// left, the others to the right, two spaces apart), no trailing spaces.
     /// The caller escapes what it puts in cells that came from a trace.
     pub fn to_text(&self) -> String {
-        use std::fmt::Write as _;
         let rows: Vec<Vec<String>> = std::iter::once(self.header.clone())
             .chain(self.rows.iter().map(|r| r.iter().map(Cell::shown).collect()))
             .collect();
@@ -120,5 +140,44 @@ impl Table {
             out.push('\n');
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_aligns_columns_and_shows_cells_as_html_does() {
+        let t = Table {
+            caption: Some("Caption".into()),
+            header: vec!["allocator".into(), "rate".into(), "faults".into(), "refs".into()],
+            rows: vec![
+                vec![
+                    Cell::text("bsd"),
+                    Cell::Num(1.5, 3),
+                    Cell::Sci(0.0012, 2),
+                    Cell::Count(12_345),
+                ],
+                vec![
+                    Cell::text("gnulocal+pad8"),
+                    Cell::missing(),
+                    Cell::Sci(0.5, 2),
+                    Cell::Count(7),
+                ],
+            ],
+        };
+        assert_eq!(
+            t.to_text(),
+            "Caption\n\
+             allocator       rate   faults   refs\n\
+             bsd            1.500  1.20e-3  12.3K\n\
+             gnulocal+pad8      —  5.00e-1      7\n"
+        );
+        let h = t.to_html();
+        assert!(
+            h.contains("<td class=\"num\">1.20e-3</td>")
+                && h.contains("<td class=\"missing\">—</td>")
+        );
     }
 }

@@ -419,7 +419,7 @@ fn cell_text(c: &Cell) -> String {
         Cell::Num(v, d) => format!("{v:.*}", *d),
         Cell::Short(v) => short(*v),
         Cell::Missing(s) => s.clone(),
-        other => other.shown(),
+        c => c.shown(),
     }
 }
 

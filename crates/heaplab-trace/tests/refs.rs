@@ -17,6 +17,11 @@ fn meta(refs: bool) -> Meta {
     }
 }
 
+/// META announcing REFS encoding `version`.
+fn meta_v(version: u32) -> Meta {
+    Meta { options: Some(format!("refs={version}").into_bytes()), ..meta(true) }
+}
+
 /// A small deterministic generator (xorshift), so failures repeat.
 struct Rng(u64);
 impl Rng {
@@ -210,18 +215,25 @@ fn object_profile_gives_lifetimes_and_counts() {
     write_block(&mut w, &mut enc).unwrap();
     let bytes = w.finish(&End::default()).unwrap();
 
-    let p = object_refs_from(RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap())).unwrap();
-    assert!(p.has_refs);
+    let mut r = RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap());
+    let p = object_profile_from(&mut r, &[]).unwrap();
+    assert!(p.has_refs && !p.has_sp);
     assert_eq!(p.end, 50);
     let o = &p.objects;
-    assert_eq!(o.len(), 3);
+    assert_eq!(o.len(), 2, "the realloc continues b");
     assert_eq!((o[0].born, o[0].died, o[0].lifetime(p.end)), (10, Some(30), 20));
-    assert_eq!((o[0].reads, o[0].writes, o[0].read_bytes, o[0].write_bytes), (1, 2, 8, 16));
-    assert_eq!((o[1].born, o[1].died, o[1].reads, o[1].size), (20, Some(40), 1, 100));
-    assert_eq!((o[2].born, o[2].died, o[2].lifetime(p.end), o[2].writes), (40, None, 10, 1));
+    assert_eq!((o[0].loads, o[0].stores, o[0].load_bytes, o[0].store_bytes), (1, 2, 8, 16));
     assert!((o[0].density() - 3.0 / 24.0).abs() < 1e-12);
+    // b: born a calloc of 100, reallocated to 200 (its store counts), live at the end
+    assert_eq!((o[1].born, o[1].died, o[1].lifetime(p.end)), (20, None, 30));
+    assert_eq!((o[1].size, o[1].max_size, o[1].reallocs), (100, 200, 1));
+    assert_eq!((o[1].loads, o[1].stores, o[1].kind), (1, 1, Kind::Calloc.code()));
+    assert!((o[1].density() - 2.0 / 200.0).abs() < 1e-12);
+    assert_eq!(p.of_id(c), Some(&o[1]));
+    assert_eq!(p.of_id(b), Some(&o[1]));
+    assert_eq!(p.of_id(9), None);
     assert_eq!(p.stats.heap_refs(), 5);
-    assert_eq!(p.stats.other_reads, 1);
+    assert_eq!(p.stats.other_loads, 1);
 }
 
 #[test]
@@ -233,7 +245,8 @@ fn a_trace_without_refs_reads_as_events_only() {
     let bytes = w.finish(&End::default()).unwrap();
     let got = read_all(&bytes).unwrap();
     assert_eq!(got.len(), 2);
-    let p = object_refs_from(RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap())).unwrap();
+    let mut r = RefsReader::new(TraceReader::new(&bytes[..], "t").unwrap());
+    let p = object_profile_from(&mut r, &[]).unwrap();
     assert!(!p.has_refs);
     assert_eq!(p.objects.len(), 1);
 }
@@ -268,12 +281,17 @@ fn a_cut_short_trace_gives_its_items_then_the_error() {
 
 // ---------------------------------------------------------------- corruption
 
-/// A trace whose REFS block has the given raw payload (after one malloc of
-/// 24 bytes, object 0, and a free of it when `free` is set).
+/// A trace whose REFS block has the given raw payload in encoding 1 (after
+/// one malloc of 24 bytes, object 0, and a free of it when `free` is set).
 fn with_payload(payload: &[u8], flags: u16, free: bool) -> Vec<u8> {
+    with_payload_v(1, payload, flags, free)
+}
+
+/// [`with_payload`] in encoding `version`.
+fn with_payload_v(version: u32, payload: &[u8], flags: u16, free: bool) -> Vec<u8> {
     let mut w = TraceWriter::new(
         Vec::new(),
-        &meta(true),
+        &meta_v(version),
         WriterOptions { codec: Codec::None, block_events: 64 },
     )
     .unwrap();
@@ -517,12 +535,12 @@ fn refs_without_the_skippable_flag_or_unannounced_are_rejected() {
     };
     assert!(e.to_string().contains("unknown stream kind 0x10"), "{e}");
 
-    // META without refs=1
+    // META without refs=N
     let mut w = TraceWriter::new(Vec::new(), &meta(false), WriterOptions::default()).unwrap();
     w.add_thread(1, "main");
     w.write_stream_block(kind::REFS, BLOCK_SKIPPABLE, &p).unwrap();
     let bytes = w.finish(&End::default()).unwrap();
-    expect_error(&bytes, "do not say refs=1");
+    expect_error(&bytes, "do not say refs=N");
 }
 
 #[test]
@@ -557,4 +575,114 @@ fn a_flipped_bit_in_a_refs_block_fails_its_checksum() {
         }
     };
     assert!(e.is_cut_short() && e.to_string().contains("truncated"), "{e}");
+}
+
+// ---------------------------------------------------------------- version 2, by hand
+
+const V2_EV1: u8 = v2::EVENTS; // one event, its time in `times`
+/// A load of 8 bytes from the object in `objs`, 1 instruction later (in the tag).
+const V2_HEAP8_EXPLICIT_T1: u8 = v2::HEAP | v2::OBJ_EXPLICIT << 5 | v2::HEAP_TIME1;
+/// An 8-byte load through register 0, `dt` (1..3, or 0: a `times` entry) later.
+fn v2_other(dt: u8) -> u8 {
+    v2::OTHER | dt << 6
+}
+
+#[test]
+fn a_good_handmade_version_2_payload_reads() {
+    let p = payload(
+        [4, 0, 0, 0, 0],
+        [
+            &[V2_EV1, V2_HEAP8_EXPLICIT_T1, v2_other(3), v2_other(0) | v2::REGISTER | v2::STORE],
+            &varints(&[1, 9]), // the event's time, then the last record's
+            &varints(&[0]),    // object 0
+            &varints(&[16]),   // its offset
+            &varints(&[0x41, 0x20]),
+            &[],
+            &[],
+        ],
+    );
+    let got = read_all(&with_payload_v(2, &p, BLOCK_SKIPPABLE, false)).unwrap();
+    assert_eq!(
+        got[1..],
+        [
+            Want::Ref(Ref {
+                time: 2,
+                size: 8,
+                write: false,
+                target: Target::Object { id: 0, offset: 16 }
+            }),
+            Want::Ref(Ref {
+                time: 5,
+                size: 8,
+                write: false,
+                target: Target::Other { addr: 0u64.wrapping_sub(33) }
+            }),
+            Want::Ref(Ref { time: 14, size: 8, write: true, target: Target::Other { addr: 16 } }),
+        ]
+    );
+}
+
+#[test]
+fn corrupt_version_2_payloads_are_rejected_with_their_reason() {
+    let h = V2_HEAP8_EXPLICIT_T1;
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            payload(
+                [2, 0, 0, 0, 0],
+                [&[V2_EV1, h], &varints(&[0]), &varints(&[0]), &varints(&[32]), &[], &[], &[]],
+            ),
+            "offset 32 in object 0",
+        ),
+        (
+            payload(
+                [2, 0, 0, 0, 0],
+                [&[V2_EV1, v2_other(0)], &varints(&[0]), &[], &[], &varints(&[4]), &[], &[]],
+            ),
+            "time",
+        ),
+        (
+            payload(
+                [2, 0, 0, 0, 0],
+                [&[V2_EV1, v2_other(1)], &varints(&[0, 5]), &[], &[], &varints(&[4]), &[], &[]],
+            ),
+            "unused bytes in the times column",
+        ),
+        (
+            payload(
+                [2, 0, 0, 0, 0],
+                [
+                    &[V2_EV1, v2_other(1) | v2::SIZE_EXPLICIT << 3],
+                    &varints(&[0]),
+                    &[],
+                    &[],
+                    &varints(&[4]),
+                    &varints(&[0]),
+                    &[],
+                ],
+            ),
+            "access size 0",
+        ),
+        (
+            payload(
+                [1, 0, 0, 0, 0],
+                [&[v2::SPECIAL | 3 << 2], &varints(&[0]), &[], &[], &[], &[], &[]],
+            ),
+            "reserved special",
+        ),
+        (
+            payload([3, 0, 0, 0, 0], [&[V2_EV1], &varints(&[0]), &[], &[], &[], &[], &[]]),
+            "tags column holds 1 bytes for 3",
+        ),
+    ];
+    for (p, words) in cases {
+        expect_error(&with_payload_v(2, &p, BLOCK_SKIPPABLE, false), words);
+    }
+}
+
+#[test]
+fn an_unknown_encoding_version_is_named() {
+    let p = payload([1, 0, 0, 0, 0], [&[V2_EV1], &varints(&[0]), &[], &[], &[], &[], &[]]);
+    expect_error(&with_payload_v(3, &p, BLOCK_SKIPPABLE, false), "REFS encoding version 3");
+    let bytes = with_payload_v(0, &p, BLOCK_SKIPPABLE, false);
+    expect_error(&bytes, "do not say refs=N");
 }

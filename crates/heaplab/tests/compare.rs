@@ -302,6 +302,109 @@ fn bad_traces_and_flags_get_clear_errors() {
 }
 
 #[test]
+fn threads_replay_as_recorded_or_serially() {
+    let d = tmp("threads");
+    let trace = root().join("testdata/vectors/basic.hltrace"); // events on several threads
+    let json = d.0.join("t.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            trace.to_str().unwrap(),
+            "--allocators",
+            "glibc,firstfit",
+            "--repeat",
+            "1",
+            "--no-instructions",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = heaplab(&args, &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v.as_array().unwrap().clone()
+    };
+    for r in run(&[]) {
+        assert_eq!(r["threads_mode"], "recorded", "{r}");
+        assert!(r["replay_threads"].as_u64().unwrap() >= 2, "{r}");
+    }
+    for r in run(&["--threads", "serial"]) {
+        assert_eq!(r["threads_mode"], "serial", "{r}");
+        assert_eq!(r["replay_threads"], 1);
+    }
+    let out = heaplab(&["compare", trace.to_str().unwrap(), "--threads", "sideways"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recorded"));
+}
+
+#[test]
+fn live_output_check_ignores_timing_lines_and_keeps_the_figures_of_rows_that_differ() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tmp("live-check");
+    let input = d.0.join("in.txt");
+    let text: String = (0..500).map(|i| format!("{}\n", (i * 7919) % 501)).collect();
+    std::fs::write(&input, text).unwrap();
+    // prints its input sorted, then its own "run time": a different line every run
+    let prog = d.0.join("timed.sh");
+    std::fs::write(&prog, "#!/bin/sh\nsort \"$1\"\necho \"Time was $$.$$ sec\"\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let json = d.0.join("live.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            "--live",
+            "--no-instructions",
+            "--allocators",
+            "glibc,firstfit",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", prog.to_str().unwrap(), input.to_str().unwrap()]);
+        let out = heaplab(&args, &[]);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap_or_default())
+            .unwrap_or(Value::Null);
+        (out, v)
+    };
+    // byte for byte: firstfit's row differs, is flagged, and keeps its figures
+    let (out, v) = run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    check_schema(&std::fs::read_to_string(&json).unwrap(), "live");
+    let ff = v.as_array().unwrap().iter().find(|r| r["allocator"] == "firstfit").unwrap();
+    assert_eq!(ff["status"], "output_differs", "{ff}");
+    assert_eq!(ff["stdout_matches_glibc"], false);
+    assert_eq!(ff["output_check"], "bytes");
+    assert!(ff["wall_s"].as_f64().unwrap() > 0.0 && ff["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OUTPUT DIFFERS"));
+    // the timing line ignored: clean
+    let (out, v) = run(&["--ignore-lines", "^Time was [0-9.]+ sec$"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["stdout_matches_glibc"], true);
+        assert_eq!(r["output_check"], "filtered");
+        assert_eq!(r["stdout_lines_ignored"], 1);
+    }
+    // a regex that matches nothing still differs
+    let (out, v) = run(&["--ignore-lines", "^nothing$"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(v.as_array().unwrap().iter().any(|r| r["status"] == "output_differs"));
+    // a filter command (argv, no shell) up to a lone ';'
+    let (out, v) = run(&["--output-filter", "sed", "-e", "s/^Time was.*$//", ";"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(v.as_array().unwrap().iter().all(|r| r["stdout_matches_glibc"] == true));
+    // bad input: a clear error
+    let (out, _) = run(&["--ignore-lines", "(unclosed"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ignore-lines \"(unclosed\""));
+    let (out, _) = run(&["--output-filter", "/nonexistent/filter", ";"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/filter"));
+}
+
+#[test]
 fn live_runs_the_program_and_compares_stdout() {
     let d = tmp("live");
     let input = d.0.join("in.txt");

@@ -50,7 +50,7 @@ fn record_refs_reports_what_it_wrote_and_passes_the_status_through() {
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("exited with status 1") && err.contains("B/reference"), "{err}");
-    let r = heaplab_trace::refs::object_refs(&t).unwrap();
+    let r = heaplab_trace::refs::object_profile(&t).unwrap();
     assert!(r.has_refs && r.stats.refs() > 1000 && r.stats.instructions.is_some());
 }
 

@@ -88,9 +88,10 @@ def peak_live(events):
 
 # ---------------------------------------------------------------- synthetic traces
 
-def make_trace(name, events_spec, modules=None, stacks=None):
-    """events_spec: list of (kind, dict) in the dump's event syntax; ids and
-    the writer's bookkeeping are filled in here. Returns the trace path."""
+def make_trace(name, events_spec, modules=None, stacks=None, threads=1):
+    """events_spec: list of (kind, dict) in the dump's event syntax (a
+    "thread" key puts an event on thread 1..threads-1); ids and the writer's
+    bookkeeping are filled in here. Returns the trace path."""
     lines = ["writer codec=zstd block_events=1000", "hltrace 1",
              "meta pid=7 ppid=1 start_ns=1 pointer_size=8 endian=little time_unit_ns=1 stack_depth=4",
              "meta argv=\"synthetic\"",
@@ -99,11 +100,12 @@ def make_trace(name, events_spec, modules=None, stacks=None):
         lines.append(f'module {mid} base=0x1000 size=0x1000 path="{path}" build_id=')
     for sid, frames in (stacks or {}).items():
         lines.append(f"stack {sid} frames=" + " ".join(f"{m}:0x{o:x}" for m, o in frames))
-    lines.append('thread 0 tid=7 name=""')
+    for t in range(threads):
+        lines.append(f'thread {t} tid={7 + t} name=""')
     nid = 0
     for i, (kind, kv) in enumerate(events_spec):
         kv = dict(kv)
-        parts = [f"event {i} {kind} thread=0 time={i}"]
+        parts = [f"event {i} {kind} thread={kv.pop('thread', 0)} time={i}"]
         if "old" in kv:
             parts.append(f"old={kv.pop('old')}")
         if kv.pop("failed", False):
@@ -209,7 +211,9 @@ def test_mapping(name, trace):
     logf = os.path.join(WORK, name + ".log")
     if os.path.exists(logf):
         os.unlink(logf)
-    rc, out, err = run([trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": logf})
+    # serially: one thread makes the calls in the trace's merged order (a
+    # threaded replay's pthread_create would log its own calloc, too)
+    rc, out, err = run(["--threads", "serial", trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": logf})
     check(rc == 0, f"{name}: plain replay under the log allocator exits 0 (rc={rc}, {err.strip()})")
     _, _, events = dump(trace)
     want = expected_calls(events)
@@ -311,10 +315,13 @@ def test_modes(name, trace, preloads):
         kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
     peak = peak_live(events)
     nobj = sum(1 for e in events if "id" in e)
+    nthreads = len({e["thread"] for e in events})
     for pre_name, pre in preloads:
-        for mode in ("plain", "touch", "check"):
-            rc, out, err = run(["--mode", mode, trace], preload=pre)
-            label = f"{name} under {pre_name}, {mode} mode"
+        for mode, threads in [(m, t) for m in ("plain", "touch", "check") for t in ("serial", "recorded")]:
+            if threads == "recorded" and nthreads < 2:
+                continue
+            rc, out, err = run(["--mode", mode, "--threads", threads, trace], preload=pre)
+            label = f"{name} under {pre_name}, {mode} mode, {threads}"
             check(rc == 0, f"{label}: exits 0 (rc={rc}: {err.strip()[:300]})")
             try:
                 j = json.loads(out)
@@ -325,8 +332,10 @@ def test_modes(name, trace, preloads):
             check(all(j["kinds"][k] == v for k, v in kinds.items()), f"{label}: per-kind counts")
             check(j["objects"] == nobj, f"{label}: objects {j['objects']} == {nobj}")
             check(j["peak_live_bytes"] == peak, f"{label}: peak live bytes {j['peak_live_bytes']} == {peak}")
-            check(j["mode"] == mode and j["replay_threads"] == 1, f"{label}: mode and threads")
-            if mode == "touch":
+            want_threads = 1 if threads == "serial" else nthreads
+            check(j["mode"] == mode and j["replay_threads"] == want_threads and j["threads_mode"] == threads,
+                  f"{label}: mode and threads ({j['replay_threads']} == {want_threads})")
+            if mode == "touch" and threads == "serial":  # threaded, the peak depends on the interleaving
                 u = j["usable"]
                 check(u["peak_live_bytes"] == peak, f"{label}: live bytes tracked while replaying peak at {peak}")
                 check(u["usable_at_peak_live_bytes"] >= peak, f"{label}: usable bytes >= requested at the peak")
@@ -469,6 +478,141 @@ def test_instructions():
     print(f"  harness: {per_event:.2f} instructions per event on {len(spec)} events (bump malloc {want_malloc}, free {want_free})")
 
 
+# ---------------------------------------------------------------- threaded replay
+
+ROOT = os.path.abspath(os.path.join(VEC, "..", ".."))
+
+
+def zoo_names():
+    names = []
+    for line in open(os.path.join(ROOT, "native", "alloc", "registry.txt")):
+        if re.match(r"\s*[a-z0-9_]", line):
+            names.append(line.split("|")[0].strip())
+    return names
+
+
+def threaded_spec(rounds, seed):
+    """Four threads: thread 0 makes objects that threads 1-3 free and
+    realloc; each also keeps objects of its own."""
+    rnd = random.Random(seed)
+    spec, nid, mine = [], 0, {t: [] for t in range(4)}
+    for _ in range(rounds):
+        t = rnd.randrange(4)
+        r = rnd.random()
+        if r < 0.45 or not any(mine.values()):
+            spec.append(("malloc", {"size": rnd.randint(1, 300), "thread": t}))
+            # objects made by thread 0 go to another thread half the time
+            owner = rnd.randrange(1, 4) if t == 0 and rnd.random() < 0.5 else t
+            mine[owner].append(nid)
+            nid += 1
+        elif r < 0.55 and mine[t]:
+            old = mine[t].pop(rnd.randrange(len(mine[t])))
+            spec.append(("realloc", {"old": old, "size": rnd.randint(1, 500), "thread": t}))
+            mine[t].append(nid)
+            nid += 1
+        elif mine[t]:
+            old = mine[t].pop(rnd.randrange(len(mine[t])))
+            spec.append(("free", {"old": old, "size": 0, "thread": t}))
+    return spec
+
+
+def replay_json(args, preload=None):
+    rc, out, err = run(args, preload)
+    try:
+        return rc, json.loads(out), err
+    except ValueError:
+        return rc, None, err
+
+
+def test_threads_handmade():
+    """A hand-made 4-thread trace: threaded by default, clean in check mode
+    under glibc and bump; with --threads unordered its order breaks and check
+    mode must say so."""
+    spec = threaded_spec(4000, 7)
+    trace = make_trace("threads4", spec, threads=4)
+    rc, j, err = replay_json(["--mode", "check", trace])
+    check(rc == 0 and j and j["threads_mode"] == "recorded" and j["replay_threads"] == 4
+          and j["check"]["problems"] == 0,
+          f"threads: a 4-thread trace replays threaded and clean in check mode (rc {rc}, {err[:300]})")
+    rc, js, err = replay_json(["--mode", "check", "--threads", "serial", trace])
+    check(rc == 0 and js and js["threads_mode"] == "serial" and js["replay_threads"] == 1,
+          f"threads: --threads serial replays on one thread (rc {rc})")
+    for key in ("events", "objects", "kinds", "peak_live_bytes"):
+        check(j and js and j[key] == js[key], f"threads: {key} equal threaded and serial")
+    check(j and j["replay"] == js["replay"], "threads: replay counts equal threaded and serial")
+    rc, j, err = replay_json(["--mode", "check", "--threads", "unordered", trace])
+    check(rc == 3 and "does not exist yet" in err and j and j["check"]["problems"] > 0,
+          f"threads: --threads unordered breaks the order and check mode catches it (rc {rc})")
+    rc, j, err = replay_json(["--threads", "unordered", trace])
+    check(rc == 0, f"threads: unordered plain mode does not crash (rc {rc}, {err[:200]})")
+    rc, out, err = run(["--threads", "sideways", trace])
+    check(rc == 2 and "recorded, serial or unordered" in err, "threads: a bad --threads value is a usage error")
+    rc, out, err = run(["--threads", "recorded", "--site-hints", trace])
+    check(rc == 2 and "--threads serial" in err, "threads: --threads recorded with --site-hints says what to do")
+    for mode in ("plain", "touch"):
+        rc, j, err = replay_json(["--mode", mode, trace], lib("bump"))
+        check(rc == 0 and j and j["threads_mode"] == "recorded", f"threads: bump, {mode} mode (rc {rc})")
+    # a one-thread trace stays serial by default
+    rc, j, err = replay_json([make_trace("thread1", random_spec(300, 3))])
+    check(rc == 0 and j and j["threads_mode"] == "serial", "threads: a one-thread trace replays serially")
+    return trace
+
+
+def test_threads_prodcons():
+    """bench/progs/prodcons.c recorded with the agent (4 threads, every item
+    freed by another thread): check mode 10 times with the same results;
+    then every zoo allocator, glibc and the peers that are installed."""
+    agent = os.path.join(LIB, "libheaplab-record.so")
+    prog = os.path.join(WORK, "prodcons")
+    subprocess.run(["cc", "-O2", "-pthread", "-o", prog, os.path.join(ROOT, "bench", "progs", "prodcons.c")],
+                   check=True)
+    trace = os.path.join(WORK, "prodcons.hltrace")
+    e = dict(os.environ)
+    e.update({"LD_PRELOAD": agent, "HEAPLAB_RECORD_OUT": trace, "HEAPLAB_RECORD_STACK_DEPTH": "0"})
+    p = subprocess.run([prog, "3000"], env=e, capture_output=True, text=True)
+    check(p.returncode == 0 and os.path.exists(trace), f"threads: recorded prodcons ({p.stderr[:300]})")
+    if p.returncode:
+        return
+    results = set()
+    for i in range(10):
+        rc, j, err = replay_json(["--mode", "check", trace])
+        ok = (rc == 0 and j and j["check"]["problems"] == 0 and j["replay_threads"] >= 4
+              and j["thread_edges"] > 0)
+        check(ok, f"threads: prodcons check-mode run {i}: rc {rc}, {err[:300]}")
+        if j:
+            results.add(json.dumps([j["events"], j["objects"], j["kinds"], j["replay"], j["check"],
+                                    j["replay_threads"]], sort_keys=True))
+    check(len(results) == 1, f"threads: 10 threaded check runs give one result, not {len(results)}")
+    rc, j, err = replay_json(["--mode", "check", "--no-edges", trace])
+    check(rc == 0 and j and j["thread_edges"] == 0 and j["check"]["problems"] == 0,
+          f"threads: --no-edges waits on objects only, still clean (rc {rc})")
+    allocs = [(n, os.path.join(LIB, f"libheaplab-{n}.so")) for n in zoo_names()] + [("glibc", None)]
+    for n, so in (("jemalloc", "libjemalloc.so.2"), ("mimalloc", "libmimalloc.so.2"),
+                  ("tcmalloc", "libtcmalloc_minimal.so.4")):
+        path = os.path.join("/usr/lib/x86_64-linux-gnu", so)
+        if os.path.exists(path):
+            allocs.append((n, path))
+    for name, so in allocs:
+        for mode in ("plain", "check"):
+            rc, j, err = replay_json(["--mode", mode, trace], so)
+            check(rc == 0 and j and j["threads_mode"] == "recorded",
+                  f"threads: prodcons under {name}, {mode} mode: rc {rc}, {err[:300]}")
+    return trace
+
+
+def test_threads_instructions(trace):
+    """The threaded lean loop's own instructions per event, under callgrind
+    with the bump allocator (whose calls are not counted): at most 15."""
+    if not shutil.which("valgrind"):
+        return  # test_instructions reports the missing tool
+    selfc, calls = callgrind([trace], lib("bump"))
+    events = len(threaded_spec(4000, 7))
+    loop = sum(c for f, c in selfc.items() if f in ("rp_thread_lean", "run_stream", "wait_for", "rp_relax"))
+    per_event = loop / events
+    check(0 < per_event <= 15, f"threads: {per_event:.2f} replayer instructions per event, threaded (<= 15)")
+    print(f"  threaded harness: {per_event:.2f} instructions per event on {events} events, 4 threads")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     vectors = {n: os.path.join(VEC, n + ".hltrace") for n in ("basic", "fork-child", "exec-continue", "many-zstd", "skippable")}
@@ -487,6 +631,9 @@ def main():
     test_broken()
     test_bad_input()
     test_instructions()
+    t4 = test_threads_handmade()
+    test_threads_instructions(t4)
+    test_threads_prodcons()
     print(f"replay tests: {passes} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 

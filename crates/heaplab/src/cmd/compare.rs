@@ -35,6 +35,10 @@ machines").
 
 With --live, runs the real program under each allocator instead: wall
 time, peak RSS, instructions, and whether stdout is identical to glibc's.
+A program that prints its own timings: --ignore-lines REGEX (repeatable)
+leaves matching lines out of the comparison, --output-filter CMD ARGS… ';'
+passes stdout through a command first (no shell). A row whose output still
+differs keeps its figures, flagged OUTPUT DIFFERS (status output_differs).
 
 Allocators (--allocators, comma-separated): all, zoo (heaplab's), peers
 (glibc jemalloc mimalloc tcmalloc), any single name, NAME+padN, or a path
@@ -55,6 +59,7 @@ Examples:
   heaplab compare t.hltrace --plan plan/ && parallel < plan/jobs-shared.txt \
     && parallel -j1 < plan/jobs-alone.txt && heaplab compare --merge plan/ --json t.json
   heaplab compare --live --allocators peers,bsd -- perl wc.pl input.txt
+  heaplab compare --live --ignore-lines '^Time was' -- espresso -t ex.pla
 
 --json [FILE] and --csv [FILE] write to FILE, or with no FILE (or -) to
 standard output; the table then goes to stderr."#;
@@ -105,6 +110,12 @@ pub struct Args {
     /// JSON, CSV and report; name the jobs missing or failed.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["live", "resume"])]
     merge: Option<PathBuf>,
+    /// How the replays run a trace of several threads: recorded (each recorded
+    /// thread on a thread of its own, waiting where the trace says: the
+    /// default for such traces) or serial (every event on one thread, in the
+    /// trace's merged order). Instruction counts always replay serially.
+    #[arg(long, value_name = "MODE", value_parser = ["recorded", "serial"])]
+    threads: Option<String>,
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
@@ -132,6 +143,16 @@ pub struct Args {
     /// in the form of TRACE.program.json (the denominator of the allocator's share).
     #[arg(long, value_name = "FILE", requires = "live")]
     program_cost: Option<PathBuf>,
+    /// --live: leave out of the stdout comparison the lines that match REGEX
+    /// (repeatable), e.g. a program's own timing line: 'Time was [0-9.]+ sec'.
+    #[arg(long, value_name = "REGEX", requires = "live")]
+    ignore_lines: Vec<String>,
+    /// --live: pass each run's stdout through this command (its stdin) before
+    /// comparing it; the command and its arguments, up to a lone `;` (no
+    /// shell), e.g. --output-filter sed -e 's/ in [0-9.]*s$//' ';'
+    #[arg(long, value_name = "CMD ARGS… ;", requires = "live", num_args = 1..,
+          allow_hyphen_values = true, value_terminator = ";")]
+    output_filter: Vec<String>,
     /// --live: the program and its arguments.
     #[arg(last = true, value_name = "PROG ARGS")]
     program: Vec<String>,
@@ -320,6 +341,7 @@ pub fn run(a: Args) -> Result<i32> {
         keep_scratch: a.keep_scratch,
         state: Some(a.state.clone().unwrap_or_else(measure::default_state_dir)),
         resume: a.resume,
+        threads: a.threads.clone(),
     };
     let tools = tools_with_timeout(a.timeout)?;
     if let Some(dir) = &a.plan {
@@ -481,6 +503,8 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
         instructions: !a.no_instructions,
         stdin: a.stdin.clone(),
         env,
+        ignore_lines: a.ignore_lines.clone(),
+        output_filter: a.output_filter.clone(),
     };
     let bar = Bar::new();
     let records = live::live(&tools, &a.program, &allocs, &opts, &bar)?;

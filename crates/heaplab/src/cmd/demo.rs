@@ -273,6 +273,7 @@ fn program_costs(
             instructions: true,
             stdin: prep.stdin.clone(),
             env: prep.env.clone(),
+            ..live::LiveOptions::default()
         };
         let recs = live::live(&tools, &argv, &glibc, &opts, &heaplab_compare::NoProgress)?;
         if let Some(r) = recs.iter().find(|r| r.status != "ok") {

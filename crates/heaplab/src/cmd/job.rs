@@ -39,7 +39,7 @@ pub fn run(a: Args) -> Result<i32> {
     let ops = plan_ops_cache(&out);
     let outcome = match a.kind.split_once('.').map(|p| p.0) {
         Some("compare") => execute(&job, &|j| heaplab_compare::jobs::run_job(j, ops.as_deref())),
-        Some("locality") => execute(&job, &heaplab_refs::jobs::run_job),
+        Some("locality") => execute(&job, &heaplab_locality::jobs::run_job),
         _ => bail!(
             "unknown job kind {:?} (compare.touch, compare.count, compare.time, locality.measure)",
             a.kind

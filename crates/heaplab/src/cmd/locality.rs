@@ -1,15 +1,17 @@
 //! `heaplab locality TRACE`: cache and page locality of allocators on a
-//! trace recorded with references (papers 000 §4 and 003 §5). The work lives
-//! in `heaplab-refs` (measure, study, report); this is flags and output.
+//! trace recorded with references (papers 000 §4 and 003 §5). The study lives
+//! in `heaplab-locality` (study, report), the measurement in `heaplab-refs`;
+//! this is flags and output.
 
 use crate::cli::Dest;
 use anyhow::{bail, Context, Result};
 use heaplab_jobs::{Job, JobState, Plan, Runner, Store};
+use heaplab_locality::jobs::{self, Study};
+use heaplab_locality::report;
+use heaplab_locality::study::{self, Locality, Options};
 use heaplab_plumb::{alloc, output, Layout, Tools};
-use heaplab_refs::jobs::{self, Study};
 use heaplab_refs::measure::SimSpec;
-use heaplab_refs::study::{self, Locality, Options};
-use heaplab_refs::{report, vg::VgTools};
+use heaplab_refs::vg::VgTools;
 use heaplab_sim::config::{self, CacheConfig};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -543,7 +543,7 @@ impl<R: std::io::Read> Input for TraceInput<R> {
     fn stats(&self) -> DinStats {
         let s = self.0.reader().stats();
         DinStats {
-            lines: s.heap_reads + s.heap_writes + s.other_reads + s.other_writes + s.events_placed,
+            lines: s.heap_loads + s.heap_stores + s.other_loads + s.other_stores + s.events_placed,
             accesses: self.0.accesses,
             ..DinStats::default()
         }

@@ -1,9 +1,11 @@
 //! The locality study as terminal tables and as an HTML page with figures
 //! (`heaplab-report`), laid out as papers 000 and 003 lay theirs out.
 
-use crate::study::{AllocatorResult, Locality};
+use crate::study::{AllocatorResult, CacheMode, Locality};
+use heaplab_report::num::{millions, short_count};
 use heaplab_report::{Bars, Cell, LineSeries, Lines, Report, Series, Table};
 use heaplab_sim::config::fmt_bytes;
+use heaplab_trace::escape::{terminal_lines, terminal_str};
 use std::fmt::Write as _;
 
 /// Cache sizes present for (line, assoc), unified, across allocators.
@@ -12,7 +14,7 @@ fn sizes(l: &Locality, line: u32, assoc: u32) -> Vec<u64> {
         .allocators
         .iter()
         .flat_map(|a| a.caches.iter())
-        .filter(|c| c.line == line && c.assoc == assoc && c.mode == "unified")
+        .filter(|c| c.line == line && c.assoc == assoc && c.mode == CacheMode::Unified)
         .map(|c| c.size)
         .collect();
     v.sort();
@@ -23,7 +25,9 @@ fn sizes(l: &Locality, line: u32, assoc: u32) -> Vec<u64> {
 fn miss_rate(a: &AllocatorResult, size: u64, line: u32, assoc: u32) -> Option<f64> {
     a.caches
         .iter()
-        .find(|c| c.size == size && c.line == line && c.assoc == assoc && c.mode == "unified")
+        .find(|c| {
+            c.size == size && c.line == line && c.assoc == assoc && c.mode == CacheMode::Unified
+        })
         .map(|c| 100.0 * c.misses as f64 / c.accesses.max(1) as f64)
 }
 
@@ -58,57 +62,11 @@ fn fault_rate(a: &AllocatorResult, page: u64, memory: u64) -> Option<f64> {
     Some(faults as f64 / p.references.max(1) as f64)
 }
 
-fn mega(n: u64) -> String {
-    format!("{:.2}", n as f64 / 1e6)
-}
-
-fn count(n: u64) -> String {
-    if n >= 10_000_000_000 {
-        format!("{:.2}e9", n as f64 / 1e9)
-    } else if n >= 1_000_000 {
-        format!("{:.2}M", n as f64 / 1e6)
-    } else if n >= 10_000 {
-        format!("{:.1}K", n as f64 / 1e3)
-    } else {
-        n.to_string()
-    }
-}
-
-/// A text table: first column left-aligned, the rest right-aligned.
-fn text_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
-    let n = header.len();
-    let mut w = vec![0usize; n];
-    for r in std::iter::once(header).chain(rows.iter().map(|r| r.as_slice())) {
-        for (i, c) in r.iter().enumerate().take(n) {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    for r in std::iter::once(header).chain(rows.iter().map(|r| r.as_slice())) {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate().take(n) {
-            if i == 0 {
-                let _ = write!(line, "{c:<width$}", width = w[0]);
-            } else {
-                let _ = write!(line, "  {c:>width$}", width = w[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-}
-
-struct Tab {
-    title: String,
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-    /// Numeric columns as numbers, for HTML (None: text).
-    nums: Vec<Vec<Option<f64>>>,
-    digits: usize,
-}
-
-fn tables(l: &Locality) -> Vec<Tab> {
+/// The study's tables, in the papers' order; the terminal and the HTML page
+/// show the same cells.
+fn tables(l: &Locality) -> Vec<Table> {
     let mut out = Vec::new();
-    let names: Vec<&str> = l.allocators.iter().map(|a| a.name.as_str()).collect();
+    let name = |a: &AllocatorResult| Cell::text(a.name.clone());
 
     for (line, assoc, title) in [
         (32, 1, "Cache miss rate (%), direct-mapped caches with 32-byte lines, program and allocator sharing the cache (paper 000 Figures 6-8)"),
@@ -120,16 +78,16 @@ fn tables(l: &Locality) -> Vec<Tab> {
         }
         let mut header = vec!["allocator".to_string()];
         header.extend(sz.iter().map(|&s| fmt_bytes(s)));
-        let mut rows = Vec::new();
-        let mut nums = Vec::new();
-        for a in &l.allocators {
-            let v: Vec<Option<f64>> = sz.iter().map(|&s| miss_rate(a, s, line, assoc)).collect();
-            let mut r = vec![a.name.clone()];
-            r.extend(v.iter().map(|x| x.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into())));
-            rows.push(r);
-            nums.push(v);
-        }
-        out.push(Tab { title: title.into(), header, rows, nums, digits: 3 });
+        let rows = l
+            .allocators
+            .iter()
+            .map(|a| {
+                let mut r = vec![name(a)];
+                r.extend(sz.iter().map(|&s| Cell::opt(miss_rate(a, s, line, assoc), 3)));
+                r
+            })
+            .collect();
+        out.push(Table { caption: Some(title.into()), header, rows });
     }
 
     // time model
@@ -146,34 +104,42 @@ fn tables(l: &Locality) -> Vec<Tab> {
         for (c, p) in &caches {
             header.push(format!("{c} P={p} total/miss (Mcycles)"));
         }
-        let mut rows = Vec::new();
-        for a in &l.allocators {
-            let first = a.time.first();
-            let mut r = vec![
-                a.name.clone(),
-                first.map(|t| mega(t.instructions)).unwrap_or_default(),
-                first.map(|t| mega(t.references)).unwrap_or_default(),
-            ];
-            for (c, p) in &caches {
-                r.push(
-                    a.time
-                        .iter()
-                        .find(|t| &t.cache == c && t.penalty == *p)
-                        .map(|t| format!("{}/{}", mega(t.total_cycles), mega(t.miss_cycles)))
-                        .unwrap_or_else(|| "—".into()),
-                );
-            }
-            rows.push(r);
-        }
-        out.push(Tab {
-            title: format!(
+        let mega = |n: u64| n as f64 / 1e6;
+        let rows = l
+            .allocators
+            .iter()
+            .map(|a| {
+                let first = a.time.first();
+                let mut r = vec![
+                    name(a),
+                    Cell::opt(first.map(|t| mega(t.instructions)), 2),
+                    Cell::opt(first.map(|t| mega(t.references)), 2),
+                ];
+                for (c, p) in &caches {
+                    r.push(
+                        a.time
+                            .iter()
+                            .find(|t| &t.cache == c && t.penalty == *p)
+                            .map(|t| {
+                                Cell::text(format!(
+                                    "{}/{}",
+                                    millions(t.total_cycles),
+                                    millions(t.miss_cycles)
+                                ))
+                            })
+                            .unwrap_or_else(Cell::missing),
+                    );
+                }
+                r
+            })
+            .collect();
+        out.push(Table {
+            caption: Some(format!(
                 "Estimated execution time I + M·P·D, total/miss, in millions of cycles (one cycle per instruction; paper 000 Tables 4-5 use P = {} cycles; P = {} is a miss to DRAM today, about 65 ns at 3 GHz)",
                 l.penalty, l.modern_penalty
-            ),
+            )),
             header,
-            nums: vec![],
             rows,
-            digits: 2,
         });
     }
 
@@ -186,27 +152,24 @@ fn tables(l: &Locality) -> Vec<Tab> {
         let mem = memory_sizes(l, page);
         let mut header = vec!["allocator".to_string(), "pages touched".into()];
         header.extend(mem.iter().map(|&m| fmt_bytes(m)));
-        let mut rows = Vec::new();
-        let mut nums = Vec::new();
-        for a in &l.allocators {
-            let touched = a.pages.iter().find(|p| p.page_size == page).map(|p| p.distinct_pages);
-            let v: Vec<Option<f64>> = mem.iter().map(|&m| fault_rate(a, page, m)).collect();
-            let mut r = vec![a.name.clone(), touched.map(|t| t.to_string()).unwrap_or_default()];
-            r.extend(v.iter().map(|x| x.map(|x| format!("{x:.2e}")).unwrap_or_else(|| "—".into())));
-            rows.push(r);
-            let mut nv = vec![touched.map(|t| t as f64)];
-            nv.extend(v);
-            nums.push(nv);
-        }
-        out.push(Tab {
-            title: format!(
+        let rows = l
+            .allocators
+            .iter()
+            .map(|a| {
+                let touched =
+                    a.pages.iter().find(|p| p.page_size == page).map(|p| p.distinct_pages as f64);
+                let mut r = vec![name(a), Cell::opt(touched, 0)];
+                r.extend(mem.iter().map(|&m| Cell::opt_sci(fault_rate(a, page, m), 2)));
+                r
+            })
+            .collect();
+        out.push(Table {
+            caption: Some(format!(
                 "Page faults per reference against memory size, {} pages, LRU (paper 000 Figures 2-3; compulsory faults included)",
                 fmt_bytes(page)
-            ),
+            )),
             header,
             rows,
-            nums,
-            digits: 6,
         });
     }
 
@@ -225,25 +188,23 @@ fn tables(l: &Locality) -> Vec<Tab> {
             .iter()
             .map(|t| {
                 vec![
-                    format!("{} vs {}", t.with_tags, t.allocator),
-                    t.cache.clone(),
-                    format!("{:.3}", t.miss_rate_pct_tags),
-                    format!("{:.3}", t.miss_rate_pct_no_tags),
-                    format!("{:.2}", t.penalty_pct_tags),
-                    format!("{:.2}", t.penalty_pct_no_tags),
-                    format!("{:.2}", t.penalty_due_to_tags_pct),
+                    Cell::text(format!("{} vs {}", t.with_tags, t.allocator)),
+                    Cell::text(t.cache.clone()),
+                    Cell::Num(t.miss_rate_pct_tags, 3),
+                    Cell::Num(t.miss_rate_pct_no_tags, 3),
+                    Cell::Num(t.penalty_pct_tags, 2),
+                    Cell::Num(t.penalty_pct_no_tags, 2),
+                    Cell::Num(t.penalty_due_to_tags_pct, 2),
                 ]
             })
             .collect();
-        out.push(Tab {
-            title: format!(
+        out.push(Table {
+            caption: Some(format!(
                 "Boundary tags: the same allocator with 8 bytes more per object (paper 000 Table 6; penalties in % of the execution time without tags, P = {})",
                 l.penalty
-            ),
+            )),
             header,
             rows,
-            nums: vec![],
-            digits: 3,
         });
     }
 
@@ -257,39 +218,47 @@ fn tables(l: &Locality) -> Vec<Tab> {
         }
     }
     if !pcaches.is_empty() {
+        let own = pcaches.iter().any(|c| c.starts_with("512"));
+        let shared: Vec<&String> = pcaches.iter().filter(|c| !c.starts_with("512")).collect();
         let mut header = vec!["allocator".to_string()];
-        for c in pcaches.iter().filter(|c| !c.starts_with("512")) {
+        for c in &shared {
             header.push(format!("{c} Conv-Conf misses"));
             header.push(format!("{c} IMM-App misses"));
             header.push(format!("{c} improvement %"));
         }
-        if pcaches.iter().any(|c| c.starts_with("512")) {
+        if own {
             header.push("allocator's own misses, 512:32:1".into());
         }
-        let mut rows = Vec::new();
-        for a in &l.allocators {
-            let mut r = vec![a.name.clone()];
-            for c in pcaches.iter().filter(|c| !c.starts_with("512")) {
-                match a.pollution.iter().find(|p| &p.cache == c) {
-                    Some(p) => {
-                        r.push(count(p.conv_misses));
-                        r.push(count(p.imm_app_misses));
-                        r.push(format!("{:.1}", p.improvement_pct));
+        let rows = l
+            .allocators
+            .iter()
+            .map(|a| {
+                let mut r = vec![name(a)];
+                for c in &shared {
+                    match a.pollution.iter().find(|p| &p.cache == *c) {
+                        Some(p) => r.extend([
+                            Cell::Count(p.conv_misses),
+                            Cell::Count(p.imm_app_misses),
+                            Cell::Num(p.improvement_pct, 1),
+                        ]),
+                        None => r.extend([Cell::missing(), Cell::missing(), Cell::missing()]),
                     }
-                    None => r.extend(["—".into(), "—".into(), "—".into()]),
                 }
-            }
-            if let Some(p) = a.pollution.iter().find(|p| p.cache.starts_with("512")) {
-                r.push(count(p.imm_alloc_misses));
-            }
-            rows.push(r);
-        }
-        out.push(Tab {
-            title: "Cache pollution by the allocator: misses with the allocator sharing the cache (Conv-Conf) and with the allocator on a cache of its own (IMM), direct-mapped (paper 003 Figures 5-10)".into(),
+                if own {
+                    r.push(Cell::opt_count(
+                        a.pollution
+                            .iter()
+                            .find(|p| p.cache.starts_with("512"))
+                            .map(|p| p.imm_alloc_misses),
+                    ));
+                }
+                r
+            })
+            .collect();
+        out.push(Table {
+            caption: Some("Cache pollution by the allocator: misses with the allocator sharing the cache (Conv-Conf) and with the allocator on a cache of its own (IMM), direct-mapped (paper 003 Figures 5-10)".into()),
             header,
             rows,
-            nums: vec![],
-            digits: 1,
         });
         let header = vec![
             "allocator".to_string(),
@@ -303,47 +272,46 @@ fn tables(l: &Locality) -> Vec<Tab> {
             .iter()
             .map(|a| {
                 vec![
-                    a.name.clone(),
-                    count(a.stats.refs()),
-                    count(a.stats.app_refs()),
-                    count(a.stats.alloc_refs),
-                    count(a.stats.alloc_instructions),
+                    name(a),
+                    Cell::Count(a.stats.refs()),
+                    Cell::Count(a.stats.app_refs()),
+                    Cell::Count(a.stats.alloc_refs),
+                    Cell::Count(a.stats.alloc_instructions),
                 ]
             })
             .collect();
-        out.push(Tab {
-            title: "References per part (paper 003 Tables 2-4)".into(),
+        out.push(Table {
+            caption: Some("References per part (paper 003 Tables 2-4)".into()),
             header,
             rows,
-            nums: vec![],
-            digits: 0,
         });
     }
-    let _ = names;
     out
 }
 
 /// The terminal report.
 pub fn text(l: &Locality) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "heaplab locality: {} ({})", l.trace, l.command);
+    let _ =
+        writeln!(o, "heaplab locality: {} ({})", terminal_str(&l.trace), terminal_str(&l.command));
     if let Some(a) = l.allocators.first() {
         let s = &a.stats;
         let _ = writeln!(
             o,
             "the program: {} instructions, {} references ({} to heap objects), {} events",
-            count(s.app_instructions),
-            count(s.app_refs()),
-            count(s.app_heap_refs),
-            count(s.events)
+            short_count(s.app_instructions),
+            short_count(s.app_refs()),
+            short_count(s.app_heap_refs),
+            short_count(s.events)
         );
     }
     for t in tables(l) {
-        let _ = writeln!(o, "\n{}", t.title);
-        text_table(&mut o, &t.header, &t.rows);
+        o.push('\n');
+        o.push_str(&t.to_text());
     }
     for f in &l.failed {
-        let _ = writeln!(o, "\n{} could not be measured: {}", f.allocator, f.error);
+        let _ =
+            writeln!(o, "\n{} could not be measured: {}", f.allocator, terminal_lines(&f.error));
     }
     o
 }
@@ -500,19 +468,7 @@ pub fn html(l: &Locality) -> String {
     };
     page.figure(&bars.to_svg(), &format!("Figure {fig}: paper 003 Figure 10."));
     for t in tables(l) {
-        let mut table =
-            Table { caption: Some(t.title.clone()), header: t.header.clone(), rows: Vec::new() };
-        for (i, r) in t.rows.iter().enumerate() {
-            let mut cells = vec![Cell::text(r[0].clone())];
-            match t.nums.get(i) {
-                Some(nv) if nv.len() + 1 == r.len() => {
-                    cells.extend(nv.iter().map(|v| Cell::opt(*v, t.digits)))
-                }
-                _ => cells.extend(r[1..].iter().map(|c| Cell::text(c.clone()))),
-            }
-            table.rows.push(cells);
-        }
-        page.table(&table);
+        page.table(&t);
     }
     for f in &l.failed {
         page.paragraph(&format!("{} could not be measured: {}", f.allocator, f.error));

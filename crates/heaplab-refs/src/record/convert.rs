@@ -1,90 +1,27 @@
-//! Record mode: the tool's raw stream becomes a trace with a REFS stream.
+//! The converter: the tool's raw words to trace events and REFS payloads
+//! (attribution through the heap map, the REFS encoder's hot loop), and the
+//! writer thread that owns the [`TraceWriter`] (stacks, events, zstd).
 //!
 //! ```text
-//!   raw records ──▶ Converter ──(channel)──▶ writer thread: TraceWriter (events, modules,
-//!                      │  HeapMap: address ─▶ (object id, offset)         stacks, threads,
-//!                      └▶ RefsEncoder ──▶ REFS payloads ──(channel)──▶     REFS blocks; zstd)
+//!   raw words ─▶ Converter::feed_words ─┬─ REF/TIME: HeapMap lookup ─▶ Hot::heap / Hot::other
+//!                                       └─ control: HELLO, THREAD, MODULE, ALLOC, FREE, EXIT
+//!                  ──(batches of Msg)──▶ writer_thread: TraceWriter (events, stacks, REFS blocks, zstd)
+//!                  ◀─(spare payload buffers)──
 //! ```
-//!
-//! Reading, attributing and encoding run on one thread, compression and
-//! writing on another, so a machine with a core to spare overlaps them with
-//! the program running under Valgrind.
-//!
-//! The tool sends every block it hands out (ALLOC) and takes back (FREE) in
-//! execution order, interleaved with the references, so the converter always
-//! knows which blocks are live when a reference arrives: attribution is exact,
-//! also for blocks freed and then reused at the same address.
 
-use crate::encode::{self, FastEncoder};
+use super::{Options, Summary};
 use crate::heapmap::HeapMap;
 use crate::raw::{self, ctl, RawReader, Rec};
-use crate::vg::{self, Ended, Scratch, VgTools};
+use crate::vg::Ended;
 use anyhow::{bail, Context, Result};
-use heaplab_plumb::output::OutputFile;
-use heaplab_plumb::scratch::ScratchDir;
 use heaplab_trace::format::{kind, BLOCK_SKIPPABLE};
-use heaplab_trace::refs::{self, RefsStats};
+use heaplab_trace::refs::{self, v2, RefsEncoder};
 use heaplab_trace::{
     Codec, End, EndReason, Frame, Kind, Meta, Module, NewEvent, TraceWriter, WriterOptions,
 };
-use std::ffi::OsString;
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
-
-/// How to record.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Frames per allocation stack (0: none).
-    pub stack_depth: u32,
-    /// Stacks for frees too.
-    pub free_stacks: bool,
-    /// Stream loads and stores (else: events only, timed in instructions).
-    pub refs: bool,
-    pub codec: Codec,
-    /// How REFS blocks are stored: zstd level 1 by default, about twice as
-    /// fast as level 3 for a fifth more bytes (references are most of the work).
-    pub refs_codec: Codec,
-    /// Events per events block.
-    pub block_events: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            stack_depth: 8,
-            free_stacks: false,
-            refs: true,
-            codec: Codec::Zstd(3),
-            refs_codec: Codec::Zstd(1),
-            block_events: 65536,
-        }
-    }
-}
-
-/// What a recording produced.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Summary {
-    pub events: u64,
-    pub objects: u64,
-    pub refs: RefsStats,
-    /// Bytes of the trace file.
-    pub trace_bytes: u64,
-    /// Bytes of REFS payload before compression, and as stored.
-    pub refs_raw_bytes: u64,
-    /// Bytes the tool sent.
-    pub stream_bytes: u64,
-    /// Instructions of the program (END record), when it ended normally.
-    pub instructions: Option<u64>,
-    pub unknown_frees: u64,
-    /// The program called execve: the trace ends there.
-    pub exec: bool,
-    /// Times that ran backwards (none expected) and were raised.
-    pub raised_times: u64,
-}
 
 /// What the converter asks of the writer thread, in stream order.
 enum Msg {
@@ -104,6 +41,7 @@ enum Msg {
 fn writer_thread<W: Write>(
     mut w: TraceWriter<W>,
     rx: Receiver<Vec<Msg>>,
+    spare: SyncSender<Vec<u8>>,
     refs_codec: Codec,
 ) -> Result<W> {
     for m in rx.into_iter().flatten() {
@@ -122,7 +60,9 @@ fn writer_thread<W: Write>(
                 }
             }
             Msg::Refs(p) => {
-                w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?
+                w.write_stream_block_with(kind::REFS, BLOCK_SKIPPABLE, &p, refs_codec)?;
+                // back to the converter for its next block (or dropped when it has enough)
+                let _ = spare.try_send(p);
             }
             Msg::Sp(p) => w.write_stream_block(kind::SP, BLOCK_SKIPPABLE, &p)?,
             Msg::End(e) => w.write_end(&e)?,
@@ -146,7 +86,9 @@ pub struct Converter<W: Write + Send + 'static> {
     /// would cost more than the event).
     batch: Vec<Msg>,
     thread: Option<JoinHandle<Result<W>>>,
-    enc: FastEncoder,
+    enc: RefsEncoder,
+    /// REFS payload buffers the writer is done with.
+    spare: Option<Receiver<Vec<u8>>>,
     /// The stack depths of allocations (the tool's word after the frames).
     sp: heaplab_trace::sp::SpEncoder,
     heap: HeapMap,
@@ -186,7 +128,8 @@ impl<W: Write + Send + 'static> Converter<W> {
             tx: None,
             batch: Vec::new(),
             thread: None,
-            enc: FastEncoder::new(),
+            enc: RefsEncoder::new(),
+            spare: None,
             sp: heaplab_trace::sp::SpEncoder::default(),
             heap: HeapMap::new(),
             next_id: 0,
@@ -237,7 +180,8 @@ impl<W: Write + Send + 'static> Converter<W> {
     }
 
     fn flush_refs(&mut self) -> Result<()> {
-        if let Some(p) = self.enc.take_block() {
+        let mut p = self.spare.as_ref().and_then(|r| r.try_recv().ok()).unwrap_or_default();
+        if self.enc.take_block_into(&mut p) {
             self.refs_blocks_bytes += p.len() as u64;
             self.send(Msg::Refs(p))?;
         }
@@ -293,7 +237,7 @@ impl<W: Write + Send + 'static> Converter<W> {
     /// Decodes the whole records at the start of `words`; returns how many
     /// words they took. REF and TIME words (nine in ten words are REFs) go
     /// through a tight loop over as many words as the encoder has room for,
-    /// with the encoder's state in registers (`encode.rs`); the rest through
+    /// with the encoder's state in registers (`heaplab_trace::refs::Hot`); the rest through
     /// [`raw::next`].
     pub fn feed_words(&mut self, words: &[u64]) -> Result<usize> {
         let mut pos = 0;
@@ -309,15 +253,18 @@ impl<W: Write + Send + 'static> Converter<W> {
             // a word makes at most one record
             let start = pos;
             let end = pos + (n - pos).min(h.room());
-            while pos < end {
-                let w = words[pos];
+            for &w in &words[start..end] {
                 match w >> 61 {
                     raw::T_REF => {
-                        let (a, t) = (raw::addr(w), base + raw::k(w));
-                        let (bits, size) = (encode::ref_bits(w), raw::size(w));
+                        // the word is decoded in each branch, not before the
+                        // lookup: fewer values live across it (register spills
+                        // were most of this loop's instructions)
+                        let a = raw::addr(w);
                         match self.heap.lookup(a) {
-                            Some((id, off)) => h.heap(id, off, bits, size, t),
-                            None => h.other(a, bits, size, t),
+                            Some((id, off)) => {
+                                h.heap(id, off, raw::access_bits(w), raw::size(w), base + raw::k(w))
+                            }
+                            None => h.other(a, raw::access_bits(w), raw::size(w), base + raw::k(w)),
                         }
                     }
                     raw::T_TIME => base = w & raw::TIME_MASK,
@@ -342,7 +289,7 @@ impl<W: Write + Send + 'static> Converter<W> {
                 Rec::SRef(w, size) => {
                     let (a, t) = (raw::addr(w), base + raw::k(w));
                     let size = size.clamp(1, u64::from(u32::MAX)) as u32;
-                    let bits = encode::bits_of(size, w & raw::WRITE != 0);
+                    let bits = v2::access_bits(size, w & raw::WRITE != 0);
                     match self.heap.lookup(a) {
                         Some((id, off)) => h.heap(id, off, bits, size, t),
                         None => h.other(a, bits, size, t),
@@ -412,8 +359,10 @@ impl<W: Write + Send + 'static> Converter<W> {
                 let w = TraceWriter::new(out, &meta, wopts)?;
                 let (tx, rx) = sync_channel(16);
                 self.tx = Some(tx);
+                let (spare_tx, spare_rx) = sync_channel(4);
+                self.spare = Some(spare_rx);
                 let rc = self.opts.refs_codec;
-                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx, rc)));
+                self.thread = Some(std::thread::spawn(move || writer_thread(w, rx, spare_tx, rc)));
             }
             ctl::THREAD => {
                 need(1)?;
@@ -563,186 +512,4 @@ fn now_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-}
-
-/// Runs `command` under the tool and writes its trace with references to
-/// `out`. Returns how the program ended and what was recorded.
-pub fn record(
-    tools: &VgTools,
-    command: &[OsString],
-    out: &Path,
-    opts: &Options,
-) -> Result<(Ended, Summary)> {
-    if command.is_empty() {
-        bail!("no program to record");
-    }
-    tools.check("heaplab")?;
-    let scratch = Scratch::new("record")?;
-    let fifo = scratch.fifo("raw")?;
-    let ack = scratch.fifo("ack")?;
-    let ring = Ring::create(RING_SEGMENTS, RING_SEGMENT_BYTES)?;
-    let mut extra = vec![
-        format!("--hl-stack-depth={}", opts.stack_depth),
-        format!("--hl-free-stacks={}", if opts.free_stacks { "yes" } else { "no" }),
-        format!("--hl-refs={}", if opts.refs { "yes" } else { "no" }),
-        format!("--hl-ring={}", ring.path.display()),
-        format!("--hl-ack={}", ack.display()),
-    ];
-    if let Ok(e) = std::env::var("HEAPLAB_VALGRIND_OPTS") {
-        extra.extend(e.split_whitespace().map(String::from));
-    }
-    let cmd = vg::command(tools, "heaplab", &fifo, &extra, command);
-    // Written beside `out` and renamed into place (never through a link),
-    // 0600: a trace holds command lines and paths.
-    let file = OutputFile::create_mode(out, 0o600)?;
-    let argv: Vec<Vec<u8>> = command.iter().map(|a| a.as_encoded_bytes().to_vec()).collect();
-    let exe = vg::resolve_program(&command[0]).map(|p| p.into_os_string().into_encoded_bytes());
-    let conv = Converter::new(BufWriter::with_capacity(1 << 20, file), argv, exe, opts.clone());
-    let (ended, res) = vg::run_with_fifo(cmd, &fifo, move |f| {
-        let mut conv = conv;
-        let r = consume_ring(&mut conv, f, &ring, &ack);
-        (conv, r)
-    })?;
-    let (conv, fed) = res;
-    if let Err(e) = fed {
-        // keep what was written readable up to here
-        if let Ok((w, _)) = conv.finish(ended) {
-            if let Ok(f) = w.into_inner() {
-                let _ = f.commit();
-            }
-        }
-        return Err(e.context("reading the tool's stream"));
-    }
-    let (w, mut summary) =
-        conv.finish(ended).with_context(|| format!("recording {}", vg::show(command)))?;
-    w.into_inner().map_err(|e| e.into_error()).context("writing the trace")?.commit()?;
-    summary.trace_bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
-    Ok((ended, summary))
-}
-
-/// Segments of the ring, and their size: 16 × 4 MiB in /dev/shm.
-pub const RING_SEGMENTS: u64 = 16;
-pub const RING_SEGMENT_BYTES: u64 = 4 << 20;
-
-/// The shared file the tool writes its records into (see `hl_flush` in
-/// native/vgtool/hl_tool.c): a header page, then segments. heaplab maps it
-/// read-only; the tool sends (segment, bytes) tokens through the FIFO and
-/// heaplab acknowledges each segment once decoded, so nothing but tokens
-/// crosses the kernel.
-pub struct Ring {
-    pub path: PathBuf,
-    /// The private directory holding the file, removed after it.
-    _dir: ScratchDir,
-    base: *const u8,
-    len: usize,
-    seg_bytes: u64,
-    segs: u64,
-}
-
-// SAFETY: the mapping is read-only on this side and stays mapped until the
-// Ring is dropped; whoever holds the Ring may read it from any thread.
-unsafe impl Send for Ring {}
-
-impl Ring {
-    /// Makes the file (in /dev/shm when there is one) and maps it.
-    pub fn create(segs: u64, seg_bytes: u64) -> Result<Ring> {
-        use std::os::unix::io::AsRawFd;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let parent = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        // A private directory (mkdtemp, 0700) holds the file, created
-        // exclusively: nothing planted at a predictable name is followed.
-        let dir = ScratchDir::new_in(&parent, "heaplab-ring-")?;
-        let path = dir.join(&format!("ring-{}", N.fetch_add(1, Ordering::Relaxed)));
-        let len = 4096 + segs * seg_bytes;
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
-        let mut hdr = Vec::with_capacity(24);
-        hdr.extend_from_slice(b"HLRING\0\0");
-        hdr.extend_from_slice(&segs.to_le_bytes());
-        hdr.extend_from_slice(&seg_bytes.to_le_bytes());
-        f.write_all(&hdr)?;
-        f.set_len(len).with_context(|| format!("sizing {}", path.display()))?;
-        // SAFETY: mapping a file we just sized to `len` bytes, read-only and
-        // shared; the result is checked against MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            let _ = std::fs::remove_file(&path);
-            return Err(e).with_context(|| format!("mapping {}", path.display()));
-        }
-        Ok(Ring { path, _dir: dir, base: p as *const u8, len: len as usize, seg_bytes, segs })
-    }
-
-    /// The first `bytes` of segment `i`, as words.
-    pub fn segment(&self, i: u64, bytes: u64) -> Result<&[u64]> {
-        if i >= self.segs || bytes > self.seg_bytes || !bytes.is_multiple_of(8) {
-            bail!("the tool sent a bad segment token ({i}, {bytes} bytes)");
-        }
-        // SAFETY: the range lies inside the mapping (checked above), which is
-        // page-aligned so the offset 4096 + i * seg_bytes (a multiple of 8)
-        // is 8-aligned; the tool finished writing the segment before it sent
-        // the token (the FIFO syscalls order the writes before our reads),
-        // and it does not touch the segment again until we acknowledge it.
-        Ok(unsafe {
-            std::slice::from_raw_parts(
-                self.base.add(4096 + (i * self.seg_bytes) as usize) as *const u64,
-                (bytes / 8) as usize,
-            )
-        })
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what create mapped; no slice outlives the Ring.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.len);
-        }
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Reads segment tokens from `tokens`, decodes each segment, acknowledges it.
-fn consume_ring<W: Write + Send + 'static>(
-    conv: &mut Converter<W>,
-    mut tokens: File,
-    ring: &Ring,
-    ack: &Path,
-) -> Result<u64> {
-    // read-write, so that this open never waits for the tool (which opens it to read)
-    let mut acks = std::fs::OpenOptions::new().read(true).write(true).open(ack)?;
-    let mut t = [0u8; 16];
-    let mut total = 0u64;
-    loop {
-        match tokens.read_exact(&mut t) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(e.into()),
-        }
-        let seg = u64::from_le_bytes(t[..8].try_into().expect("8 bytes"));
-        let bytes = u64::from_le_bytes(t[8..].try_into().expect("8 bytes"));
-        conv.feed_segment(ring.segment(seg, bytes)?)?;
-        total += bytes;
-        acks.write_all(&seg.to_le_bytes())?;
-    }
-    Ok(total)
 }

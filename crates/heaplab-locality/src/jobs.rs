@@ -2,18 +2,18 @@
 //! allocator, `locality.measure`, a pure function of its hashed inputs (the
 //! trace with references, the replayer, the measure tool, the allocator's
 //! shared object) and its parameters (the caches and page sizes simulated,
-//! the penalties): it measures the allocator ([`crate::measure`]) and derives
+//! the penalties): it measures the allocator ([`heaplab_refs::measure`]) and derives
 //! its figures ([`crate::study::derive`]). [`merge`] assembles the study from
 //! the outcomes, whether they were run here (`heaplab locality`, with
 //! progress and `--resume`) or by an engine from a plan (`--plan DIR`, then
 //! `--merge DIR`).
 
-use crate::measure::{self, SimSpec};
 use crate::study::{self, AllocatorResult, Failure, Locality, Options};
-use crate::vg::VgTools;
 use anyhow::{Context, Result};
 use heaplab_jobs::{Input, Job, JobState};
+use heaplab_plumb::vg::VgTools;
 use heaplab_plumb::{Allocator, Source};
+use heaplab_refs::measure::{self, SimSpec};
 use heaplab_sim::config::{self, fmt_bytes};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

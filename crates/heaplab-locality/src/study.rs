@@ -1,5 +1,5 @@
 //! The locality study of papers 000 and 003 on one recorded trace: every
-//! allocator measured ([`crate::measure`]), then the figures derived.
+//! allocator measured (`heaplab_refs::measure`), then the figures derived.
 //!
 //! ```text
 //!   trace (EVENTS + REFS) ─┬─ allocator 1 ─ measure ─┐
@@ -12,10 +12,10 @@
 //! Every number comes from a simulation of the merged stream; nothing is
 //! taken from the papers but their configurations and the penalty P = 25.
 
-use crate::measure::{self, Cell, MeasureStats, SimSpec};
-use crate::vg::VgTools;
 use anyhow::Result;
+use heaplab_plumb::vg::VgTools;
 use heaplab_plumb::Allocator;
+use heaplab_refs::measure::{self, Cell, MeasureStats, SimSpec};
 use heaplab_sim::config::{fmt_bytes, CacheConfig};
 use heaplab_sim::{CacheResult, Mode, Part};
 use serde::{Deserialize, Serialize};
@@ -40,15 +40,33 @@ pub struct Options {
     pub modern_penalty: u64,
 }
 
+/// How the allocator's references meet the program's in a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// `unified`: application and allocator share the cache (003's Conv-Conf).
+    Unified,
+    /// `split`: the allocator has a cache of its own, of the same
+    /// configuration (003's IMM).
+    Split,
+}
+
+impl From<Mode> for CacheMode {
+    fn from(m: Mode) -> CacheMode {
+        match m {
+            Mode::Unified => CacheMode::Unified,
+            Mode::Split => CacheMode::Split,
+        }
+    }
+}
+
 /// One cache configuration's counts in one mode.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CacheRow {
     pub size: u64,
     pub line: u32,
     pub assoc: u32,
-    /// `unified` (application and allocator share the cache) or `split`
-    /// (the allocator has a cache of its own, of the same configuration).
-    pub mode: String,
+    pub mode: CacheMode,
     pub accesses: u64,
     pub misses: u64,
     pub app_accesses: u64,
@@ -194,7 +212,7 @@ pub fn derive(cell: &Cell, opts: &Options) -> AllocatorResult {
             size: r.config.size(),
             line: r.config.line(),
             assoc: r.config.assoc(),
-            mode: r.mode.name().to_string(),
+            mode: r.mode.into(),
             accesses: r.counts.total_accesses(),
             misses: r.counts.total_misses(),
             app_accesses: r.counts.part_accesses(Part::Application),
@@ -273,7 +291,7 @@ fn boundary_tags(results: &[AllocatorResult], penalty: u64) -> Vec<TagsRow> {
             r.caches
                 .iter()
                 .find(|x| {
-                    x.mode == "unified"
+                    x.mode == CacheMode::Unified
                         && x.size == c.size()
                         && x.line == c.line()
                         && x.assoc == c.assoc()
@@ -309,7 +327,7 @@ pub fn run(
     opts: &Options,
     mut progress: impl FnMut(usize, &str, Option<&Result<Cell>>),
 ) -> Result<Locality> {
-    let scratch = crate::vg::Scratch::new("locality")?;
+    let scratch = heaplab_plumb::vg::Scratch::new("locality")?;
     let events = scratch.dir.join("events.hltrace");
     measure::events_only(trace, &events)?;
     let meta = heaplab_trace::TraceReader::open(trace)?.meta().clone();

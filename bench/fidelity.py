@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""How well a replay predicts the real program (issue 13): for each program,
+`heaplab compare --live` (the program itself under each allocator) and
+`heaplab compare` on its trace (the replay), in the same invocation, then per
+allocator:
+
+  live ×glibc     the program's wall time over glibc's (live)
+  replay ×glibc   the replay's timed region over glibc's (replay)
+  predicted       what the replay predicts for the live ratio: the program's
+                  glibc time plus the replay's difference to glibc,
+                  1 + (replay_a - replay_glibc) / live_glibc
+                  (the replay measures the allocator's time alone; the program
+                  also does its own work, which the allocator does not change
+                  except through cache and page effects)
+  error           replay ×glibc / live ×glibc - 1, and predicted / live - 1
+
+and across the allocators, Spearman's rank correlation of wall time, live
+against replay.
+
+Programs: the bundled workloads (`heaplab workloads`), bench/progs/prodcons.c
+(4 threads, cross-thread frees) and a multithreaded Debian program
+(`xz -T4`, small blocks so that four threads work). Traces of programs with
+several threads replay with their threads (`--threads recorded`, the
+default), or serially with `--threads serial`, to compare the two.
+
+This is a benchmark, not a test: it runs every program (runs + 1) times per
+allocator. Wall times on a loaded machine are noisy: the JSON keeps every run
+and the machine's load average beside each program.
+
+  bench/fidelity.py                                  everything, into out/bench/fidelity
+  bench/fidelity.py --programs prodcons,xz --runs 5 --threads serial
+  bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
+  bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
+
+`prodcons:T` runs prodcons with T threads (1, or T/2 producer/consumer
+pairs, each pair the same work). Given more than one, the report ends with
+the scaling: each allocator's wall time at T threads over its time at the
+fewest, live and replayed. On a machine with fewer cores than threads the
+threads take turns: the figure then shows the cost of oversubscription and
+of the allocators' locks, not parallel speed-up.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from heaplab_layout import LAYOUT
+
+ROOT = str(LAYOUT.root)
+HEAPLAB = str(LAYOUT.heaplab)
+WORKLOADS = ["perl-wc", "make-n", "python", "sqlite", "gawk-wc"]
+EXTRA = ["prodcons", "xz"]
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def workload(name, scale, inputs):
+    """A bundled workload's command: (env, argv, stdin)."""
+    line = sh([HEAPLAB, "workloads", name, "--variant", "1", "--scale", str(scale), "--cache", inputs],
+              cwd=ROOT).stdout.strip().splitlines()[0]
+    env, argv, stdin = {}, [], None
+    it = iter(shlex.split(line))
+    for w in it:
+        if not argv and re.match(r"^[A-Z_]+=", w):
+            k, v = w.split("=", 1)
+            env[k] = v
+        elif w == "<":
+            stdin = next(it)
+        else:
+            argv.append(w)
+    exe = shutil.which(argv[0]) or argv[0]
+    with open(exe, "rb") as f:
+        if f.read(2) == b"#!" and argv[0] == "python3":  # a wrapper script (pyenv's shim)
+            argv[0] = "/usr/bin/python3"
+    return env, argv, stdin
+
+
+def text_input(path, mb):
+    """Compressible text, the same every time (words from a fixed formula)."""
+    if os.path.exists(path) and os.path.getsize(path) >= mb * 1000000:
+        return path
+    words = [f"w{(i * 7919) % 5003:x}" for i in range(5003)]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        n, i = 0, 0
+        while n < mb * 1000000:
+            line = " ".join(words[(i * 31 + k * 17) % 5003] for k in range(12)) + "\n"
+            f.write(line)
+            n += len(line)
+            i += 1
+    os.replace(tmp, path)
+    return path
+
+
+def program(name, scale, work):
+    inputs = os.path.join(work, "inputs")
+    os.makedirs(inputs, exist_ok=True)
+    if name in WORKLOADS:
+        return workload(name, scale, inputs)
+    if name == "prodcons" or name.startswith("prodcons:"):
+        exe = os.path.join(work, "prodcons")
+        if not os.path.exists(exe):
+            sh(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "progs", "prodcons.c")])
+        threads = name.split(":")[1] if ":" in name else "4"
+        return {}, [exe, str(max(1000, int(200000 * scale))), threads], None
+    if name == "xz":
+        if not shutil.which("xz"):
+            sys.exit("bench/fidelity.py: xz is not installed (scripts/setup.sh installs xz-utils)")
+        src = text_input(os.path.join(inputs, "fidelity-text.txt"), max(1, int(8 * scale)))
+        # 256 KiB blocks: a small input still keeps four threads busy
+        return {}, ["xz", "-T4", "--block-size=262144", "-3", "-c", src], None
+    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA)}, prodcons:THREADS")
+
+
+def record(name, env, argv, stdin, work):
+    d = os.path.join(work, "rec-" + name)
+    os.makedirs(d, exist_ok=True)
+    trace = os.path.join(d, f"{name.replace(':', '-')}.hltrace")
+    cmd = [HEAPLAB, "record", "-o", trace, "--force", "--"]
+    cmd += (["env"] + [f"{k}={v}" for k, v in env.items()] if env else []) + argv
+    with open(stdin) if stdin else open(os.devnull) as fin:
+        subprocess.run(cmd, check=True, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       cwd=ROOT)
+    # the program's own trace is the largest one the recording left
+    cands = [os.path.join(d, f) for f in os.listdir(d) if f.startswith(os.path.basename(trace))]
+    return max(cands, key=os.path.getsize)
+
+
+def load():
+    try:
+        return float(open("/proc/loadavg").read().split()[0])
+    except OSError:
+        return None
+
+
+def spearman(xs, ys):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2 + 1
+            i = j + 1
+        return r
+    if len(xs) < 3:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+
+
+def measure(name, a, work):
+    env, argv, stdin = program(name, a.scale, work)
+    trace = record(name, env, argv, stdin, work)
+    live_json = os.path.join(work, f"live-{name.replace(':', '-')}.json")
+    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}.json")
+    cmd = [HEAPLAB, "compare", "--live", "--allocators", a.allocators, "--repeat", str(a.runs),
+           "--no-instructions", "--json", live_json]
+    for k, v in env.items():
+        cmd += ["--env", f"{k}={v}"]
+    if stdin:
+        cmd += ["--stdin", stdin]
+    load0 = load()
+    # exit status 1 when a row is not clean (a differing stdout): the rows say why
+    subprocess.run(cmd + ["--"] + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rcmd = [HEAPLAB, "compare", trace, "--allocators", a.allocators, "--repeat", str(a.runs),
+            "--no-instructions", "--no-footprint", "--allow-truncated", "--json", rep_json]
+    if a.threads:
+        rcmd += ["--threads", a.threads]
+    subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live = {r["allocator"]: r for r in json.load(open(live_json))}
+    rep = {r["allocator"]: r for r in json.load(open(rep_json))}
+    lg, rg = live.get("glibc", {}).get("wall_s"), rep.get("glibc", {}).get("wall_s")
+    rows = []
+    for n in live:
+        lr, rr = live[n], rep.get(n, {})
+        row = {"allocator": n, "live_status": lr.get("status"), "replay_status": rr.get("status"),
+               "live_wall_s": lr.get("wall_s"), "replay_wall_s": rr.get("wall_s"),
+               "live_runs_s": lr.get("wall_runs_s"), "replay_runs_s": rr.get("wall_runs_s"),
+               "live_ratio": lr.get("wall_ratio_glibc"), "replay_ratio": rr.get("wall_ratio_glibc"),
+               "threads_mode": rr.get("threads_mode"), "replay_threads": rr.get("replay_threads")}
+        if None not in (lg, rg, row["replay_wall_s"]) and lg > 0:
+            row["predicted_ratio"] = 1 + (row["replay_wall_s"] - rg) / lg
+        if row["live_ratio"] and row["replay_ratio"]:
+            row["replay_vs_live"] = row["replay_ratio"] / row["live_ratio"] - 1
+        if row["live_ratio"] and row.get("predicted_ratio"):
+            row["predicted_vs_live"] = row["predicted_ratio"] / row["live_ratio"] - 1
+        rows.append(row)
+    both = [r for r in rows if r["live_wall_s"] and r["replay_wall_s"]]
+    events = next((r.get("events") for r in rep.values() if r.get("events")), None)
+    return {
+        "program": name, "command": argv, "env": env, "trace": trace, "events": events,
+        "load_before": load0, "load_after": load(),
+        "live_glibc_s": lg, "replay_glibc_s": rg,
+        "replay_share_of_live": (rg / lg) if lg and rg else None,
+        "spearman_wall": spearman([r["live_wall_s"] for r in both], [r["replay_wall_s"] for r in both]),
+        "allocators_compared": len(both),
+        "rows": rows,
+    }
+
+
+def fmt(v, d=2, pct=False):
+    if v is None:
+        return "—"
+    return f"{v * 100:+.0f}%" if pct else f"{v:.{d}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "fidelity"))
+    ap.add_argument("--programs", default=",".join(WORKLOADS + EXTRA))
+    ap.add_argument("--allocators", default="all")
+    ap.add_argument("--runs", type=int, default=3, help="timing runs per allocator, both ways (median)")
+    ap.add_argument("--scale", type=float, default=0.5, help="input size relative to the default")
+    ap.add_argument("--threads", choices=["recorded", "serial"], default=None,
+                    help="how the replays run a trace's threads (default: the replayer's, recorded)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="fidelity-", dir=a.out)  # 0700, removed at the end
+    results = []
+    try:
+        for name in [p for p in a.programs.split(",") if p]:
+            print(f"== {name}", file=sys.stderr)
+            results.append(measure(name, a, work))
+            r = results[-1]
+            print(f"{name}: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
+                  f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators, "
+                  f"load {r['load_before']}..{r['load_after']}")
+            print(f"  {'allocator':<14} {'live×g':>7} {'replay×g':>8} {'pred×g':>7} {'replay err':>10} "
+                  f"{'pred err':>8} {'threads':>8}")
+            for row in r["rows"]:
+                print(f"  {row['allocator']:<14} {fmt(row['live_ratio']):>7} {fmt(row['replay_ratio']):>8} "
+                      f"{fmt(row.get('predicted_ratio')):>7} {fmt(row.get('replay_vs_live'), pct=True):>10} "
+                      f"{fmt(row.get('predicted_vs_live'), pct=True):>8} "
+                      f"{(row['threads_mode'] or '—') + '/' + str(row['replay_threads'] or '—'):>8}"
+                      + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
+                      + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))
+            sys.stdout.flush()
+        scaling = [r for r in results if r["program"].startswith("prodcons:")]
+        if len(scaling) > 1:
+            base = scaling[0]
+            names = [row["allocator"] for row in base["rows"]]
+            print(f"scaling: wall time over {base['program']}'s, live / replay ({os.cpu_count()} cores here)")
+            print(f"  {'allocator':<14}" + "".join(f" {r['program'].split(':')[1] + ' thr':>13}" for r in scaling))
+            for n in names:
+                def at(r, key):
+                    row = next((x for x in r["rows"] if x["allocator"] == n), {})
+                    b = next((x for x in base["rows"] if x["allocator"] == n), {})
+                    return row.get(key) / b[key] if row.get(key) and b.get(key) else None
+                cells = "".join(f" {fmt(at(r, 'live_wall_s'), 1) + '/' + fmt(at(r, 'replay_wall_s'), 1):>13}"
+                                for r in scaling)
+                print(f"  {n:<14}{cells}")
+    finally:
+        for r in results:  # the traces go with the scratch directory
+            r["trace"] = os.path.basename(r["trace"])
+        out = os.path.join(a.out, "fidelity.json")
+        tmp = out + f".tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
+                       "threads": a.threads, "programs": results}, f, indent=1)
+        os.replace(tmp, out)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote {out}", file=sys.stderr)
+
+
+main()
