@@ -191,6 +191,19 @@ void hl_pages_free(void *p, size_t bytes);
 /* The OS page size (4096 on x86-64 Linux). */
 size_t hl_page_size(void);
 
+/* Address space for an allocator that places blocks by their address
+ * (fastcore.h): `bytes` reserved without access, aligned to `align` (a power
+ * of two, at least the page size); NULL when the OS refuses.  Reserving
+ * costs no footprint.  hl_commit makes a page-aligned part read-write (0 or
+ * -1); hl_decommit gives its pages back to the OS (they stay read-write and
+ * read as zero when touched again); the allocator itself says how many bytes
+ * of its reservations are in use with hl_footprint_add (negative: given
+ * back), which counts them with the mapped bytes of the footprint. */
+void *hl_reserve(size_t bytes, size_t align);
+int hl_commit(void *p, size_t bytes);
+void hl_decommit(void *p, size_t bytes);
+void hl_footprint_add(intptr_t bytes);
+
 /* A tunable: the environment variable `name` parsed as a size (decimal or
  * 0x hex, optional suffix k/K, m/M, g/G for powers of 1024), or `dflt` when
  * unset or empty.  A malformed value aborts with a message naming it.

@@ -369,6 +369,46 @@ void hl_pages_free(void *p, size_t bytes) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Reservations (allocators that place blocks by address: fastcore.h)        */
+/* ------------------------------------------------------------------------ */
+
+void *hl_reserve(size_t bytes, size_t align) {
+    size_t ps = hl_page_size();
+    if (align < ps) align = ps;
+    bytes = HL_ALIGN_UP(bytes, ps);
+    if (bytes == 0 || bytes + align < bytes) return NULL;
+    size_t span = bytes + align - ps;
+    os_calls++;
+    char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *q = (char *)HL_ALIGN_UP((uintptr_t)p, align);
+    if (q > p) {
+        os_calls++;
+        munmap(p, (size_t)(q - p));
+    }
+    if (p + span > q + bytes) {
+        os_calls++;
+        munmap(q + bytes, (size_t)(p + span - (q + bytes)));
+    }
+    return q;
+}
+
+int hl_commit(void *p, size_t bytes) {
+    os_calls++;
+    return mprotect(p, bytes, PROT_READ | PROT_WRITE) ? -1 : 0;
+}
+
+void hl_decommit(void *p, size_t bytes) {
+    os_calls++;
+    madvise(p, bytes, MADV_DONTNEED);
+}
+
+void hl_footprint_add(intptr_t bytes) {
+    mapped_bytes += (uint64_t)bytes;
+    note_footprint();
+}
+
+/* ------------------------------------------------------------------------ */
 /* The lock's slow path, fork handlers, files                                */
 /* ------------------------------------------------------------------------ */
 

@@ -78,6 +78,28 @@ static heaplab_alloc_stats_t st;
 #define HL_FRONT_FORK_CHILD() ((void)0)
 #endif
 
+/* An allocator that defines the hottest entry points itself, with its fast
+ * path compiled into them (a synthesized one: crates/heaplab-synth), has the
+ * shim's versions exported under other names, which its slow paths call:
+ * -DHL_API_malloc=NAME_locked_malloc, and likewise HL_API_free,
+ * HL_API_calloc, HL_API_realloc and HL_API_malloc_usable_size.  By default
+ * each is the C library's name. */
+#ifndef HL_API_malloc
+#define HL_API_malloc malloc
+#endif
+#ifndef HL_API_free
+#define HL_API_free free
+#endif
+#ifndef HL_API_calloc
+#define HL_API_calloc calloc
+#endif
+#ifndef HL_API_realloc
+#define HL_API_realloc realloc
+#endif
+#ifndef HL_API_malloc_usable_size
+#define HL_API_malloc_usable_size malloc_usable_size
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Initialisation and the checker                                            */
 /* ------------------------------------------------------------------------ */
@@ -323,15 +345,15 @@ static inline void do_free(void *p) {
 }
 #endif
 
-HL_EXPORT void *malloc(size_t size) {
+HL_EXPORT void *HL_API_malloc(size_t size) {
     return do_malloc(size);
 }
 
-HL_EXPORT void free(void *p) {
+HL_EXPORT void HL_API_free(void *p) {
     do_free(p);
 }
 
-HL_EXPORT void *calloc(size_t n, size_t m) {
+HL_EXPORT void *HL_API_calloc(size_t n, size_t m) {
     size_t size;
     if (HL_UNLIKELY(__builtin_mul_overflow(n, m, &size) || size > HL_MAX_REQUEST)) {
         enter();
@@ -365,7 +387,7 @@ static void *realloc_api(void *p, size_t size) {
     return n ? n : fail_nomem();
 }
 
-HL_EXPORT void *realloc(void *p, size_t size) {
+HL_EXPORT void *HL_API_realloc(void *p, size_t size) {
     return realloc_api(p, size);
 }
 
@@ -434,7 +456,7 @@ HL_EXPORT void *pvalloc(size_t size) {
     return aligned(ps, size ? HL_ALIGN_UP(size, ps) : ps);
 }
 
-HL_EXPORT size_t malloc_usable_size(void *p) {
+HL_EXPORT size_t HL_API_malloc_usable_size(void *p) {
     if (!p) return 0;
     enter();
     size_t n = usable_locked(p);

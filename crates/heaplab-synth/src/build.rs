@@ -5,14 +5,17 @@
 //!
 //! | object | from | how |
 //! |---|---|---|
-//! | `NAME.o` | `DIR/NAME.c` | the tables, the locked paths, the runtime |
-//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_NAME -DHL_FRONT_H="NAME.h"`: the malloc API with the header's lock-free front end |
+//! | `NAME.o` | `DIR/NAME.c` | the tables, the entry points with the fast path in them, the runtime |
+//! | `fastcore.o` | `native/alloc/fastcore.c` | the fast core's slow paths (slots, slabs, reclaim, threads) |
+//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_NAME -DHL_FRONT_H="NAME.h" -DHL_API_malloc=NAME_locked_malloc ...`: the rest of the malloc API, and the locked versions of the entry points NAME.c defines |
 //! | `gnugpp.o` | `native/alloc/gnugpp.c` | `-Dhl_sbrk=NAME_gp_sbrk`, so the synthesized allocator sees gnugpp's heap growth and can reclaim first |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! The archive holds one relocatable object (`ld -r`) whose hidden symbols are
 //! made local, so that only the malloc API, `heaplab_alloc_*` and the
-//! header's `NAME_tls`/`NAME_thread_start` are visible to a program.
+//! header's `NAME_tls`, `NAME_malloc_slow` and `NAME_free_slow` are visible
+//! to a program. `fastcore.h` and `hl_alloc.h` are copied beside `NAME.h`,
+//! so that a program needs only `-IDIR`.
 
 use anyhow::{Context, Result};
 use heaplab_plumb::cbuild::{CBuild, Unit};
@@ -41,6 +44,8 @@ pub fn build(name: &str, dir: &Path, layout: &Layout) -> Result<Built> {
             "alloc/platform.c",
             "alloc/pad.c",
             "alloc/gnugpp.c",
+            "alloc/fastcore.c",
+            "alloc/fastcore.h",
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
         ],
@@ -54,13 +59,20 @@ pub fn build(name: &str, dir: &Path, layout: &Layout) -> Result<Built> {
         obj: obj.join(format!("{stem}.o")),
         extra,
     };
+    for h in ["fastcore.h", "hl_alloc.h"] {
+        let text = std::fs::read_to_string(alloc.join(h))
+            .with_context(|| format!("reading {}", alloc.join(h).display()))?;
+        heaplab_plumb::output::write(&dir.join(h), &text)?;
+    }
+    let mut shim =
+        vec![format!("-DHL_ALLOC_SYM=hl_alloc_{name}"), format!("-DHL_FRONT_H=\"{name}.h\"")];
+    for api in ["malloc", "free", "calloc", "realloc", "malloc_usable_size"] {
+        shim.push(format!("-DHL_API_{api}={name}_locked_{api}"));
+    }
     let units = vec![
         unit(dir.join(format!("{name}.c")), "synth", vec![]),
-        unit(
-            alloc.join("shim.c"),
-            "shim",
-            vec![format!("-DHL_ALLOC_SYM=hl_alloc_{name}"), format!("-DHL_FRONT_H=\"{name}.h\"")],
-        ),
+        unit(alloc.join("fastcore.c"), "fastcore", vec![]),
+        unit(alloc.join("shim.c"), "shim", shim),
         unit(alloc.join("gnugpp.c"), "gnugpp", vec![format!("-Dhl_sbrk={name}_gp_sbrk")]),
         unit(alloc.join("platform.c"), "platform", vec![]),
         unit(alloc.join("pad.c"), "pad", vec![]),

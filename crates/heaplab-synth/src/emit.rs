@@ -1,14 +1,17 @@
-//! The generated C: `NAME.h` (the front end: per-thread lists, the dispatch,
-//! and the inlinable fast path of paper 002 §2.2) and `NAME.c` (the tables,
-//! the dispatch under the lock, the reclaim order, then the runtime that every
-//! synthesized allocator shares, `c/runtime.c`). Comments in both say which
-//! profile figures led to each decision.
+//! The generated C: `NAME.h` (the inlinable fast path of paper 002 §2.2 for
+//! a program rebuilt with it, and the shim's hooks) and `NAME.c` (the fast
+//! core's layout as tables, the general lists, the runtime every synthesized
+//! allocator shares, `c/runtime.c`, and the entry points malloc, free,
+//! calloc, realloc and malloc_usable_size with the fast path compiled into
+//! them). Comments say which profile figures led to each decision; every
+//! byte that comes from a trace goes through `heaplab_trace::escape`.
 
-use crate::plan::{tag, Allocator, Dispatch, ListPlan, Plan};
+use crate::plan::core::{CoreClass, SF_MAP_MAX, SF_NONE};
+use crate::plan::{Allocator, Dispatch, ListPlan, Plan};
 use heaplab_trace::escape;
 use std::fmt::Write as _;
 
-/// The runtime, copied verbatim at the end of every `NAME.c`.
+/// The runtime, copied verbatim into every `NAME.c`.
 pub const RUNTIME: &str = include_str!("../c/runtime.c");
 
 fn pct(x: f64) -> String {
@@ -55,7 +58,7 @@ fn list_comment(p: &Plan, l: &ListPlan) -> String {
     ))
 }
 
-/// Wraps text into ` * ` comment lines of at most `width` characters.
+/// Wraps text into comment lines of at most `width` characters.
 fn wrap(text: &str, indent: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = String::new();
@@ -75,8 +78,13 @@ fn wrap(text: &str, indent: &str, width: usize) -> String {
     out
 }
 
-/// The range test of a list on the request size `n`, folded by the compiler
-/// when `n` is a constant.
+/// A block comment of wrapped text at `indent`.
+fn block_comment(text: &str, indent: &str) -> String {
+    let body = wrap(text, &format!("{indent} * "), 96);
+    format!("{indent}/*\n{body}{indent} */\n")
+}
+
+/// The range test of a list on the request size `n`.
 fn range_test(l: &ListPlan) -> String {
     if l.range[0] == 0 {
         format!("n <= {}", l.range[1])
@@ -87,33 +95,59 @@ fn range_test(l: &ListPlan) -> String {
     }
 }
 
-fn shift_of(unit: u64) -> u32 {
-    unit.trailing_zeros()
-}
-
-/// The size map (paper 000 Figure 9): entry k is the list of requests of
-/// (k-1)·R+1 .. k·R bytes (entry 0: malloc(0)), 255 for none.
-fn size_map(p: &Plan) -> Vec<u8> {
-    let r = p.unit.chosen;
-    let n = p.dispatch.map_entries as usize;
-    let mut map = vec![255u8; n];
-    for (k, e) in map.iter_mut().enumerate() {
-        let hi = k as u64 * r; // the largest request of entry k
-        if let Some(l) = p.lists.iter().find(|l| hi >= l.range[0] && hi <= l.range[1]) {
-            *e = l.index as u8;
-        }
-    }
-    map
-}
-
-fn map_text(name: &str, map: &[u8]) -> String {
+fn byte_table(name: &str, v: &[u8], row: usize, label: impl Fn(usize) -> String) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "static const unsigned char {name}[{}] = {{", map.len());
-    for chunk in map.chunks(16) {
-        let row: Vec<String> = chunk.iter().map(|v| format!("{v:3}")).collect();
-        let _ = writeln!(s, "    {},", row.join(", "));
+    let _ = writeln!(s, "static const unsigned char {name}[{}] = {{", v.len());
+    for (i, chunk) in v.chunks(row).enumerate() {
+        let cells: Vec<String> = chunk.iter().map(|x| format!("{x:2}")).collect();
+        let _ = writeln!(s, "    {}, /* {} */", cells.join(","), label(i * row));
     }
     s.push_str("};\n");
+    s
+}
+
+fn u32_table(name: &str, v: &[u64]) -> String {
+    let cells: Vec<String> = v.iter().map(u64::to_string).collect();
+    let mut s = format!("static const uint32_t {name}[SF_NCLASS] = {{\n");
+    s.push_str(&wrap(&(cells.join(", ") + ","), "    ", 96));
+    s.push_str("};\n");
+    s
+}
+
+/// A class of the core, for comments.
+fn core_comment(c: &CoreClass) -> String {
+    format!(
+        "{:2}: {:5}-byte blocks, requests of {}..{}, {} blocks a {} KiB slab, {} of mallocs{}",
+        c.index,
+        c.block_bytes,
+        c.range[0],
+        c.range[1],
+        c.blocks_per_slab,
+        c.slab_bytes / 1024,
+        pct(c.malloc_share),
+        match c.list {
+            Some(l) => format!(" (fast list {l})"),
+            None => " (ladder)".into(),
+        }
+    )
+}
+
+/// The class of a request size as a chain of comparisons that a compiler
+/// folds when the size is a constant (-1: not a fast class).
+fn class_chain(map: &[u8]) -> String {
+    let mut runs: Vec<(usize, i32)> = Vec::new(); // (last size of the run, class)
+    for (n, &c) in map.iter().enumerate() {
+        let c = if c == SF_NONE { -1 } else { c as i32 };
+        match runs.last_mut() {
+            Some(r) if r.1 == c => r.0 = n,
+            _ => runs.push((n, c)),
+        }
+    }
+    let mut s = String::new();
+    for (last, c) in &runs {
+        let _ = writeln!(s, "    if (n <= {last}) return {c};");
+    }
+    s.push_str("    return -1;\n");
     s
 }
 
@@ -121,11 +155,8 @@ fn map_text(name: &str, map: &[u8]) -> String {
 pub fn header(p: &Plan, command: &str) -> String {
     let n = &p.name;
     let up = n.to_uppercase();
-    let nfast = p.fast_lists();
-    let fast: Vec<&ListPlan> = p.lists.iter().filter(|l| l.allocator == Allocator::Fast).collect();
-    let mut s = String::new();
-    let _ = write!(
-        s,
+    let cmd = comment_safe(p.profile.commands.first().map(String::as_str).unwrap_or("?"));
+    format!(
         "/*
  * {n}.h: the allocator heaplab synthesized for
  *   {cmd}
@@ -136,16 +167,13 @@ pub fn header(p: &Plan, command: &str) -> String {
  *
  * Use it unchanged as the program's malloc:
  *     LD_PRELOAD=DIR/lib{n}.so program ...
- * or link it (-LDIR -l{n}, or DIR/lib{n}.a) and, where the size of an
- * allocation is known when compiling, write {n}_malloc(sizeof(struct foo)),
- * {n}_free(p) or {n}_free_sized(p, sizeof(struct foo)): the class tests fold
- * away and what is left is paper 002 §2.2's list pop (load the head, test it,
- * unlink, tag).  Every miss, and every other size, goes to malloc and free.
- * These inline functions are valid only while this library is the program's
- * malloc.
- *
- * Allocation unit {unit} bytes; {nl} lists ({nfast} fast, with per-thread free
- * lists; {ngen} general); dispatch: {disp}.
+ * or rebuild the program with it (-IDIR, link DIR/lib{n}.a) and, where the
+ * size of an allocation is known when compiling, write
+ * {n}_malloc(sizeof(struct foo)) and {n}_free(p): the class is a constant, and
+ * what is left is paper 002 §2.2's list pop (load the head, test it, unlink)
+ * or a carve from the thread's slab; free is the push.  Every miss, and
+ * every other size, goes to the library's slow path.  These inline
+ * functions are valid only while this library is the program's malloc.
  */
 #ifndef {up}_H
 #define {up}_H
@@ -153,278 +181,66 @@ pub fn header(p: &Plan, command: &str) -> String {
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
-#define {up}_UNIT  {unit}
-#define {up}_NFAST {nfast}
-/* The word below a fast block's payload: list l, in use (D) or free (C). */
-#define {up}_TAG_MAGIC   0x5c000000u
-#define {up}_TAG_USED(l) ((uint64_t)({up}_TAG_MAGIC | (unsigned)(l) << 4 | 0xDu))
-#define {up}_TAG_FREE(l) ((uint64_t)({up}_TAG_MAGIC | (unsigned)(l) << 4 | 0xCu))
+#include \"fastcore.h\"
 
-/* One thread's state.  The fields above `adj` are the fast path's. */
-typedef struct {n}_thread {{
-    void *head[{nf1}];      /* the free list of each fast list */
-    long left[{nf1}];       /* frees the list takes before it is full (cap - length) */
-    char *bump[{nf1}];      /* this thread's extent of the fast heap for each list */
-    char *end[{nf1}];
-    unsigned long pops;    /* mallocs served from the lists without the lock */
-    unsigned long carved;  /* ... and from the extents (statistics) */
-    long adj[{nf1}];        /* changes to `left` made under the lock */
-    int state;             /* 0 new, 1 starting, 2 with lists, 3 without */
-    struct {n}_thread *next;
-}} {n}_thread_t;
+/* The calling thread's lists (fastcore.h). */
+extern __thread sf_tls_t {n}_tls __attribute__((tls_model(\"initial-exec\")));
 
-extern __thread {n}_thread_t {n}_tls __attribute__((tls_model(\"initial-exec\")));
+/* The slow paths of malloc and free (in {n}.c). */
+void *{n}_malloc_slow(size_t n);
+void {n}_free_slow(void *p);
 
-/* The cold path of a thread's first miss (in {n}.c). */
-void {n}_thread_start(void);
+/* The fast class of a request size known when compiling, or -1. */
+static inline __attribute__((always_inline)) int {n}_class_of_size(size_t n) {{
+{chain}}}
 
-",
-        cmd = comment_safe(p.profile.commands.first().map(String::as_str).unwrap_or("?")),
-        command = comment_safe(command),
-        unit = p.unit.chosen,
-        nl = p.lists.len(),
-        ngen = p.lists.len() - nfast,
-        disp = match p.dispatch.kind {
-            Dispatch::Sizemap => "size map (paper 000 Figure 9)",
-            _ => "tests in frequency order (paper 002 Figures 1 and 3)",
-        },
-        nf1 = nfast.max(1),
-    );
-    // Block sizes and (size map) the map.
-    let blocks: Vec<String> = fast.iter().map(|l| l.block_bytes.to_string()).collect();
-    let _ = writeln!(
-        s,
-        "/* Bytes of a block of each fast list (tag + payload, a multiple of 16). */\n\
-         static const unsigned short {n}_block[{}] = {{{}}};\n",
-        nfast.max(1),
-        if blocks.is_empty() { "0".to_string() } else { blocks.join(", ") }
-    );
-    if p.dispatch.kind == Dispatch::Sizemap {
-        let _ = writeln!(
-            s,
-            "/* The size map: entry k holds the list of requests of (k-1)*{r}+1 .. k*{r}\n \
-             * bytes (entry 0: malloc(0)); 255: no list.  Lists {nfast} and up are general. */\n\
-             #define {up}_MAP_MAX {max}\n{map}",
-            r = p.unit.chosen,
-            max = p.dispatch.map_max_bytes,
-            map = map_text(&format!("{n}_map"), &size_map(p)),
-        );
-    }
-    // The pop and push.
-    let _ = write!(
-        s,
-        "/* Inside the library, the front end carves a new block only while the shared
- * depot has none of the list to give (a hint read without the lock). */
-#ifdef HL_FRONT_H
-extern unsigned long {n}_depot_hint[];
-#define {up}_DEPOT_EMPTY(l) (!{n}_depot_hint[l])
-#else
-#define {up}_DEPOT_EMPTY(l) 1
-#endif
-
-/* Pop a block of fast list l: ~8 instructions when the list has one
- * (002 §2.2's sequence), ~8 more to carve one from the thread's extent of
- * the list (so that a list's blocks lie together, as in a page of one size); NULL
- * when both are empty (malloc then takes the lock and refills).  For calloc
- * (zero = n), a block from the list has its first n bytes cleared; a block
- * carved from the extent was never used and reads as zero. */
-static inline __attribute__((always_inline)) void *{n}_pop(unsigned l, size_t block, size_t zero) {{
-    {n}_thread_t *t = &{n}_tls;
-    void **b = (void **)t->head[l];
-    if (__builtin_expect(b != NULL, 1)) {{
-        t->head[l] = *b;
-        ((uint64_t *)b)[-1] += 1; /* TAG_FREE(l) -> TAG_USED(l) */
-        t->left[l]++;
-        t->pops++;
-        if (zero) memset(b, 0, zero);
-        return b;
+static inline __attribute__((always_inline)) void *{n}_malloc(size_t n) {{
+    if (__builtin_constant_p(n) && n <= SF_MAP_MAX) {{
+        int c = {n}_class_of_size(n), fresh;
+        void *p = c >= 0 ? sf_take(&{n}_tls, (unsigned)c, &fresh) : NULL;
+        return p ? p : {n}_malloc_slow(n);
     }}
-    char *x = t->bump[l];
-    if ((size_t)(t->end[l] - x) >= block && {up}_DEPOT_EMPTY(l)) {{
-        t->bump[l] = x + block;
-        *(uint64_t *)x = {up}_TAG_USED(l);
-        t->carved++;
-        return x + 8;
-    }}
-    return NULL;
+    return malloc(n);
 }}
 
-/* After a miss, outside the lock: a new thread gets its lists. */
-static inline void {n}_slow(void) {{
-    if ({n}_tls.state == 0) {n}_thread_start();
+static inline __attribute__((always_inline)) void {n}_free(void *p) {{
+    if (!sf_free_own(&{n}_tls, p)) {n}_free_slow(p);
 }}
 
-/* Push p on fast list l; 0 when the list is full or the thread has no lists
- * yet (free then takes the lock). */
-static inline __attribute__((always_inline)) int {n}_push(void *p, unsigned l) {{
-    {n}_thread_t *t = &{n}_tls;
-    if (__builtin_expect(--t->left[l] < 0, 0)) {{
-        t->left[l] = 0;
-        return 0;
-    }}
-    ((uint64_t *)p)[-1] -= 1; /* TAG_USED(l) -> TAG_FREE(l) */
-    *(void **)p = t->head[l];
-    t->head[l] = p;
-    return 1;
+/* The size is not needed (the address says the class); kept for programs
+ * written against earlier versions. */
+static inline __attribute__((always_inline)) void {n}_free_sized(void *p, size_t n) {{
+    (void)n;
+    {n}_free(p);
 }}
 
-"
-    );
-    // list_of_size (constant folding for free_sized) and try_malloc.
-    let mut order: Vec<&ListPlan> = p
-        .dispatch
-        .malloc_order
-        .iter()
-        .map(|&i| &p.lists[i])
-        .filter(|l| l.allocator == Allocator::Fast)
-        .collect();
-    if order.is_empty() {
-        order = Vec::new();
-    }
-    let _ = writeln!(
-        s,
-        "/* The fast list of a request size, or -1; for sizes known when compiling. */\n\
-         static inline __attribute__((always_inline)) int {n}_list_of_size(size_t n) {{"
-    );
-    if order.is_empty() {
-        let _ = writeln!(s, "    (void)n;");
-    }
-    for l in &order {
-        let _ = writeln!(s, "    if ({}) return {};", range_test(l), l.index);
-    }
-    let _ = writeln!(s, "    return -1;\n}}\n");
-
-    let _ = writeln!(
-        s,
-        "/* malloc (zero = 0) or calloc (zero = n) without the lock: a block of a\n \
-         * fast list, or NULL. */\n\
-         static inline __attribute__((always_inline)) void *{n}_alloc(size_t n, size_t zero) {{"
-    );
-    if order.is_empty() {
-        let _ = writeln!(
-            s,
-            "    (void)n;\n    (void)zero; /* no fast lists: every malloc takes the lock */"
-        );
-    } else if p.dispatch.kind == Dispatch::Sizemap {
-        let _ = writeln!(
-            s,
-            "    if (__builtin_constant_p(n)) {{\n\
-             \x20       int l = {n}_list_of_size(n);\n\
-             \x20       return l >= 0 ? {n}_pop((unsigned)l, {n}_block[l], zero) : NULL;\n\
-             \x20   }}\n\
-             \x20   if (n <= {up}_MAP_MAX) {{\n\
-             \x20       unsigned l = {n}_map[(n + {rm1}) >> {sh}];\n\
-             \x20       if (l < {up}_NFAST) return {n}_pop(l, {n}_block[l], zero);\n\
-             \x20   }}",
-            rm1 = p.unit.chosen - 1,
-            sh = shift_of(p.unit.chosen)
-        );
-    } else {
-        for l in &order {
-            let _ = write!(
-                s,
-                "{}",
-                wrap(&list_comment(p, l), "    /* ", 96)
-                    .replace("\n    /* ", "\n     * ")
-                    .trim_end()
-            );
-            let _ = writeln!(s, " */");
-            let _ = writeln!(
-                s,
-                "    if ({}) return {n}_pop({}, {}, zero);",
-                range_test(l),
-                l.index,
-                l.block_bytes
-            );
-        }
-    }
-    let _ = writeln!(s, "    return NULL;\n}}\n");
-    let _ = writeln!(
-        s,
-        "static inline __attribute__((always_inline)) void *{n}_try_malloc(size_t n) {{\n    \
-         return {n}_alloc(n, 0);\n}}\n\n\
-         static inline __attribute__((always_inline)) void *{n}_try_calloc(size_t n) {{\n    \
-         return {n}_alloc(n, n);\n}}\n"
-    );
-
-    // try_free
-    let _ = writeln!(
-        s,
-        "/* free without the lock: 1 if p was a fast block in use and its list had\n \
-         * room; 0 sends it to free's locked path (general blocks, full lists). */\n\
-         static inline __attribute__((always_inline)) int {n}_try_free(void *p) {{"
-    );
-    if order.is_empty() {
-        let _ = writeln!(s, "    (void)p; /* no fast lists */");
-    } else {
-        let _ = writeln!(s, "    uint64_t tag = ((const uint64_t *)p)[-1];");
-        if p.dispatch.kind == Dispatch::Sizemap {
-            let _ = writeln!(
-                s,
-                "    /* TAG_USED(l) for some l < NFAST: one range test and an alignment test */\n\
-                 \x20   uint64_t d = tag - {up}_TAG_USED(0);\n\
-                 \x20   if (d <= ({up}_NFAST - 1) * 16u && !(d & 15)) return {n}_push(p, (unsigned)(d >> 4));"
-            );
-        } else {
-            for &i in &p.dispatch.free_order {
-                let l = &p.lists[i];
-                let _ = writeln!(
-                    s,
-                    "    if (tag == {up}_TAG_USED({i})) return {n}_push(p, {i}); /* {}: {} of frees */",
-                    classes_text(l),
-                    pct(l.free_share)
-                );
-            }
-        }
-    }
-    let _ = writeln!(s, "    return 0;\n}}\n");
-
-    let _ = write!(
-        s,
-        "/* The inlinable API: with a constant size the tests fold to one list. */
-static inline void *{n}_malloc(size_t n) {{
-    void *p = {n}_try_malloc(n);
-    return p ? p : malloc(n);
-}}
-
-static inline void {n}_free(void *p) {{
-    if (p && {n}_try_free(p)) return;
-    free(p);
-}}
-
-/* free for a block allocated with a size known when compiling: one tag test. */
-static inline void {n}_free_sized(void *p, size_t n) {{
-    int l = {n}_list_of_size(n);
-    if (p && l >= 0 && ((const uint64_t *)p)[-1] == {up}_TAG_USED(l) && {n}_push(p, (unsigned)l)) return;
-    free(p);
-}}
-
-#ifdef HL_FRONT_H /* native/alloc/shim.c includes this header as its front end */
+#ifdef HL_FRONT_H /* native/alloc/shim.c includes this header for its hooks */
 #include \"hl_alloc.h\"
 void {n}_front_stats(heaplab_alloc_stats_t *s);
 void {n}_front_fork_child(void);
-#define HL_FRONT_MALLOC(size)  {n}_try_malloc(size)
-#define HL_FRONT_CALLOC(size)  {n}_try_calloc(size)
-#define HL_FRONT_FREE(p)       {n}_try_free(p)
-#define HL_FRONT_SLOW()        {n}_slow()
+/* malloc and free are {n}.c's own: the shim's front end serves nothing. */
+#define HL_FRONT_MALLOC(size)  ((void)(size), (void *)0)
+#define HL_FRONT_CALLOC(size)  ((void)(size), (void *)0)
+#define HL_FRONT_FREE(p)       ((void)(p), 0)
+#define HL_FRONT_SLOW()        ((void)0)
 #define HL_FRONT_STATS(s)      {n}_front_stats(s)
 #define HL_FRONT_FORK_CHILD()  {n}_front_fork_child()
 #endif
 
 #endif /* {up}_H */
-"
-    );
-    s
+",
+        command = comment_safe(command),
+        chain = class_chain(&p.core.map),
+    )
 }
 
 /// `NAME.c`.
 pub fn source(p: &Plan, command: &str) -> String {
     let n = &p.name;
-    let up = n.to_uppercase();
     let nfast = p.fast_lists();
     let ngen = p.lists.len() - nfast;
+    let core = &p.core;
     let mut s = String::new();
     let u = &p.unit;
     let mut units = String::new();
@@ -432,7 +248,7 @@ pub fn source(p: &Plan, command: &str) -> String {
         let _ = writeln!(
             units,
             " *   R = {:2}: {:2} classes in {:2} lists cover {}, waste ~{:.0} live bytes ({}), \
-             ~{:.1} instructions per malloc + free (dispatch {:.1})",
+             ~{:.1} instructions per malloc + free",
             c.unit,
             c.kept_classes,
             c.lists,
@@ -440,9 +256,12 @@ pub fn source(p: &Plan, command: &str) -> String {
             c.wasted_live_bytes,
             pct(c.wasted_share_of_live),
             c.estimated_instructions,
-            c.dispatch_instructions
         );
     }
+    let cmd = comment_safe(p.profile.commands.first().map(String::as_str).unwrap_or("?"));
+    let cmd_short = escape::c_string(
+        short(p.profile.commands.first().map(String::as_str).unwrap_or("?"), 60).as_bytes(),
+    );
     let _ = write!(
         s,
         "/*
@@ -456,13 +275,14 @@ pub fn source(p: &Plan, command: &str) -> String {
 {units} *
  * Classes: the {kept} most frequent cover {cov} of allocations (target {target},
  * stopped by {stop}); with the classes their lists absorb, the lists serve
- * {served}; the other {out} go to the general allocator as they are.
- * Fast lists take blocks from contiguous extents and never give them back;
- * general lists keep gnugpp blocks that reclaim returns to gnugpp (002 §2.2).
+ * {served}.  The fast core serves {fastshare} (every size up to {fast_max} bytes
+ * that no general list takes, {ncore} classes); {out} go to gnugpp as they are.
  *
- * Built with native/alloc/shim.c (the malloc API, the lock, errno, fork;
- * its front end is {n}.h), gnugpp.c (the general allocator), platform.c
- * (the heaps and the footprint that heaplab_alloc_stats() reports) and pad.c.
+ * Built with native/alloc/fastcore.c (the fast core), shim.c (the malloc
+ * API under its lock, errno, fork, the memalign family; exported as
+ * {n}_locked_* for the slow paths here), gnugpp.c (the general allocator),
+ * platform.c (the address space and the footprint heaplab_alloc_stats()
+ * reports) and pad.c.
  */
 #define _GNU_SOURCE
 #include \"{n}.h\"
@@ -470,46 +290,32 @@ pub fn source(p: &Plan, command: &str) -> String {
 
 #include <string.h>
 
+#define HL_HIDDEN            __attribute__((visibility(\"hidden\")))
 #define SYN_NAME             \"{n}\"
 #define SYN_DESCRIPTION      \"synthesized by heaplab synth for \" {cmd_short}
 #define SYN_ALLOC_SYM        hl_alloc_{n}
-#define SYN_T                {n}_thread_t
+#define SYN_CORE             {n}_core
 #define SYN_TLS              {n}_tls
-#define SYN_NFAST            {up}_NFAST
-#define SYN_NLISTS           {nl}
 #define SYN_NGEN             {ngen}
-#define SYN_MAGIC            {up}_TAG_MAGIC
-#define SYN_TAG_USED(l)      {up}_TAG_USED(l)
-#define SYN_TAG_FREE(l)      {up}_TAG_FREE(l)
-#define SYN_EXTENT           {extent}
-#define SYN_THREAD_START     {n}_thread_start
+#define SYN_GP_SBRK          {n}_gp_sbrk
 #define SYN_FRONT_STATS      {n}_front_stats
 #define SYN_FRONT_FORK_CHILD {n}_front_fork_child
-#define SYN_GP_SBRK          {n}_gp_sbrk
-#define SYN_DEPOT_HINT       {n}_depot_hint
+#define SYN_MALLOC_SLOW      {n}_malloc_slow
+#define SYN_FREE_SLOW        {n}_free_slow
+#define SYN_LOCKED_MALLOC    {n}_locked_malloc
+#define SYN_LOCKED_FREE      {n}_locked_free
+#define SYN_LOCKED_CALLOC    {n}_locked_calloc
+#define SYN_LOCKED_REALLOC   {n}_locked_realloc
+#define SYN_LOCKED_USABLE    {n}_locked_malloc_usable_size
 
-__attribute__((visibility(\"default\"), tls_model(\"initial-exec\"))) __thread {n}_thread_t {n}_tls;
-
-/* Each list: its block, the requests it serves [lo, hi], and for fast lists
- * the most blocks a thread keeps before it gives its list to the shared depot
- * (the classes' peak live objects, within {minb} blocks and {maxb} bytes). */
-typedef struct syn_list {{
-    size_t block, lo, hi, cap;
-}} syn_list_t;
-
-static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
 ",
-        cmd = comment_safe(p.profile.commands.first().map(String::as_str).unwrap_or("?")),
-        command = comment_safe(command),
-        cmd_short = escape::c_string(
-            short(p.profile.commands.first().map(String::as_str).unwrap_or("?"), 60).as_bytes()
-        ),
         runs = p.profile.runs,
         allocs = p.profile.allocations,
         frees = p.profile.frees,
         peak = p.profile.peak_live_bytes,
         seen = p.profile.classes_seen,
         unit = u.chosen,
+        command = comment_safe(command),
         how = if u.how == "given" { "as given (--unit)" } else { "chosen from the profile" },
         rule = if u.how == "given" {
             "002 §2.1"
@@ -521,65 +327,119 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
         served = pct(p.selection.served_share),
         target = pct(p.selection.coverage_target),
         stop = p.selection.stopped_by,
+        fastshare = pct(p.selection.fast_share),
+        fast_max = core.fast_max_bytes,
+        ncore = core.classes.len(),
         out = pct(p.selection.outlier_share),
-        nl = p.lists.len(),
-        extent = p.extent_bytes,
-        minb = p.thresholds.min_thread_list_blocks,
-        maxb = p.thresholds.max_thread_list_bytes,
     );
-    for l in &p.lists {
+
+    // ---- the fast core's layout ----
+    s.push_str(&block_comment(
+        "The fast core's classes (native/alloc/fastcore.h): the fast lists' blocks, exact to 16 \
+         bytes, and a ladder for every other size, so that a size the training runs never asked \
+         for is as fast as one they did. Each block lies in its class's span of the thread's \
+         slot, so free needs no header. A slab holds the blocks a thread carves at a time; an \
+         empty one goes back to the OS.",
+        "",
+    ));
+    for c in &core.classes {
+        let _ = writeln!(s, "/* {} */", comment_safe(&core_comment(c)));
+    }
+    let mut blocks: Vec<u64> = core.classes.iter().map(|c| c.block_bytes).collect();
+    let mut slabs: Vec<u64> = core.classes.iter().map(|c| c.slab_bytes).collect();
+    blocks.resize(64, 0);
+    slabs.resize(64, 0);
+    s.push_str(&u32_table("syn_block", &blocks));
+    s.push_str(&u32_table("syn_slab", &slabs));
+    let _ = writeln!(
+        s,
+        "\n/* The class of each request of 0 .. {SF_MAP_MAX} bytes ({SF_NONE}: none; the general \
+         allocator).\n * Each thread copies it into its own map, one load away. */"
+    );
+    s.push_str(&byte_table("syn_map", &core.map, 16, |k| format!("{k}..{}", k + 15)));
+    let _ = writeln!(
+        s,
+        "\n/* The class of requests of n bytes, {SF_MAP_MAX} < n <= {}, at [(n + 15) >> 4]. */",
+        core.fast_max_bytes
+    );
+    s.push_str(&byte_table("syn_medium", &core.medium, 16, |k| {
+        format!("{}..{}", (16 * k).saturating_sub(15), 16 * (k + 15))
+    }));
+    let _ = writeln!(
+        s,
+        "\n/* The order in which empty slabs are given back: decreasing\n * P_f(s)(1 - P_m(s)) * s * \
+         F(s), computed when synthesizing (002 §2.2). */"
+    );
+    let mut order: Vec<u8> = core.reclaim_order.iter().map(|&i| i as u8).collect();
+    order.resize(64, SF_NONE);
+    s.push_str(&byte_table("syn_core_reclaim", &order, 16, |k| format!("{k}..")));
+    let _ = write!(
+        s,
+        "
+static sf_core_t {n}_core = {{
+    .name = SYN_NAME,
+    .nclass = {ncore},
+    .block = syn_block,
+    .slab = syn_slab,
+    .map = syn_map,
+    .medium = syn_medium,
+    .fast_max = {fast_max},
+    .reclaim_order = syn_core_reclaim,
+}};
+
+__attribute__((visibility(\"default\"), tls_model(\"initial-exec\"))) __thread sf_tls_t {n}_tls =
+    SF_TLS_INIT;
+
+",
+        ncore = core.classes.len(),
+        fast_max = core.fast_max_bytes,
+    );
+
+    // ---- the general lists ----
+    s.push_str(&block_comment(
+        "The general lists (002 §2.2): the classes whose storage the plan decided to give back. \
+         Their blocks are gnugpp's; free keeps one on its list, reclaim gives listed blocks back \
+         to gnugpp in the priority order below when gnugpp would otherwise grow its heap.",
+        "",
+    ));
+    let _ = writeln!(
+        s,
+        "typedef struct syn_general_list {{\n    size_t block, lo, hi;\n}} syn_general_t;\n\n\
+         static const syn_general_t syn_general[SYN_NGEN ? SYN_NGEN : 1] = {{"
+    );
+    for l in p.lists.iter().filter(|l| l.allocator == Allocator::General) {
         let _ = write!(
             s,
             "{}",
             wrap(&list_comment(p, l), "    /* ", 96).replace("\n    /* ", "\n     * ").trim_end()
         );
         let _ = writeln!(s, " */");
-        let _ = writeln!(
-            s,
-            "    {{{}, {}, {}, {}}},",
-            l.block_bytes,
-            l.range[0],
-            l.range[1],
-            l.thread_cap.unwrap_or(0)
-        );
+        let _ = writeln!(s, "    {{{}, {}, {}}},", l.block_bytes, l.range[0], l.range[1]);
     }
-    if p.lists.is_empty() {
-        let _ = writeln!(s, "    {{0, 0, 0, 0}}, /* no lists */");
+    if ngen == 0 {
+        let _ = writeln!(s, "    {{0, 0, 0}}, /* no general lists */");
     }
     let _ = writeln!(s, "}};\n");
-
-    // Locked dispatch over every list.
     let _ = writeln!(
         s,
-        "/* The list of a request under the lock (fast lists after a miss, general\n \
-         * lists always), or -1 for the general allocator. */\n\
-         static int syn_list_of(size_t n) {{"
+        "/* The general list of a request, or -1 (under the lock). */\nstatic int syn_general_of(size_t n) {{"
     );
-    if p.lists.is_empty() {
+    if ngen == 0 {
         let _ = writeln!(s, "    (void)n;");
-    } else if p.dispatch.kind == Dispatch::Sizemap {
-        let _ = writeln!(
-            s,
-            "    if (n <= {up}_MAP_MAX) {{\n        unsigned l = {n}_map[(n + {}) >> {}];\n        \
-             if (l != 255) return (int)l;\n    }}",
-            p.unit.chosen - 1,
-            shift_of(p.unit.chosen)
-        );
-    } else {
-        for &i in &p.dispatch.malloc_order {
-            let l = &p.lists[i];
+    }
+    for &i in &p.dispatch.malloc_order {
+        let l = &p.lists[i];
+        if l.allocator == Allocator::General {
             let _ = writeln!(
                 s,
                 "    if ({}) return {}; /* {} of mallocs */",
                 range_test(l),
-                i,
+                i - nfast,
                 pct(l.malloc_share)
             );
         }
     }
     let _ = writeln!(s, "    return -1;\n}}\n");
-
-    // General list of a usable size, in free order.
     let _ = writeln!(
         s,
         "/* The general list a freed gnugpp block joins, by its usable size u, tested\n \
@@ -603,14 +463,11 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
         );
     }
     let _ = writeln!(s, "    return -1;\n}}\n");
-
-    // Reclaim order.
     let _ = writeln!(
         s,
         "/* Reclaim order of the general lists (by index among them): decreasing\n \
          * P_f(s)(1 - P_m(s)) * s * F(s), computed when synthesizing (002 §2.2). */\n\
-         static const unsigned char syn_reclaim_order[{}] = {{",
-        ngen.max(1)
+         static const unsigned char syn_reclaim_order[SYN_NGEN ? SYN_NGEN : 1] = {{"
     );
     if ngen == 0 {
         let _ = writeln!(s, "    0, /* no general lists */");
@@ -622,11 +479,98 @@ static const syn_list_t syn_lists[SYN_NLISTS ? SYN_NLISTS : 1] = {{
             "    {}, /* list {i}, {}: priority {:.4} */",
             i - nfast,
             classes_text(l),
-            l.reclaim_priority.unwrap_or(0.0)
+            l.reclaim_priority
         );
     }
     let _ = writeln!(s, "}};\n");
     s.push_str(RUNTIME);
+    s.push_str(&entry_points(p));
+    s
+}
+
+/// malloc, free, calloc, realloc and malloc_usable_size, with the fast
+/// path compiled into the first three.
+fn entry_points(p: &Plan) -> String {
+    let n = &p.name;
+    let mut s = String::new();
+    s.push_str(
+        "\n/* ======================================================================== */\n\
+         /* The entry points (generated)                                              */\n\
+         /* ======================================================================== */\n\n",
+    );
+    let fast: Vec<&ListPlan> = p
+        .dispatch
+        .malloc_order
+        .iter()
+        .map(|&i| &p.lists[i])
+        .filter(|l| l.allocator == Allocator::Fast && l.core_class.is_some())
+        .collect();
+    if p.dispatch.kind == Dispatch::Ordered && !fast.is_empty() {
+        s.push_str(&block_comment(
+            "malloc: the fast lists tested in allocation-frequency order (002 Figure 1), then the \
+             thread's size map for every other size; a pop from the thread's list of the class, \
+             or a block carved from its slab: no lock, no atomic.",
+            "",
+        ));
+        let _ = writeln!(s, "HL_EXPORT void *malloc(size_t n) {{\n    unsigned c;");
+        for (k, l) in fast.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "    {}if ({}) /* {}: {} of mallocs */\n        c = {};",
+                if k == 0 { "" } else { "else " },
+                range_test(l),
+                classes_text(l),
+                pct(l.malloc_share),
+                l.core_class.unwrap_or(0)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "    else if (n <= SF_MAP_MAX)\n        c = {n}_tls.map[n];\n    else\n        \
+             return syn_malloc_slow(n);\n    int fresh;\n    void *p = sf_take(&{n}_tls, c, \
+             &fresh);\n    return HL_LIKELY(p != NULL) ? p : syn_malloc_slow(n);\n}}\n"
+        );
+    } else {
+        s.push_str(&block_comment(
+            "malloc: the class from the thread's size map (000 Figure 9; one load), a pop from the \
+             thread's list of the class (002 §2.2), or a block carved from its slab: no lock, no \
+             atomic. Everything else (a new slab, other sizes, the first call of a thread) is the \
+             slow path.",
+            "",
+        ));
+        let _ = writeln!(
+            s,
+            "HL_EXPORT void *malloc(size_t n) {{\n    return sf_malloc(&{n}_tls, n, \
+             syn_malloc_slow);\n}}\n"
+        );
+    }
+    s.push_str(&block_comment(
+        "free: the class is the block's address less the thread's slot base, shifted; a block of \
+         another thread, of the general allocator, or NULL, falls outside and takes the slow path.",
+        "",
+    ));
+    let _ = writeln!(
+        s,
+        "HL_EXPORT void free(void *p) {{\n    sf_free(&{n}_tls, p, syn_free_slow);\n}}\n"
+    );
+    s.push_str(&block_comment(
+        "calloc: a block carved from a slab was never used and reads as zero (fresh pages from the \
+         OS), so only a block from a list is cleared.",
+        "",
+    ));
+    let _ = writeln!(
+        s,
+        "HL_EXPORT void *calloc(size_t a, size_t b) {{\n    size_t n;\n    if \
+         (HL_LIKELY(!__builtin_mul_overflow(a, b, &n) && n <= SF_MAP_MAX)) {{\n        int \
+         fresh;\n        void *p = sf_take(&{n}_tls, {n}_tls.map[n], &fresh);\n        if \
+         (HL_LIKELY(p != NULL)) {{\n            if (!fresh) memset(p, 0, n);\n            return \
+         p;\n        }}\n    }}\n    return syn_calloc_slow(a, b);\n}}\n"
+    );
+    let _ = writeln!(
+        s,
+        "HL_EXPORT void *realloc(void *p, size_t n) {{\n    return syn_realloc_entry(p, n);\n}}\n\n\
+         HL_EXPORT size_t malloc_usable_size(void *p) {{\n    return syn_usable_entry(p);\n}}"
+    );
     s
 }
 
@@ -637,9 +581,4 @@ fn short(s: &str, max: usize) -> String {
         let t: String = s.chars().take(max - 3).collect();
         format!("{t}...")
     }
-}
-
-/// The tag value of a fast list in use, for tests and docs.
-pub fn tag_used(list: usize) -> u64 {
-    tag(list, true)
 }

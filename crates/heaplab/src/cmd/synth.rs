@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 /// Synthesize an allocator made for a program (paper 002, CUSTOMALLOC) from
 /// the traces of its runs: size classes in allocation units, fast or general
-/// per class, frequency-ordered tests or a size map, per-thread free lists.
+/// per class, a fast class for every small size, per-thread lock-free lists
+/// compiled into malloc and free.
 /// Writes DIR/NAME.c, DIR/NAME.h, DIR/libNAME.so, DIR/libNAME.a and
 /// DIR/decisions.json.
 #[derive(clap::Args)]
@@ -22,20 +23,22 @@ the generated C says it in comments):
   runs        merged, each run weighing the same (002 §3)
   unit        8, 16 or 32: of those whose estimated waste in live blocks is
               within 2% of the mean live bytes of the least, the one estimated
-              cheapest (dispatch, and the share left to the general allocator
-              at ~200 instructions a call), the larger on a tie (002 §4.3)
+              cheapest, the larger on a tie (002 §4.3)
   classes     most frequent first until --coverage of allocations, at most
               --max-classes; a list also takes the unit classes that share its
-              block; the rest go to the general allocator (gnugpp). A program
-              with many distinct sizes may gain from --coverage 0.99: gnugpp's
-              first fit can cost thousands of instructions per call
+              block (blocks have no header: the class size rounded to 16)
   allocator   general when the mean free list exceeds the mean live objects and
               holds >= 64 KiB (episodic use); fast otherwise, and always when
               objects are almost never freed (002 §2.2, Table 4)
-  dispatch    tests in frequency order (free: by free frequency), or a size map
-              when the tests would cost more (002 Figures 1, 3; 000 Figure 9)
-  reclaim     general lists in decreasing P_f(s)(1-P_m(s)) s F(s), until twice
-              the request is recovered (002 §2.2)
+  fast core   every size up to 32 KiB has a fast class, trained or not: the
+              fast lists' blocks and a ladder for the rest; a thread's blocks
+              of one class lie in one span of its address space, so free finds
+              the class from the address (native/alloc/fastcore.h)
+  dispatch    a size map, one load from the thread's own map; or the paper's
+              tests in frequency order before it (--dispatch ordered)
+  reclaim     general lists, and the fast core's empty slabs, given back in
+              decreasing P_f(s)(1-P_m(s)) s F(s), until twice the request is
+              recovered (002 §2.2)
 
 Use it:
   LD_PRELOAD=DIR/libNAME.so program ...
@@ -73,10 +76,13 @@ pub struct Args {
     /// Classes (bytes) to make general whatever the heuristic says.
     #[arg(long, value_delimiter = ',', value_name = "CLASS,...")]
     general: Vec<u64>,
-    /// How malloc and free find a list.
+    /// How malloc finds a class: the size map, or the paper's tests in
+    /// frequency order before it (auto: the cheaper, always the map today).
     #[arg(long, value_enum, default_value_t = DispatchArg::Auto)]
     dispatch: DispatchArg,
-    /// Fast or general per class: the heuristic, or all one way (002 Table 5).
+    /// Fast or general per class: the heuristic (002 §2.2) with the cost
+    /// check (a hot class it makes general is made fast), the paper's
+    /// heuristic alone, or all one way (002 Table 5).
     #[arg(long, value_enum, default_value_t = VariantArg::Heuristic)]
     variant: VariantArg,
     /// Also write decisions.json to FILE (no FILE, or -: standard output,
@@ -100,6 +106,7 @@ enum DispatchArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum VariantArg {
     Heuristic,
+    Paper,
     AllFast,
     AllGeneral,
 }
@@ -145,6 +152,7 @@ pub fn run(a: Args) -> Result<i32> {
         },
         variant: match a.variant {
             VariantArg::Heuristic => Variant::Heuristic,
+            VariantArg::Paper => Variant::Paper,
             VariantArg::AllFast => Variant::AllFast,
             VariantArg::AllGeneral => Variant::AllGeneral,
         },
@@ -202,7 +210,7 @@ pub fn run(a: Args) -> Result<i32> {
             c.estimated_instructions
         );
     }
-    println!("\n list  allocator  requests       block  mallocs  frees   thread cap  classes");
+    println!("\n list  allocator  requests       block  mallocs  frees   core class  classes");
     for l in &p.lists {
         println!(
             " {:4}  {:9}  {:>5}..{:<6}  {:5}  {:6.1}%  {:5.1}%  {:10}  {}",
@@ -216,21 +224,31 @@ pub fn run(a: Args) -> Result<i32> {
             l.block_bytes,
             l.malloc_share * 100.0,
             l.free_share * 100.0,
-            l.thread_cap.map_or("-".to_string(), |c| c.to_string()),
+            l.core_class.map_or("-".to_string(), |c| c.to_string()),
             l.classes.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
         );
     }
+    let e = &p.dispatch.estimated_instructions;
     println!(
-        "\ndispatch: {} ({}; estimated instructions: ordered {:.1} + {:.1}, size map {:.1} + {:.1})",
+        "\nfast core: {} classes for every size up to {} bytes ({} from the lists, the rest a \
+         ladder); it serves {:.1}% of allocations, {:.1}% go to gnugpp as they are",
+        p.core.classes.len(),
+        p.core.fast_max_bytes,
+        p.core.classes.iter().filter(|c| c.list.is_some()).count(),
+        p.selection.fast_share * 100.0,
+        p.selection.outlier_share * 100.0
+    );
+    println!(
+        "dispatch: {} ({}; estimated instructions per malloc: ordered tests {:.1}, size map {:.1}; \
+         free {:.1} from the address)",
         match p.dispatch.kind {
             Dispatch::Sizemap => "size map",
             _ => "frequency-ordered tests",
         },
         if p.dispatch.how == "given" { "given" } else { "from the profile" },
-        p.dispatch.estimated_instructions.ordered_malloc,
-        p.dispatch.estimated_instructions.ordered_free,
-        p.dispatch.estimated_instructions.sizemap_malloc,
-        p.dispatch.estimated_instructions.sizemap_free
+        e.ordered_malloc,
+        e.sizemap_malloc,
+        e.free
     );
     println!("\nwrote {}", out.source.display());
     println!("      {}", out.header.display());

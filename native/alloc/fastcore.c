@@ -1,0 +1,500 @@
+/*
+ * fastcore.c: the slow paths of the fast core (fastcore.h draws the layout
+ * and states the invariants): slots and their spans, slabs, the blocks
+ * other threads free, reclaim, thread start and exit, fork, statistics and
+ * the checker.  Everything that changes a slot's slabs, or hands a slot from
+ * one thread to another, runs under the shim's lock (hl_front_enter), so the
+ * child of a fork never sees it half done.
+ */
+#include "fastcore.h"
+#include "hl_internal.h"
+
+#define SF_COMMIT_GRANULE ((size_t)1 << 20) /* a span turns read-write 1 MiB at a time */
+
+static inline char *span_of(const sf_slot_t *s, unsigned c) {
+    return (char *)(s->base + ((uintptr_t)c << SF_CLASS_SHIFT));
+}
+
+static inline size_t blocks_per_slab(const sf_core_t *core, unsigned c) {
+    return core->slab[c] / core->block[c];
+}
+
+/* The end mark of a slab: its last block + 1 (carve while bump < end). */
+static inline char *slab_end_mark(const sf_core_t *core, unsigned c, char *slab) {
+    return slab + (blocks_per_slab(core, c) - 1) * core->block[c] + 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Slots                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A new slot: its address space, its bins.  Under the lock.  NULL when the
+ * OS gives no more address space or every index is used. */
+static sf_slot_t *slot_new(sf_core_t *core) {
+    if (core->nslots > SF_MAX_SLOTS) return NULL;
+    size_t bytes = (size_t)1 << SF_SLOT_SHIFT;
+    char *base = hl_reserve(bytes, bytes);
+    if (!base) return NULL;
+    uintptr_t hi = (uintptr_t)base >> SF_SLOT_SHIFT;
+    if (hi >= sizeof core->slot_of) return NULL; /* above 2^47: never, but then not ours */
+    sf_slot_t *s = hl_pages_alloc(sizeof *s, 0);
+    if (!s) return NULL;
+    s->base = (uintptr_t)base;
+    s->index = core->nslots;
+    for (unsigned c = 0; c < SF_NCLASS; c++)
+        s->bin[c].top = s->bin[c].committed = span_of(s, c);
+    core->slots[core->nslots++] = s;
+    /* Published after the slot is whole: sf_slot_of reads it without the lock. */
+    __atomic_store_n(&core->slot_of[hi], (unsigned char)core->nslots, __ATOMIC_RELEASE);
+    return s;
+}
+
+int sf_init_locked(sf_core_t *core, int front_on) {
+    if (core->inited) return 0;
+    if (core->nclass > SF_NONE) hl_fatal("%s: %u classes (at most %u)", core->name, core->nclass, SF_NONE);
+    for (unsigned c = 0; c < core->nclass; c++)
+        if (core->block[c] % 16 || !core->block[c] || core->slab[c] % hl_page_size() ||
+            core->slab[c] < core->block[c] || core->slab[c] / core->block[c] > 65535)
+            hl_fatal("%s: class %u: block %u, slab %u", core->name, c, core->block[c], core->slab[c]);
+    if (!slot_new(core)) return -1; /* slot 0, the shared one */
+    core->front_on = front_on;
+    core->inited = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Slabs and reclaim                                                         */
+/* ------------------------------------------------------------------------ */
+
+static int push_free_slab(sf_bin_t *b, uint32_t k) {
+    if (b->nfree == b->room) {
+        uint32_t room = b->room ? 2 * b->room : (uint32_t)(hl_page_size() / sizeof(uint32_t));
+        uint32_t *n = hl_pages_alloc(room * sizeof *n, 0);
+        if (!n) return 0;
+        if (b->free_slabs) {
+            memcpy(n, b->free_slabs, b->nfree * sizeof *n);
+            hl_pages_free(b->free_slabs, b->room * sizeof *n);
+        }
+        b->free_slabs = n;
+        b->room = room;
+    }
+    b->free_slabs[b->nfree++] = k;
+    return 1;
+}
+
+/* Gives back every slab of class c of slot s whose blocks are all on the
+ * list *headp (after taking the remote stack into it): unlinks them, hands
+ * their pages to the OS, keeps them for reuse.  Returns the bytes given. */
+static size_t reclaim_class(sf_core_t *core, sf_slot_t *s, unsigned c, void **headp) {
+    sf_bin_t *b = &s->bin[c];
+    void *r = __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
+    if (r) { /* the remote stack joins the list */
+        void **last = r;
+        while (*last)
+            last = *last;
+        *last = *headp;
+        *headp = r;
+    }
+    if (!*headp) return 0;
+    char *span = span_of(s, c);
+    size_t sb = core->slab[c], per = blocks_per_slab(core, c);
+    size_t nslabs = (size_t)(b->top - span) / sb;
+    if (!nslabs) return 0;
+    if (nslabs * sizeof(uint16_t) > core->scratch_bytes) {
+        size_t want = HL_ALIGN_UP(nslabs * sizeof(uint16_t), hl_page_size());
+        uint16_t *n = hl_pages_alloc(want, 0);
+        if (!n) return 0;
+        if (core->scratch) hl_pages_free(core->scratch, core->scratch_bytes);
+        core->scratch = n;
+        core->scratch_bytes = want;
+    }
+    uint16_t *count = core->scratch;
+    memset(count, 0, nslabs * sizeof *count);
+    size_t full = 0;
+    for (void **f = *headp; f; f = *f)
+        if (++count[(size_t)((char *)f - span) / sb] == per) full++;
+    if (!full) return 0;
+    /* Unlink the blocks of full slabs, keeping the order of the rest. */
+    void **keep = headp;
+    for (void **f = *headp; f; f = *f)
+        if (count[(size_t)((char *)f - span) / sb] != per) {
+            *keep = f;
+            keep = f;
+        }
+    *keep = NULL;
+    size_t given = 0;
+    for (size_t k = 0; k < nslabs; k++) {
+        if (count[k] != per) continue;
+        size_t run = 1;
+        while (k + run < nslabs && count[k + run] == per)
+            run++;
+        hl_decommit(span + k * sb, run * sb);
+        /* A slab there is no room to remember stays counted, empty (its
+         * blocks are lost to reuse, never handed out twice). */
+        for (size_t j = k; j < k + run; j++)
+            given += push_free_slab(b, (uint32_t)j) ? sb : 0;
+        k += run - 1;
+    }
+    b->slabs -= given / sb;
+    return given;
+}
+
+/* Gives back empty slabs of slot s, classes in the instance's reclaim order
+ * (002 §2.2), until twice `want` bytes are recovered.  `heads`: the lists
+ * (the owner's, or the bins' for slot 0). */
+static void reclaim_locked(sf_core_t *core, sf_slot_t *s, void **heads, size_t want) {
+    size_t got = 0;
+    for (unsigned i = 0; i < core->nclass && got < 2 * want; i++) {
+        unsigned c = core->reclaim_order[i];
+        got += reclaim_class(core, s, c, &heads[c]);
+    }
+    if (got) {
+        s->footprint -= got;
+        hl_footprint_add(-(intptr_t)got);
+        core->reclaimed_bytes += got;
+    }
+    core->reclaims++;
+}
+
+/* A new slab for class c of slot s, set up in *bump / *end; 0 when the
+ * span is full.  Under the lock.  `heads`: the slot's lists, for reclaim. */
+static int slab_next(sf_core_t *core, sf_slot_t *s, unsigned c, char **bump, char **end, void **heads) {
+    sf_bin_t *b = &s->bin[c];
+    size_t sb = core->slab[c];
+    char *span = span_of(s, c);
+    if (!b->nfree && s->taken >= SF_RECLAIM_MIN && s->taken >= s->footprint / SF_RECLAIM_SHARE) {
+        reclaim_locked(core, s, heads, s->taken);
+        s->taken = 0;
+    }
+    char *x;
+    if (b->nfree) {
+        x = span + (size_t)b->free_slabs[--b->nfree] * sb;
+    } else {
+        if ((size_t)(span + ((size_t)1 << SF_CLASS_SHIFT) - b->top) < sb) return 0;
+        x = b->top;
+        if (x + sb > b->committed) {
+            size_t grow = HL_ALIGN_UP((size_t)(x + sb - b->committed), SF_COMMIT_GRANULE);
+            size_t left = (size_t)(span + ((size_t)1 << SF_CLASS_SHIFT) - b->committed);
+            if (grow > left) grow = left;
+            if (hl_commit(b->committed, grow) != 0) return 0;
+            b->committed += grow;
+        }
+        b->top = x + sb;
+        s->taken += sb;
+    }
+    b->slabs++;
+    s->footprint += sb;
+    core->slabs_taken++;
+    hl_footprint_add((intptr_t)sb);
+    *bump = x;
+    *end = slab_end_mark(core, c, x);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void load_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
+    for (unsigned c = 0; c < SF_NCLASS; c++) {
+        t->head[c] = s->bin[c].head;
+        t->bump[c] = s->bin[c].bump;
+        t->end[c] = s->bin[c].end;
+        s->bin[c].head = NULL;
+        s->bin[c].bump = s->bin[c].end = NULL;
+        t->bsize[c] = c < core->nclass ? core->block[c] : 0;
+    }
+    memcpy(t->map, core->map, sizeof t->map);
+}
+
+/* The thread's lists go back to its slot, which it leaves. */
+static void save_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
+    for (unsigned c = 0; c < SF_NCLASS; c++) {
+        s->bin[c].head = t->head[c];
+        s->bin[c].bump = t->bump[c];
+        s->bin[c].end = t->end[c];
+        t->head[c] = NULL;
+        t->bump[c] = t->end[c] = NULL;
+    }
+    core->exited_mallocs += t->mallocs;
+    core->exited_frees += t->frees;
+    core->exited_reallocs += t->reallocs;
+    t->mallocs = t->frees = t->reallocs = 0;
+    t->base = SF_NO_BASE;
+    t->slot = NULL;
+    s->owned = 0;
+    s->tls = NULL;
+}
+
+static void thread_exit(void *arg) {
+    sf_tls_t *t = arg;
+    sf_core_t *core = t->core;
+    hl_front_enter();
+    if (t->state == SF_ARMED && t->slot) save_lists(core, t, t->slot);
+    t->state = SF_OFF;
+    hl_front_leave();
+}
+
+/* The thread's first slow call: arrange for its lists to go back to its slot
+ * when it exits (the pthread call may allocate: it then takes the locked
+ * path), then give it a slot, an abandoned one first. */
+static void thread_start(sf_core_t *core, sf_tls_t *t) {
+    t->state = SF_STARTING;
+    t->core = core;
+    hl_front_enter(); /* initialises the allocator on first use */
+    int on = core->front_on;
+    hl_front_leave();
+    if (!on || hl_platform_thread_exit(thread_exit, t) != 0) {
+        t->state = SF_OFF;
+        return;
+    }
+    hl_front_enter();
+    sf_slot_t *s = NULL;
+    for (unsigned i = 1; i < core->nslots && !s; i++)
+        if (!core->slots[i]->owned) s = core->slots[i];
+    if (!s) s = slot_new(core);
+    if (s) {
+        load_lists(core, t, s);
+        s->owned = 1;
+        s->tls = t;
+        t->slot = s;
+        t->base = s->base;
+        t->state = SF_ARMED;
+    } else {
+        t->state = SF_OFF;
+    }
+    hl_front_leave();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The slow paths without the lock                                           */
+/* ------------------------------------------------------------------------ */
+
+void *sf_malloc_slow(sf_core_t *core, sf_tls_t *t, size_t n, int *fresh) {
+    if (HL_UNLIKELY(t->state != SF_ARMED)) {
+        if (t->state == SF_NEW) thread_start(core, t);
+        if (t->state != SF_ARMED) return NULL;
+    }
+    unsigned c = sf_class_of(core, n);
+    if (c >= core->nclass) return NULL;
+    void *p = sf_take(t, c, fresh); /* medium sizes come here first */
+    if (p) return p;
+    sf_slot_t *s = t->slot;
+    void **r = __atomic_exchange_n((void ***)&s->bin[c].remote, NULL, __ATOMIC_ACQUIRE);
+    if (r) {
+        t->head[c] = *r;
+        t->mallocs++;
+        *fresh = 0;
+        return r;
+    }
+    hl_front_enter();
+    int ok = slab_next(core, s, c, &t->bump[c], &t->end[c], t->head);
+    hl_front_leave();
+    if (!ok) return NULL;
+    return sf_take(t, c, fresh);
+}
+
+/* Pushes block p of slot s on its remote stack of class c. */
+static void remote_push(sf_core_t *core, sf_slot_t *s, unsigned c, void *p) {
+    void *old = __atomic_load_n(&s->bin[c].remote, __ATOMIC_RELAXED);
+    do
+        *(void **)p = old;
+    while (!__atomic_compare_exchange_n(&s->bin[c].remote, &old, p, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+    (void)core;
+}
+
+size_t sf_block_size(const sf_core_t *core, void *p, const char *what) {
+    sf_slot_t *s = sf_slot_of(core, p);
+    unsigned c = sf_class_at(p);
+    if (HL_UNLIKELY(!s || c >= core->nclass))
+        hl_fatal("%s(%p): not a block of this allocator", what, p);
+    size_t off = (size_t)((char *)p - span_of(s, c));
+    size_t sb = core->slab[c], bs = core->block[c];
+    if (HL_UNLIKELY((char *)p >= __atomic_load_n(&s->bin[c].top, __ATOMIC_RELAXED) ||
+                    (off % sb) % bs || (off % sb) / bs >= sb / bs))
+        hl_fatal("%s(%p): not the start of a block (corruption, or a pointer into a block)", what, p);
+    return bs;
+}
+
+int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {
+    if (!p) return 1;
+    if (!core->front_on) return 0;
+    sf_slot_t *s = sf_slot_of(core, p);
+    if (!s) return 0;
+    (void)t;
+    (void)sf_block_size(core, p, "free");
+    remote_push(core, s, sf_class_at(p), p);
+    __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED); /* not counted by the shim */
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Under the lock: slot 0                                                    */
+/* ------------------------------------------------------------------------ */
+
+
+void *sf_alloc_locked(sf_core_t *core, unsigned c, int *fresh) {
+    sf_slot_t *s = core->slots[0];
+    sf_bin_t *b = &s->bin[c];
+    core->locked_mallocs++;
+    void **f = b->head;
+    if (!f) f = b->head = __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
+    if (f) {
+        b->head = *f;
+        *fresh = 0;
+        return f;
+    }
+    if (b->bump >= b->end) {
+        void *heads[SF_NCLASS]; /* slot 0's lists, as reclaim takes them */
+        for (unsigned k = 0; k < SF_NCLASS; k++)
+            heads[k] = s->bin[k].head;
+        int ok = slab_next(core, s, c, &b->bump, &b->end, heads);
+        for (unsigned k = 0; k < SF_NCLASS; k++)
+            s->bin[k].head = heads[k];
+        if (!ok) {
+            core->locked_mallocs--;
+            return NULL;
+        }
+    }
+    char *x = b->bump;
+    b->bump = x + core->block[c];
+    *fresh = 1;
+    return x;
+}
+
+void sf_free_locked(sf_core_t *core, void *p) {
+    sf_slot_t *s = sf_slot_of(core, p);
+    unsigned c = sf_class_at(p);
+    (void)sf_block_size(core, p, "free");
+    if (s->index == 0) {
+        *(void **)p = s->bin[c].head;
+        s->bin[c].head = p;
+        core->locked_frees++;
+        return;
+    }
+    remote_push(core, s, c, p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Statistics, fork, checker                                                 */
+/* ------------------------------------------------------------------------ */
+
+void sf_stats_locked(sf_core_t *core, heaplab_alloc_stats_t *st) {
+    unsigned long m = core->exited_mallocs, f = core->exited_frees, r = core->exited_reallocs;
+    for (unsigned i = 1; i < core->nslots; i++) {
+        sf_slot_t *s = core->slots[i];
+        if (s->owned && s->tls) {
+            m += __atomic_load_n(&s->tls->mallocs, __ATOMIC_RELAXED);
+            f += __atomic_load_n(&s->tls->frees, __ATOMIC_RELAXED);
+            r += __atomic_load_n(&s->tls->reallocs, __ATOMIC_RELAXED);
+        }
+    }
+    st->reallocs += r;
+    /* Remote frees are counted by whoever pushed them. */
+    st->mallocs += m;
+    st->frees += f + __atomic_load_n(&core->remote_frees, __ATOMIC_RELAXED);
+}
+
+/* In the child only the forking thread lives on: the other owners' lists
+ * (in the copied memory) go back to their slots.  One of them may have
+ * stopped half-way through a push or a pop: its list then lacks a block,
+ * which stays unused (never handed out twice). */
+void sf_fork_child_locked(sf_core_t *core, sf_tls_t *self) {
+    for (unsigned i = 1; i < core->nslots; i++) {
+        sf_slot_t *s = core->slots[i];
+        if (s->owned && s->tls && s->tls != self) save_lists(core, s->tls, s);
+    }
+}
+
+/* Walks one list: every block is a block of class c of slot s, not in a
+ * given-back slab, and the list ends (at most the blocks the span held). */
+static size_t check_list(sf_core_t *core, sf_slot_t *s, unsigned c, void *head) {
+    sf_bin_t *b = &s->bin[c];
+    char *span = span_of(s, c);
+    size_t sb = core->slab[c], bs = core->block[c];
+    size_t most = (size_t)(b->top - span) / sb * (sb / bs), n = 0;
+    for (void **f = head; f; f = *f) {
+        HL_CHECK(++n <= most);
+        HL_CHECK(sf_slot_of(core, f) == s && sf_class_at(f) == c);
+        size_t off = (size_t)((char *)f - span);
+        HL_CHECK((char *)f < b->top && (off % sb) % bs == 0 && (off % sb) / bs < sb / bs);
+        for (uint32_t k = 0; k < b->nfree; k++)
+            HL_CHECK(b->free_slabs[k] != off / sb);
+    }
+    return n;
+}
+
+void sf_check_locked(sf_core_t *core, sf_tls_t *self) {
+    if (!core->inited) return;
+    for (unsigned i = 0; i < core->nslots; i++) {
+        sf_slot_t *s = core->slots[i];
+        HL_CHECK(s->index == i && (s->base & (((uintptr_t)1 << SF_SLOT_SHIFT) - 1)) == 0);
+        HL_CHECK(sf_slot_of(core, (void *)s->base) == s);
+        HL_CHECK(i > 0 || !s->owned);
+        size_t foot = 0;
+        for (unsigned c = 0; c < SF_NCLASS; c++) {
+            sf_bin_t *b = &s->bin[c];
+            char *span = span_of(s, c);
+            HL_CHECK(span <= b->top && b->top <= b->committed &&
+                     b->committed <= span + ((size_t)1 << SF_CLASS_SHIFT));
+            if (c >= core->nclass) {
+                HL_CHECK(b->top == span && !b->head && !b->remote && !b->bump);
+                continue;
+            }
+            size_t sb = core->slab[c];
+            HL_CHECK((size_t)(b->top - span) % sb == 0);
+            HL_CHECK(b->slabs + b->nfree == (size_t)(b->top - span) / sb);
+            foot += b->slabs * sb;
+            /* The lists this caller may walk: unowned slots', slot 0's, its own. */
+            void *head = NULL, *bump = NULL, *end = NULL;
+            if (!s->owned) {
+                head = b->head, bump = b->bump, end = b->end;
+            } else if (s->tls == self) {
+                head = self->head[c], bump = self->bump[c], end = self->end[c];
+                HL_CHECK(!b->head && !b->bump);
+            } else {
+                continue;
+            }
+            check_list(core, s, c, head);
+            if (bump) {
+                HL_CHECK((char *)bump <= (char *)end + core->block[c] - 1);
+                HL_CHECK((char *)end > span && (char *)end <= b->top);
+            }
+        }
+        HL_CHECK(foot == s->footprint);
+    }
+}
+
+/* A line per class of slot `s` with blocks: its slabs, the bytes on the
+ * caller's list, the rest of its slab, blocks waiting on the remote stack. */
+void sf_report_locked(sf_core_t *core, sf_tls_t *self, void (*line)(const char *, size_t)) {
+    char buf[256];
+    for (unsigned i = 0; i < core->nslots; i++) {
+        sf_slot_t *s = core->slots[i];
+        size_t n = hl_format(buf, sizeof buf, "%s: slot %u%s: footprint %zu bytes, taken since reclaim %zu\n",
+                             core->name, i, s->owned ? (s->tls == self ? " (this thread)" : " (a thread)") : "",
+                             s->footprint, s->taken);
+        line(buf, n);
+        for (unsigned c = 0; c < core->nclass; c++) {
+            sf_bin_t *b = &s->bin[c];
+            if (!b->slabs && !b->nfree) continue;
+            void *head = b->head;
+            char *bump = b->bump, *end = b->end;
+            if (s->owned && s->tls == self) head = self->head[c], bump = self->bump[c], end = self->end[c];
+            else if (s->owned) head = NULL, bump = end = NULL;
+            size_t listed = 0, remote = 0;
+            for (void **f = head; f; f = *f) listed++;
+            for (void **f = __atomic_load_n(&b->remote, __ATOMIC_ACQUIRE); f; f = *f) remote++;
+            size_t left = bump < end ? (size_t)(end - bump) / core->block[c] + 1 : 0;
+            n = hl_format(buf, sizeof buf,
+                          "  class %u block %u: %zu slabs of %u (%zu given back), %zu free listed, "
+                          "%zu remote, %zu uncarved\n",
+                          c, core->block[c], b->slabs, core->slab[c], (size_t)b->nfree, listed, remote, left);
+            line(buf, n);
+        }
+    }
+    size_t n = hl_format(buf, sizeof buf, "%s: %lu reclaims gave back %lu bytes; %lu slabs taken\n", core->name,
+                         core->reclaims, core->reclaimed_bytes, core->slabs_taken);
+    line(buf, n);
+}
