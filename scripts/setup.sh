@@ -11,7 +11,12 @@ pkgs=(
     parallel                          # GNU parallel: runs the jobs of compare --plan (and its test)
     libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4   # peer allocators
     perl make gawk sqlite3 python3 ghostscript         # real workloads
+    binutils heaptrack                # stats' checks: objcopy/strip (debug files), heaptrack's totals
+    chromium                          # report.html opened in a headless browser (tests/browser.rs)
+    python3-zstandard python3-pandas python3-venv python3-pip   # tools/python (notebooks)
 )
+# `go tool pprof` reads heaplab's pprof exports back (tests/memory.rs); any Go will do
+command -v go >/dev/null || pkgs+=(golang-go)
 
 missing=()
 for p in "${pkgs[@]}"; do

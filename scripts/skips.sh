@@ -6,7 +6,9 @@
 # Names: callgrind (replay instruction counts: valgrind, objdump),
 # rust-crosscheck (the recorder's traces read by the Rust side: target/release/heaplab),
 # sqlite3 (the unwinder's sqlite3 run), unwind-agent (the agent end to end in
-# the unwinder's tests), zoo-build (heaplab-plumb's C-flags test: build/zoo-cflags.txt).
+# the unwinder's tests), zoo-build (heaplab-plumb's C-flags test: build/zoo-cflags.txt),
+# heaptrack, pprof (go), massif (ms_print), notebook (python3 with pandas and
+# zstandard) and browser (chromium): tests/memory.rs and tests/browser.rs.
 #
 # allow_skip NAME WHY: prints "SKIP NAME: WHY" and returns 0 when NAME is
 # allowed; otherwise prints why it cannot be skipped and returns 1.

@@ -31,6 +31,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -351,9 +352,29 @@ HL_EXPORT sighandler_t signal(int sig, sighandler_t h) {
 
 /* ---------------------------------------------------------------- start-up */
 
+/* heaplab record --follow exec|none (HEAPLAB_RECORD_FOLLOW, with
+ * HEAPLAB_RECORD_LAUNCHER the pid of heaplab): only the process heaplab
+ * launched is recorded, through its execs ("exec"), or its first program
+ * alone ("none": a later image finds OUT already written). "fork" (or
+ * unset): every process. */
+static int followed(void) {
+    const char *f = getenv("HEAPLAB_RECORD_FOLLOW");
+    if (!f || !*f || !strcmp(f, "fork")) return 1;
+    uint64_t launcher = env_num("HEAPLAB_RECORD_LAUNCHER", 0, 0, UINT64_MAX);
+    if (launcher && (uint64_t)getppid() != launcher) return 0;
+    struct stat st;
+    if (!strcmp(f, "none") && stat(hl_cfg.out, &st) == 0 && st.st_size > 0) return 0;
+    return 1;
+}
+
 static void init(void) {
     hl_pid = getpid();
     read_config();
+    if (!followed()) {
+        atomic_store(&hl_off, 1);
+        atomic_store(&init_state, 3);
+        return;
+    }
     choose_clock();
     hl_os_readlink("/proc/self/exe", exe_path, sizeof exe_path);
     dl_iterate_phdr(self_cb, (void *)(uintptr_t)&init);

@@ -44,6 +44,7 @@ pub mod input;
 pub mod layout;
 pub mod output;
 pub mod process;
+pub mod provenance;
 pub mod record;
 pub mod registry;
 pub mod scratch;

@@ -57,6 +57,31 @@ pub struct Settings {
     pub ring_kb: u64,
     /// MiB of event chunks all threads together may hold (beyond two each).
     pub ring_total_mb: u64,
+    /// Which processes are recorded (`--follow`).
+    pub follow: Follow,
+}
+
+/// Which processes of a recording write traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Follow {
+    /// Every process: fork children, the programs they run, exec chains.
+    #[default]
+    Fork,
+    /// The launched process only, through its execs (wrappers such as
+    /// `env` or a shell script that execs the real program).
+    Exec,
+    /// The launched process's first program only.
+    None,
+}
+
+impl Follow {
+    pub fn name(self) -> &'static str {
+        match self {
+            Follow::Fork => "fork",
+            Follow::Exec => "exec",
+            Follow::None => "none",
+        }
+    }
 }
 
 impl Default for Settings {
@@ -71,6 +96,7 @@ impl Default for Settings {
             follow_forks: true,
             ring_kb: 8192,
             ring_total_mb: 256,
+            follow: Follow::Fork,
         }
     }
 }
@@ -96,8 +122,13 @@ pub struct Recording {
     /// The traces written, main first (when the program wrote one), then
     /// its children's by time.
     pub traces: Vec<PathBuf>,
-    /// Whether the first trace is the main one (`-o` itself).
+    /// Whether the first trace is the main one (`-o` itself): the launched
+    /// process, after any chain of execs (wrappers such as `env`, pyenv's
+    /// shims or a shell script that execs the real program).
     pub has_main: bool,
+    /// The traces of the launched process's earlier programs (the wrappers
+    /// it exec'd through), oldest first; they are among `traces`.
+    pub wrappers: Vec<PathBuf>,
     /// Traces that could not be moved out of the private directory
     /// (a child still running): where they are.
     pub left: Option<PathBuf>,
@@ -224,7 +255,12 @@ pub fn record(layout: &Layout, req: Request) -> Result<Outcome> {
         .env("HEAPLAB_RECORD_COMPRESS", s.compress.map_or("0".into(), |c| c.to_string()))
         .env("HEAPLAB_RECORD_BLOCK_EVENTS", s.block_events.to_string())
         .env("HEAPLAB_RECORD_FLUSH_MS", s.flush_ms.to_string())
-        .env("HEAPLAB_RECORD_FOLLOW_FORKS", if s.follow_forks { "1" } else { "0" })
+        .env(
+            "HEAPLAB_RECORD_FOLLOW_FORKS",
+            if s.follow_forks && s.follow == Follow::Fork { "1" } else { "0" },
+        )
+        .env("HEAPLAB_RECORD_FOLLOW", s.follow.name())
+        .env("HEAPLAB_RECORD_LAUNCHER", std::process::id().to_string())
         .env("HEAPLAB_RECORD_RING_KB", s.ring_kb.to_string())
         .env("HEAPLAB_RECORD_RING_TOTAL_MB", s.ring_total_mb.to_string());
     if let Some(i) = req.stdin {
@@ -244,17 +280,60 @@ pub fn record(layout: &Layout, req: Request) -> Result<Outcome> {
     // TERM/HUP arriving now are held until the traces are in place.
     let moved = move_out(&private, &base_s, &out);
     finished.signals.release();
-    let (traces, has_main, left) = moved?;
-    Ok(Outcome::Recorded(Recording { ended: finished.ended, traces, has_main, left }))
+    let (traces, has_main, left, wrappers) = moved?;
+    Ok(Outcome::Recorded(Recording { ended: finished.ended, traces, has_main, left, wrappers }))
+}
+
+/// The main trace: the launched process (a child of `launcher`) after its
+/// execs. The agent names its first program's trace `base`, the next
+/// `base.PID`, then `base.PID.1`, ...; the last of that chain is the main
+/// one. When it is not `base`, it takes `base` and the first program's
+/// trace takes `base.PID.0` (a name the agent never uses). Returns the
+/// wrappers' new names, oldest first.
+fn name_main(private: &Path, base: &str, launcher: u32) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(private) else { return Vec::new() };
+    let mut chain: Vec<(u64, u64, String)> = Vec::new();
+    for e in rd.flatten() {
+        let Some(n) = e.file_name().to_str().map(str::to_string) else { continue };
+        if n != base && !is_child_trace(&n, base) {
+            continue;
+        }
+        let s = summarize(&private.join(&n));
+        if let Some(m) = &s.meta {
+            if m.ppid == Some(u64::from(launcher)) {
+                chain.push((m.start_ns, if n == base { 0 } else { 1 }, n));
+            }
+        }
+    }
+    chain.sort();
+    let Some(first) = chain.first() else { return Vec::new() };
+    if chain.len() < 2 || first.2 != base {
+        return Vec::new();
+    }
+    let last = chain.last().expect("two or more").2.clone();
+    let pid = summarize(&private.join(base)).meta.map_or(0, |m| m.pid);
+    let parked = format!("{base}.{pid}.0");
+    let moved = std::fs::rename(private.join(base), private.join(&parked))
+        .and_then(|()| std::fs::rename(private.join(&last), private.join(base)));
+    if moved.is_err() {
+        return Vec::new();
+    }
+    chain[..chain.len() - 1]
+        .iter()
+        .map(|c| if c.2 == base { parked.clone() } else { c.2.clone() })
+        .collect()
 }
 
 /// Moves the traces out of the private directory (see the module docs).
+#[allow(clippy::type_complexity)]
 fn move_out(
     private: &Path,
     base: &str,
     out: &Path,
-) -> Result<(Vec<PathBuf>, bool, Option<PathBuf>)> {
+) -> Result<(Vec<PathBuf>, bool, Option<PathBuf>, Vec<PathBuf>)> {
     let dir = out.parent().expect("absolute");
+    let wrapper_names = name_main(private, base, std::process::id());
+    let mut wrappers = Vec::new();
     let mut children: Vec<(std::time::SystemTime, String)> = Vec::new();
     let mut has_main = false;
     for e in std::fs::read_dir(private).with_context(|| format!("reading {}", private.display()))? {
@@ -298,13 +377,16 @@ fn move_out(
                 }
             }
         }
+        if wrapper_names.contains(&n) {
+            wrappers.push(to.clone());
+        }
         traces.push(to);
     }
     let left = match std::fs::remove_dir(private) {
         Ok(()) => None,
         Err(_) => Some(private.to_path_buf()),
     };
-    Ok((traces, has_main, left))
+    Ok((traces, has_main, left, wrappers))
 }
 
 /// What the listing shows of one trace.
@@ -414,6 +496,38 @@ impl Summary {
     }
 }
 
+/// The other traces of the recording that wrote `path`: beside `NAME`, the
+/// `NAME.PID` and `NAME.PID.N` files; beside such a child trace, `NAME` and
+/// the other children. Sorted by name; `path` itself is not listed.
+pub fn siblings(path: &Path) -> Vec<PathBuf> {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Vec::new() };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // the recording's base name: NAME itself, or NAME.PID[.N] with the numbers off
+    let parts: Vec<&str> = name.split('.').collect();
+    let mut base = name.to_string();
+    for k in [2usize, 1] {
+        if parts.len() > k {
+            let b = parts[..parts.len() - k].join(".");
+            if is_child_trace(name, &b) && dir.join(&b).is_file() {
+                base = b;
+                break;
+            }
+        }
+    }
+    let Ok(rd) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n != name && (*n == base || is_child_trace(n, &base)))
+        .map(|n| dir.join(n))
+        .collect();
+    out.sort();
+    out
+}
+
 /// The program's name for messages.
 pub fn program_name(command: &[OsString]) -> String {
     command.first().map(|p| OsStr::new(p).to_string_lossy().into_owned()).unwrap_or_default()
@@ -444,7 +558,7 @@ mod tests {
         std::fs::write(p.join("t"), "new main").unwrap();
         std::fs::write(p.join("t.7"), "new child").unwrap();
         std::fs::write(p.join("t.8.1"), "new child 2").unwrap();
-        let (traces, main, left) = move_out(&p, "t", &out).unwrap();
+        let (traces, main, left, _) = move_out(&p, "t", &out).unwrap();
         assert!(main && left.is_none() && !p.exists());
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "new main");
         assert_eq!(std::fs::read_to_string(d.join("t.7")).unwrap(), "someone's");

@@ -2,9 +2,14 @@
 //! bar charts (a group per program, a bar per allocator, as paper 002's
 //! Figures 4 to 6 draw them), line charts with linear or log axes (miss rates
 //! against cache size, page faults against memory), and tables. Figures are
-//! inline SVG; the page needs no network and no script. A [`Table`] renders
-//! as terminal text too ([`Table::to_text`]), with the same cells shown the
-//! same way ([`num`] formats counts).
+//! inline SVG; the page needs no network. A page that asks for it
+//! ([`Report::sortable_tables`]) carries one inline script that sorts a
+//! table by the column whose header is clicked; a figure that is a whole
+//! SVG document with its own script (a flame graph) sits in a frame of its
+//! own, from a `data:` URL ([`Report::document`]), so it fetches nothing and
+//! its script sees only itself. Figures scale down to fit a narrow window.
+//! A [`Table`] renders as terminal text too ([`Table::to_text`]), with the
+//! same cells shown the same way ([`num`] formats counts).
 //!
 //! Every heaplab study draws its figures with this crate: `heaplab compare`
 //! (instructions, share, footprint, wall-time ratios), and the locality,
@@ -29,12 +34,15 @@
 //! assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg") && html.contains("firstfit"));
 //! ```
 
+mod area;
 mod axis;
 mod bars;
+pub mod human;
 mod lines;
 pub mod num;
 mod table;
 
+pub use area::StackedArea;
 pub use axis::{fmt_num, Scale};
 pub use bars::{Bars, Series};
 pub use lines::{LineSeries, Lines};
@@ -85,17 +93,19 @@ enum Block {
     Figure { svg: String, caption: String },
     Table(String),
     Raw(String),
+    Document { svg: String, height: u64, caption: String },
 }
 
 /// An HTML page assembled from headings, paragraphs, figures and tables.
 pub struct Report {
     title: String,
     blocks: Vec<Block>,
+    sortable: bool,
 }
 
 impl Report {
     pub fn new(title: &str) -> Report {
-        Report { title: title.to_string(), blocks: Vec::new() }
+        Report { title: title.to_string(), blocks: Vec::new(), sortable: false }
     }
 
     /// A section heading.
@@ -116,9 +126,29 @@ impl Report {
         self
     }
 
+    /// A whole SVG document with its own script (an inferno flame graph),
+    /// shown in a frame `height` pixels tall, from a `data:` URL: nothing is
+    /// fetched, and its script cannot reach the page.
+    pub fn document(&mut self, svg: &str, height: u64, caption: &str) -> &mut Self {
+        self.blocks.push(Block::Document {
+            svg: svg.to_string(),
+            height,
+            caption: caption.to_string(),
+        });
+        self
+    }
+
     /// A table.
     pub fn table(&mut self, t: &Table) -> &mut Self {
         self.blocks.push(Block::Table(t.to_html()));
+        self
+    }
+
+    /// Tables sort when their heading is clicked: the page then carries one
+    /// inline script (nothing fetched). Off by default: a page without it
+    /// has no script at all.
+    pub fn sortable_tables(&mut self) -> &mut Self {
+        self.sortable = true;
         self
     }
 
@@ -145,11 +175,28 @@ impl Report {
                     o.push_str(svg);
                     o.push_str(&format!("\n<figcaption>{}</figcaption></figure>\n", esc(caption)));
                 }
-                Block::Table(h) | Block::Raw(h) => {
+                Block::Document { svg, height, caption } => {
+                    o.push_str(&format!(
+                        "<figure><iframe class=\"doc\" title=\"{}\" style=\"height:{}px\" sandbox=\"allow-scripts\" src=\"data:image/svg+xml;base64,{}\"></iframe>\n<figcaption>{}</figcaption></figure>\n",
+                        esc(caption),
+                        height + 4,
+                        base64(svg.as_bytes()),
+                        esc(caption)
+                    ));
+                }
+                Block::Table(h) => {
+                    o.push_str("<div class=\"scroll\">");
+                    o.push_str(h);
+                    o.push_str("</div>\n");
+                }
+                Block::Raw(h) => {
                     o.push_str(h);
                     o.push('\n');
                 }
             }
+        }
+        if self.sortable {
+            o.push_str(SORT_SCRIPT);
         }
         o.push_str("</body></html>\n");
         o
@@ -165,5 +212,51 @@ table{border-collapse:collapse;font-size:.85em;margin:1em 0}
 th,td{border:1px solid #ccc;padding:.2em .5em}th{background:#f3f3f3}
 td.num{text-align:right;font-variant-numeric:tabular-nums}td.missing{color:#a00}
 caption{caption-side:top;text-align:left;font-weight:bold;margin-bottom:.3em}
+figure svg{max-width:100%;height:auto}iframe.doc{width:100%;border:0}
+.scroll{overflow-x:auto}th.sortable{cursor:pointer}th.sortable:after{content:' \\2195';color:#999}
+th[aria-sort=ascending]:after{content:' \\25B2';color:#333}th[aria-sort=descending]:after{content:' \\25BC';color:#333}
 </style>
 ";
+
+/// Sorts a table by the clicked column (numbers by value, from a cell's
+/// `data-v` when it has one, else its text), toggling the direction.
+const SORT_SCRIPT: &str = "<script>
+document.querySelectorAll('table').forEach(function(t){
+ var h=t.tHead;if(!h||!t.tBodies.length)return;
+ Array.prototype.forEach.call(h.rows[0].cells,function(th,i){
+  th.classList.add('sortable');th.tabIndex=0;
+  var go=function(){
+   var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows);
+   var asc=th.getAttribute('aria-sort')!=='ascending';
+   Array.prototype.forEach.call(h.rows[0].cells,function(c){c.removeAttribute('aria-sort');});
+   th.setAttribute('aria-sort',asc?'ascending':'descending');
+   var key=function(r){var c=r.cells[i];if(!c)return '';var v=c.getAttribute('data-v');
+    if(v===null){v=c.textContent.replace(/[,%\\s]/g,'');}var n=parseFloat(v);return isNaN(n)?c.textContent:n;};
+   rows.sort(function(a,b){var x=key(a),y=key(b);
+    var r=(typeof x==='number'&&typeof y==='number')?x-y:String(x).localeCompare(String(y));return asc?r:-r;});
+   rows.forEach(function(r){b.appendChild(r);});
+  };
+  th.addEventListener('click',go);
+  th.addEventListener('keydown',function(e){if(e.key==='Enter')go();});
+ });
+});
+</script>
+";
+
+/// Standard base64 (RFC 4648, with padding).
+pub fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut o = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= c.len() {
+                o.push(A[(n >> (18 - 6 * k)) as usize & 63] as char);
+            } else {
+                o.push('=');
+            }
+        }
+    }
+    o
+}

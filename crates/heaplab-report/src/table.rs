@@ -21,6 +21,12 @@ pub enum Cell {
     Count(u64),
     /// No value, with the reason shown (in red).
     Missing(String),
+    /// Bytes with a binary unit ([`crate::human::bytes`]); sorts by value.
+    Bytes(u64),
+    /// A count with thousands separators ([`crate::human::count`]); sorts by value.
+    Int(u64),
+    /// Nanoseconds as a duration ([`crate::human::ns`]); sorts by value.
+    Nanos(u64),
 }
 
 impl Cell {
@@ -52,6 +58,9 @@ impl Cell {
             Cell::Short(v) => fmt_num(*v),
             Cell::Sci(v, d) => format!("{v:.d$e}"),
             Cell::Count(n) => num::short_count(*n),
+            Cell::Bytes(v) => crate::human::bytes(*v),
+            Cell::Int(v) => crate::human::count(*v),
+            Cell::Nanos(v) => crate::human::ns(*v),
         }
     }
 }
@@ -83,7 +92,14 @@ impl Table {
                     Cell::Missing(_) => " class=\"missing\"",
                     _ => " class=\"num\"",
                 };
-                o.push_str(&format!("<td{class}>{}</td>", esc(&c.shown())));
+                // exact values where the text is rounded, so that sorting is by value
+                let v = match c {
+                    Cell::Bytes(v) | Cell::Int(v) | Cell::Nanos(v) | Cell::Count(v) => {
+                        format!(" data-v=\"{v}\"")
+                    }
+                    _ => String::new(),
+                };
+                o.push_str(&format!("<td{class}{v}>{}</td>", esc(&c.shown())));
             }
             o.push_str("</tr>\n");
         }

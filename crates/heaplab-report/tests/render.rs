@@ -109,8 +109,56 @@ fn page_is_self_contained() {
             || h.matches("http://").count()
                 == h.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
     );
-    assert!(!h.contains("<script") && !h.contains("<link"));
+    // No script unless tables sort; then one inline script, nothing loaded
+    // from elsewhere.
+    assert_eq!(h.matches("<script").count(), 0);
+    r.sortable_tables();
+    let h = r.to_html();
+    assert_eq!(h.matches("<script").count(), 1);
+    assert!(!h.contains("<script src") && !h.contains("<link") && !h.contains(" src=\"http"));
     assert!(h.contains("<td class=\"num\">1.50</td>") && h.contains("a &lt; b"));
+}
+
+#[test]
+fn documents_are_framed_from_data_urls_and_cells_sort_by_value() {
+    let mut r = Report::new("r");
+    r.document(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"><script>x()</script></svg>",
+        100,
+        "flame",
+    );
+    r.table(&Table {
+        caption: None,
+        header: vec!["bytes".into()],
+        rows: vec![vec![Cell::Bytes(1536)], vec![Cell::Int(1234567)], vec![Cell::Nanos(1_500_000)]],
+    });
+    let h = r.to_html();
+    assert!(h.contains("src=\"data:image/svg+xml;base64,"), "{h}");
+    assert!(!h.contains("x()</script>"), "the document's script stays inside its frame");
+    assert!(
+        h.contains("data-v=\"1536\">1.5 KiB<")
+            && h.contains(">1,234,567<")
+            && h.contains(">1.50 ms<")
+    );
+    assert_eq!(base64(b"any carnal pleas"), "YW55IGNhcm5hbCBwbGVhcw==");
+    assert_eq!(base64(b"any carnal pleasu"), "YW55IGNhcm5hbCBwbGVhc3U=");
+    assert_eq!(base64(b"any carnal pleasur"), "YW55IGNhcm5hbCBwbGVhc3Vy");
+}
+
+#[test]
+fn stacked_areas_label_tall_bands_directly() {
+    let a = StackedArea {
+        title: "t".into(),
+        x: vec![0.0, 1.0, 2.0],
+        bands: vec![("big".into(), vec![10.0, 20.0, 30.0]), ("tiny".into(), vec![0.0, 0.0, 0.01])],
+        line: Some(("max".into(), vec![10.0, 25.0, 31.0])),
+        ..StackedArea::default()
+    };
+    let svg = a.to_svg();
+    assert!(balanced(&svg));
+    assert_eq!(svg.matches("<polygon").count(), 2);
+    assert_eq!(svg.matches(">big</text>").count(), 2, "legend and direct label: {svg}");
+    assert_eq!(svg.matches(">tiny</text>").count(), 1, "too thin for a direct label");
 }
 
 /// Issue 17, class 5: text from a trace cannot smuggle markup or control

@@ -9,7 +9,6 @@ mod cli;
 mod cmd;
 mod human;
 mod progress;
-mod symbols;
 mod workloads;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -34,10 +33,16 @@ struct Cli {
 enum Command {
     #[command(about = "Run a program under the recording agent and write its trace")]
     Record(cmd::record::Args),
-    #[command(about = "Print the allocation profile of traces (paper 002's measurement table)")]
+    #[command(
+        about = "Where the memory goes and the allocation profile: sites (peak, leaks, temporaries), size classes"
+    )]
     Stats(cmd::stats::Args),
     #[command(about = "Convert between .hltrace, .rep, .script and the .txt dump")]
     Convert(cmd::convert::Args),
+    #[command(about = "Compare two runs site by site: allocations, bytes at the peak, leaks")]
+    Diff(cmd::diff::Args),
+    #[command(about = "Export where the memory goes: folded stacks, pprof, Chrome trace, massif")]
+    Export(cmd::export::Args),
     #[command(
         about = "Compare allocators on traces (or a live program): instructions, time, footprint"
     )]
@@ -99,6 +104,8 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Convert(a) => cmd::convert::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
+        Command::Export(a) => cmd::export::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Demo(a) => cmd::demo::run(a),

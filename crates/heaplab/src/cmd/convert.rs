@@ -38,6 +38,10 @@ impl OutFile {
 ///   .script    the same operations with # comments and no header
 ///   .txt       the dump: every item of a trace as a line of text (and back)
 ///
+/// and from a trace to the exports of `heaplab export`: .folded (folded
+/// stacks), .pprof or .pb.gz (pprof), .perfetto.json or .chrome.json (Chrome
+/// trace events), massif.out.* (massif), .svg (a flame graph of the peak).
+///
 /// Bytes are kept exactly through every form (paths, names and arguments
 /// that are not UTF-8 included). OUTPUT is written under a temporary name
 /// beside it and renamed when complete: after an error nothing is left
@@ -74,7 +78,7 @@ fn fmt_of(p: &Path) -> Result<Fmt> {
         Some("script") => Ok(Fmt::Script),
         Some("txt") => Ok(Fmt::Dump),
         _ => bail!(
-            "cannot tell the format of {} from its extension; use .hltrace, .rep, .script or .txt",
+            "cannot tell the format of {} from its extension; use .hltrace, .rep, .script or .txt (from a trace also .folded, .pprof, .pb.gz, .perfetto.json, .svg or massif.out.*)",
             p.display()
         ),
     }
@@ -94,6 +98,10 @@ impl<E: Into<anyhow::Error>> From<E> for Stop {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    if crate::cmd::export::format_of(&a.output).is_some() && fmt_of(&a.input)? == Fmt::Trace {
+        // where the memory goes, in another tool's format (heaplab export)
+        return crate::cmd::export::convert(a.input, a.output);
+    }
     let (from, to) = (fmt_of(&a.input)?, fmt_of(&a.output)?);
     let opts = WriterOptions {
         codec: if a.no_compress { Codec::None } else { Codec::Zstd(3) },

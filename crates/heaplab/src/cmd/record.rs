@@ -65,6 +65,12 @@ pub struct Args {
     /// Do not record fork children (they run unrecorded).
     #[arg(long)]
     no_follow_forks: bool,
+    /// Which processes to record: every one (fork: fork children and the
+    /// programs they run too), the launched process through its execs only
+    /// (exec: wrappers such as env or a shell script that execs the real
+    /// program, and that program), or its first program alone (none).
+    #[arg(long, value_enum, default_value_t = FollowArg::Fork)]
+    follow: FollowArg,
     /// KiB of 64 KiB event chunks one thread may fill before it waits for
     /// the writer (an idle thread holds one chunk; the wait is never a loss,
     /// and END records how long the program waited).
@@ -90,6 +96,13 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FollowArg {
+    Fork,
+    Exec,
+    None,
+}
+
 pub fn run(a: Args) -> Result<i32> {
     if a.refs {
         return record_refs(a);
@@ -104,6 +117,11 @@ pub fn run(a: Args) -> Result<i32> {
         follow_forks: !a.no_follow_forks,
         ring_kb: a.ring_kb,
         ring_total_mb: a.ring_total_mb,
+        follow: match a.follow {
+            FollowArg::Fork => record::Follow::Fork,
+            FollowArg::Exec => record::Follow::Exec,
+            FollowArg::None => record::Follow::None,
+        },
     };
     let name = record::program_name(&a.command);
     let req = Request {
@@ -159,12 +177,42 @@ pub fn run(a: Args) -> Result<i32> {
         );
         return Ok(code);
     }
+    let wrappers = rec.wrappers.clone();
     let rows: Vec<(PathBuf, Summary)> = rec.traces.into_iter().zip(summaries).collect();
     let plural = if rows.len() == 1 { "" } else { "s" };
     let main = if rec.has_main { "" } else { " (none from the program itself)" };
     eprintln!("heaplab record: {name} {how}; {} trace{plural}{main}:", rows.len());
+    if rec.has_main && rows.len() > 1 {
+        let exe = |s: &Summary| {
+            s.meta.as_ref().and_then(|m| m.argv.first()).map_or(String::new(), |a| {
+                let a = String::from_utf8_lossy(a);
+                human::escaped(a.rsplit('/').next().unwrap_or(&a))
+            })
+        };
+        let chain: Vec<String> = wrappers
+            .iter()
+            .filter_map(|w| rows.iter().find(|(p, _)| p == w).map(|(_, s)| exe(s)))
+            .chain(std::iter::once(exe(&rows[0].1)))
+            .collect();
+        let through = if chain.len() > 1 {
+            format!(", the launched process after exec ({})", chain.join(" → "))
+        } else {
+            ", the launched process".to_string()
+        };
+        eprintln!(
+            "  main trace: {}{through}; the others are its wrappers and child processes",
+            human::escaped(&rows[0].0.display().to_string())
+        );
+    }
     let width = rows.iter().map(|(p, _)| p.display().to_string().len()).max().unwrap_or(0);
-    for (p, s) in &rows {
+    for (i, (p, s)) in rows.iter().enumerate() {
+        let mark = if i == 0 && rec.has_main {
+            "main"
+        } else if wrappers.contains(p) {
+            "wrapper"
+        } else {
+            ""
+        };
         let per = if s.events > 0 {
             format!("{:.2} B/event", s.bytes as f64 / s.events as f64)
         } else {
@@ -173,7 +221,8 @@ pub fn run(a: Args) -> Result<i32> {
         let argv = s.meta.as_ref().map(|m| m.command_line()).unwrap_or_default();
         let argv: String = human::escaped(&argv.chars().take(60).collect::<String>());
         eprintln!(
-            "  {:<width$}  {:>13} events  {:>10}  {:>13}  {:<10} {}",
+            "  {:<6} {:<width$}  {:>13} events  {:>10}  {:>13}  {:<10} {}",
+            mark,
             human::escaped(&p.display().to_string()),
             human::count(s.events),
             human::bytes(s.bytes),

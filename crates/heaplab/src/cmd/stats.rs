@@ -1,21 +1,46 @@
 //! `heaplab stats`: the CUSTOMALLOC measurement table (paper 002 §2.1) of one
-//! trace, or of several runs merged into one profile.
+//! trace, or of several runs merged into one profile; and where the memory
+//! goes, per call site (heaplab-memory), from the same pass.
 
 use crate::cli;
+use crate::cmd::memargs::{self, MemArgs};
 use crate::human;
-use crate::symbols::Symbolizer;
 use anyhow::Result;
 use clap::ValueEnum;
+use heaplab_memory::analyze::Analysis;
+use heaplab_memory::sites::{self, Site};
+use heaplab_memory::symbols::Symbolizer;
 use heaplab_trace::profile::{Profile, ProfileBuilder, Weighting};
 use heaplab_trace::{Meta, TraceReader};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Print the allocation profile of a recorded program: size classes in
-/// allocation units, live objects and free-list lengths per class, lifetimes
-/// and the top allocation sites. Several traces are merged into one profile.
+/// allocation units, live objects and free-list lengths per class, lifetimes;
+/// and where the memory goes, per call site: bytes live at the program's
+/// peak, bytes and objects leaked (still live at the end), temporary
+/// allocations (heaptrack's definition), lifetimes; symbolized from DWARF
+/// (function, file:line, inlined frames). Several traces are merged into
+/// one size-class profile; the sites are listed per trace.
 #[derive(clap::Args)]
 #[command(after_help = "\
+Call sites: every recorded stack is one (--group-by function|line sums them),
+listed by --sort with every frame (--frames N to limit); --from/--to, --thread,
+--module and --function choose which allocations count. Debug information is
+read from the module itself, from /usr/lib/debug/.build-id/ by the build-id
+the trace recorded (so a trace symbolizes on another machine that has the same
+builds or their debug files), or through .gnu_debuglink. An allocation is
+temporary when its own thread frees it with no other heap call of that
+thread between (heaptrack's definition, in the thread's own order). With
+more than one thread, a table per thread follows: what it allocated (live at
+the peak, leaked), what it freed, and the frees across threads.
+
+Examples:
+  heaplab stats t.hltrace --sort leaked --sites 5
+  heaplab stats t.hltrace --group-by line --function parse --from 2s --to 3s
+  heaplab stats t.hltrace --report out/mem     (report.html: flame graphs, memory over time)
+  heaplab stats t.hltrace --json t.json --sites-csv sites.csv
+
 Columns, per size class (a request for B bytes is in class R*ceil(B/R)):
   allocs, frees     calls, a realloc counting as a free and an allocation
   max live, mean    objects of the class in use; the mean is sampled at each
@@ -46,10 +71,22 @@ pub struct Args {
     /// Size classes to show in the table (the JSON has them all).
     #[arg(long, default_value_t = 16)]
     classes: usize,
-    /// Allocation sites to list.
+    /// Call sites to list (the JSON has at least 1000).
     #[arg(long, default_value_t = 10)]
     sites: usize,
+    /// Write the call sites as CSV to FILE (no FILE, or -: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    sites_csv: Option<PathBuf>,
+    /// Write DIR/report.html: memory over time, flame graphs (bytes at the
+    /// peak, allocations, leaks) and the sites, one self-contained page.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    mem: MemArgs,
 }
+
+/// The JSON schema version of `heaplab stats --json` (2: `memory` added).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum WeightArg {
@@ -89,20 +126,54 @@ pub fn profile_trace(
     Ok((p, r.meta().clone(), err))
 }
 
+/// One trace's per-site answers, as the JSON carries them.
+#[derive(serde::Serialize)]
+struct MemoryJson<'a> {
+    trace: &'a str,
+    /// Other traces of the same recording (wrappers, child processes).
+    siblings: Vec<String>,
+    end: Option<&'a heaplab_trace::End>,
+    complete: bool,
+    error: Option<&'a str>,
+    totals: &'a heaplab_memory::analyze::Totals,
+    /// Per thread: what it allocated (live at the peak, leaked) and freed.
+    threads: &'a [heaplab_memory::analyze::ThreadStats],
+    options: &'a heaplab_memory::analyze::Options,
+    sites_options: &'a heaplab_memory::sites::SiteOptions,
+    modules: &'a [heaplab_memory::symbols::ModuleReport],
+    sites: &'a [Site],
+}
+
 pub fn run(a: Args) -> Result<i32> {
     let json = cli::dest("json", &a.json, &a.traces)?;
     let csv = cli::dest("csv", &a.csv, &a.traces)?;
-    if cli::any_stdout(&[&json]) && cli::any_stdout(&[&csv]) {
-        anyhow::bail!("--json and --csv cannot both go to standard output");
+    let sites_csv = cli::dest("sites-csv", &a.sites_csv, &a.traces)?;
+    if [&json, &csv, &sites_csv].iter().filter(|d| cli::any_stdout(&[d])).count() > 1 {
+        anyhow::bail!("only one of --json, --csv and --sites-csv can go to standard output");
     }
+    let opts = a.mem.options()?;
+    let site_opts = a.mem.site_options();
     let inputs = heaplab_plumb::input::prepare(&a.traces)?;
     let mut profiles = Vec::new();
     let mut code = 0;
     let mut headers = Vec::new();
+    let mut analyses: Vec<(Analysis, Vec<Site>, Vec<PathBuf>, Symbolizer)> = Vec::new();
     for (t, path) in a.traces.iter().zip(&inputs.paths) {
-        let (p, m, err) = profile_trace(path, a.unit, a.sites.max(64))?;
-        if let Some(e) = err {
-            eprintln!("heaplab stats: {e}");
+        let m = TraceReader::open(path)?.meta().clone();
+        let mut b = ProfileBuilder::new(a.unit, m.time_unit_ns);
+        let mut sym = a.mem.symbolizer();
+        let mut an = heaplab_memory::analyze::analyze(path, &opts, &mut sym, |e| b.add(e))?;
+        an.trace = t.display().to_string();
+        // the profile's site list (raw frames), from the reader's tables
+        let stack = |s: u32| an.frames.get(s as usize).cloned().unwrap_or_default();
+        let module = |m: u32| {
+            an.module_of(m)
+                .map(|m| String::from_utf8_lossy(&m.path).into_owned())
+                .unwrap_or_default()
+        };
+        let p = b.finish(&t.display().to_string(), stack, module, a.sites.max(64));
+        if let Some(e) = &an.error {
+            eprintln!("heaplab stats: {}", human::escaped(e));
             eprintln!(
                 "heaplab stats: the profile covers the {} events read before that point",
                 human::count(p.events)
@@ -115,7 +186,10 @@ pub fn run(a: Args) -> Result<i32> {
             m.argv.iter().map(|a| heaplab_trace::escape::terminal(a)).collect::<Vec<_>>().join(" "),
             m.pid
         ));
+        let siblings = heaplab_plumb::record::siblings(t);
+        let list = sites::sites(&an, &site_opts, &mut sym);
         profiles.push(p);
+        analyses.push((an, list, siblings, sym));
     }
     let weighting = match a.weighting {
         WeightArg::Runs => Weighting::Runs,
@@ -132,20 +206,316 @@ pub fn run(a: Args) -> Result<i32> {
             p.saturated.join(", ")
         );
     }
+    for (an, _, sib, _) in &analyses {
+        if !sib.is_empty() {
+            eprintln!("heaplab stats: {}", human::escaped(&sibling_note(&an.trace, sib)));
+        }
+    }
     if let Some(d) = &csv {
         let mut v = Vec::new();
         write_csv(&p, &mut v)?;
         d.write(&String::from_utf8_lossy(&v))?;
     }
-    if let Some(d) = &json {
-        d.write(&(serde_json::to_string_pretty(&p)? + "\n"))?;
+    if let Some(d) = &sites_csv {
+        let mut v = String::new();
+        for (i, (an, list, _, _)) in analyses.iter().enumerate() {
+            v.push_str(&sites_csv_text(an, list, i == 0, a.mem.frames()));
+        }
+        d.write(&v)?;
     }
-    if !cli::any_stdout(&[&json, &csv]) {
+    if let Some(d) = &json {
+        let mut doc = serde_json::to_value(&p)?;
+        let memory: Vec<serde_json::Value> = analyses
+            .iter()
+            .map(|(an, list, sib, sym)| {
+                serde_json::to_value(MemoryJson {
+                    trace: &an.trace,
+                    siblings: sib.iter().map(|s| s.display().to_string()).collect(),
+                    end: an.end.as_ref(),
+                    complete: an.error.is_none() && an.end.is_some(),
+                    error: an.error.as_deref(),
+                    totals: &an.totals,
+                    threads: &an.thread_stats,
+                    options: &an.options,
+                    sites_options: &site_opts,
+                    modules: sym.reports(),
+                    sites: &list[..list.len().min(a.sites.max(1000))],
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if let serde_json::Value::Object(o) = &mut doc {
+            o.insert("schema_version".into(), SCHEMA_VERSION.into());
+            o.insert("provenance".into(), serde_json::to_value(memargs::provenance())?);
+            o.insert("memory".into(), memory.into());
+        }
+        d.write(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+    }
+    if let Some(dir) = &a.report {
+        let prov = memargs::provenance().rows();
+        let (an, list, _, sym) = analyses.first_mut().expect("at least one trace");
+        let page = heaplab_memory::report::page(an, list, sym, &prov, a.mem.frames());
+        let path = cli::write_report(dir, &page)?;
+        let mut err = std::io::stderr();
+        writeln!(err, "report: {}", path.display())?;
+    }
+    if !cli::any_stdout(&[&json, &csv, &sites_csv]) {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        print_table(&mut out, &p, &headers, a.classes, a.sites)?;
+        print_table(&mut out, &p, &headers, a.classes)?;
+        for (an, list, sib, _) in &analyses {
+            print_sites(&mut out, an, list, sib, a.sites, a.mem.frames(), analyses_len(&headers))?;
+        }
     }
     Ok(code)
+}
+
+fn analyses_len(h: &[String]) -> bool {
+    h.len() > 1
+}
+
+/// "t.hltrace: 3 more traces of the same recording: ...".
+fn sibling_note(trace: &str, sib: &[PathBuf]) -> String {
+    let list: Vec<String> = sib
+        .iter()
+        .take(6)
+        .map(|p| {
+            let s = heaplab_plumb::record::summarize(p);
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let what = s
+                .meta
+                .as_ref()
+                .and_then(|m| m.argv.first())
+                .map(|a| String::from_utf8_lossy(a).rsplit('/').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            format!("{name} ({what}, {} events)", human::count(s.events))
+        })
+        .collect();
+    let more = if sib.len() > 6 { format!(" and {} more", sib.len() - 6) } else { String::new() };
+    format!(
+        "{trace} has {} sibling trace{} from the same recording (wrappers it exec'd through, child processes): {}{more}",
+        sib.len(),
+        if sib.len() == 1 { "" } else { "s" },
+        list.join(", ")
+    )
+}
+
+fn sites_csv_text(an: &Analysis, list: &[Site], header: bool, frames: usize) -> String {
+    let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let mut o = String::new();
+    if header {
+        o.push_str("trace,rank,site,peak_bytes,peak_objects,leaked_bytes,leaked_objects,allocs,bytes,temporary,temporary_bytes,max_bytes,lifetime_p50_ns,lifetime_p90_ns,lifetime_p99_ns,function,file,line,module,offset,stack\n");
+    }
+    for s in list {
+        let f = s.frames.first();
+        let sym = f.and_then(|f| f.symbols.first());
+        let stack: Vec<String> = s.frames.iter().take(frames).flat_map(|f| f.lines()).collect();
+        o.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            q(&an.trace),
+            s.rank,
+            q(&s.name),
+            s.peak_bytes,
+            s.peak_objects,
+            s.leaked_bytes,
+            s.leaked_objects,
+            s.allocs,
+            s.bytes,
+            s.temporary,
+            s.temporary_bytes,
+            s.max_bytes,
+            s.lifetime_ns.p50,
+            s.lifetime_ns.p90,
+            s.lifetime_ns.p99,
+            q(sym.and_then(|x| x.function.as_deref()).unwrap_or("")),
+            q(sym.and_then(|x| x.file.as_deref()).unwrap_or("")),
+            sym.and_then(|x| x.line).map(|l| l.to_string()).unwrap_or_default(),
+            q(f.map(|f| f.module.as_str()).unwrap_or("")),
+            f.map(|f| f.offset.to_string()).unwrap_or_default(),
+            q(&stack.join(" <- ")),
+        ));
+    }
+    o
+}
+
+fn print_sites(
+    out: &mut impl Write,
+    an: &Analysis,
+    list: &[Site],
+    sib: &[PathBuf],
+    n: usize,
+    frames: usize,
+    several: bool,
+) -> Result<()> {
+    let t = &an.totals;
+    writeln!(out)?;
+    if several {
+        writeln!(out, "{}:", human::escaped(&an.trace))?;
+    }
+    if !sib.is_empty() {
+        writeln!(
+            out,
+            "note: {} other trace{} of this recording lie beside it (see stderr; `heaplab record` names the main one FILE)",
+            sib.len(),
+            if sib.len() == 1 { "" } else { "s" }
+        )?;
+    }
+    let ended = match (&an.end, &an.error) {
+        (_, Some(_)) => " (the trace was read only up to an error)".to_string(),
+        (Some(e), None) if e.reason == heaplab_trace::EndReason::Exit => String::new(),
+        (Some(e), None) => {
+            format!(" (the recording ended by {}: \"leaked\" means live then)", e.reason.name())
+        }
+        (None, None) => " (the recording was cut short: \"leaked\" means live at its end)".into(),
+    };
+    writeln!(
+        out,
+        "where the memory goes: peak {} in {} objects at {} (event {}); leaked {} in {} objects{ended}; temporary {} of {} allocations ({})",
+        human::bytes(t.peak_bytes),
+        human::count(t.peak_objects),
+        human::ns(t.peak_ns),
+        human::count(t.peak_event),
+        human::bytes(t.leaked_bytes),
+        human::count(t.leaked_objects),
+        human::count(t.temporary),
+        human::count(t.allocations),
+        human::pct(t.temporary as f64 / t.allocations.max(1) as f64),
+    )?;
+    if an.thread_stats.len() > 1 {
+        print_threads(out, an)?;
+    }
+    if !an.options.filter.is_empty() {
+        writeln!(
+            out,
+            "filter: {}; {} allocations left out",
+            human::escaped(&serde_json::to_string(&an.options.filter)?),
+            human::count(t.filtered_out)
+        )?;
+    }
+    if n == 0 || list.is_empty() {
+        return Ok(());
+    }
+    let shown =
+        if frames == usize::MAX { "every frame".to_string() } else { format!("{frames} frames") };
+    writeln!(
+        out,
+        "call sites ({} of {}), {shown} each, innermost first:",
+        n.min(list.len()),
+        list.len()
+    )?;
+    let pct = |x: u64, of: u64| {
+        if of == 0 {
+            String::new()
+        } else {
+            format!(" ({})", human::pct(x as f64 / of as f64))
+        }
+    };
+    for s in list.iter().take(n) {
+        writeln!(
+            out,
+            "#{:<3} peak {}{}  leaked {} in {}  allocs {}  temporary {}  allocated {}  lifetime p50 ≤ {}{}",
+            s.rank,
+            human::bytes(s.peak_bytes),
+            pct(s.peak_bytes, t.peak_bytes),
+            human::bytes(s.leaked_bytes),
+            human::count(s.leaked_objects),
+            human::count(s.allocs),
+            human::count(s.temporary),
+            human::bytes(s.bytes),
+            human::ns(s.lifetime_ns.p50),
+            if s.stacks > 1 { format!("  ({} stacks)", s.stacks) } else { String::new() }
+        )?;
+        if s.frames.is_empty() {
+            writeln!(out, "      (no stack recorded)")?;
+        }
+        for f in s.frames.iter().take(frames) {
+            let short = f.module.rsplit('/').next().unwrap_or(&f.module);
+            for (k, l) in f.lines().iter().enumerate() {
+                let m = if k == 0 && !f.symbols.is_empty() {
+                    format!("  [{short}]")
+                } else {
+                    String::new()
+                };
+                // names, files and paths come from the trace and the binaries: escaped
+                writeln!(out, "      {}{}", human::escaped(l), human::escaped(&m))?;
+            }
+        }
+        if s.frames.len() > frames {
+            writeln!(out, "      ... {} more frames (--frames)", s.frames.len() - frames)?;
+        }
+    }
+    Ok(())
+}
+
+/// One line per thread (the allocating thread's live, peak and leaked bytes;
+/// the freeing thread's frees), the 16 busiest by allocations.
+fn print_threads(out: &mut impl Write, an: &Analysis) -> Result<()> {
+    let mut ts: Vec<_> = an.thread_stats.iter().collect();
+    ts.sort_by(|a, b| b.allocations.cmp(&a.allocations).then(a.index.cmp(&b.index)));
+    writeln!(
+        out,
+        "threads: {} ({} objects freed by another thread than their own)",
+        ts.len(),
+        human::count(an.totals.cross_thread_frees)
+    )?;
+    let head = [
+        "thread",
+        "tid",
+        "name",
+        "allocs",
+        "allocated",
+        "frees",
+        "of others'",
+        "freed by others",
+        "temporary",
+        "max live",
+        "at peak",
+        "leaked",
+        "lifetime p50 ≤",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for t in ts.iter().take(16) {
+        rows.push(vec![
+            format!("#{}", t.index),
+            t.tid.to_string(),
+            human::escaped(&t.name),
+            human::count(t.allocations),
+            human::bytes(t.bytes_allocated),
+            human::count(t.frees),
+            human::count(t.frees_of_others),
+            human::count(t.freed_by_others),
+            human::count(t.temporary),
+            human::bytes(t.max_live_bytes),
+            human::bytes(t.peak_bytes),
+            human::bytes(t.leaked_bytes),
+            if t.allocations > t.leaked_objects {
+                human::ns(t.lifetime_ns.p50)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    let w: Vec<usize> = (0..head.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, x)| {
+                let pad = " ".repeat(w[c] - x.chars().count());
+                if c == 2 {
+                    format!("{x}{pad}")
+                } else {
+                    format!("{pad}{x}")
+                }
+            })
+            .collect();
+        writeln!(out, "  {}", cells.join("  "))?;
+    }
+    if ts.len() > 16 {
+        writeln!(out, "  ... {} more threads (--json has them all)", ts.len() - 16)?;
+    }
+    Ok(())
 }
 
 fn write_csv(p: &Profile, f: &mut impl Write) -> Result<()> {
@@ -165,7 +535,6 @@ fn print_table(
     p: &Profile,
     headers: &[String],
     classes: usize,
-    sites: usize,
 ) -> Result<()> {
     for h in headers {
         writeln!(out, "{h}")?;
@@ -292,30 +661,5 @@ fn print_table(
         human::ns(l.ns.max),
         human::ns(l.ns.mean as u64)
     )?;
-    if sites > 0 && !p.sites.is_empty() {
-        writeln!(out)?;
-        writeln!(out, "top allocation sites")?;
-        writeln!(out, "{:>12} {:>12}  site (innermost frame first)", "allocs", "bytes")?;
-        let mut sym = Symbolizer::default();
-        for s in p.sites.iter().take(sites) {
-            let frames: Vec<String> = if s.frames.is_empty() {
-                vec!["(no stack recorded)".into()]
-            } else {
-                // Paths and symbol names come from the trace and the binaries: escaped.
-                s.frames
-                    .iter()
-                    .take(3)
-                    .map(|f| human::escaped(&sym.frame(&f.module, f.offset)))
-                    .collect()
-            };
-            writeln!(
-                out,
-                "{:>12} {:>12}  {}",
-                human::count(s.allocs),
-                human::bytes(s.bytes),
-                frames.join(" ← ")
-            )?;
-        }
-    }
     Ok(())
 }
