@@ -23,6 +23,7 @@ use crate::replay::{self, Mode, ReplayOut};
 use crate::tools::Tools;
 use anyhow::{bail, Context, Result};
 use heaplab_jobs::{Input, Job, JobState};
+pub use heaplab_plumb::AllocSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -38,43 +39,6 @@ pub struct TraceSpec {
     pub events: u64,
     /// Where it stops early, if it does (its rows are marked truncated).
     pub cut: Option<Truncation>,
-}
-
-/// An allocator of the study, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AllocSpec {
-    pub name: String,
-    pub source: String,
-    pub preload: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    pub missing: Option<String>,
-}
-
-impl AllocSpec {
-    pub fn of(a: &Allocator) -> AllocSpec {
-        AllocSpec {
-            name: a.name.clone(),
-            source: a.source.name().to_string(),
-            preload: a.preload.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone())),
-            env: a.env.clone(),
-            missing: a.missing.clone(),
-        }
-    }
-
-    fn allocator(&self) -> Allocator {
-        Allocator {
-            name: self.name.clone(),
-            source: match self.source.as_str() {
-                "heaplab" => Source::Heaplab,
-                "glibc" => Source::Glibc,
-                "peer" => Source::Peer,
-                _ => Source::Custom,
-            },
-            preload: self.preload.clone(),
-            env: self.env.clone(),
-            missing: self.missing.clone(),
-        }
-    }
 }
 
 /// A comparison: what a plan keeps to merge its outcomes.

@@ -12,49 +12,12 @@ use crate::study::{self, AllocatorResult, Failure, Locality, Options};
 use anyhow::{Context, Result};
 use heaplab_jobs::{Input, Job, JobState};
 use heaplab_plumb::vg::VgTools;
-use heaplab_plumb::{Allocator, Source};
+pub use heaplab_plumb::AllocSpec;
 use heaplab_refs::measure::{self, SimSpec};
 use heaplab_sim::config::{self, fmt_bytes};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// An allocator of the study, resolved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AllocSpec {
-    pub name: String,
-    pub source: String,
-    pub preload: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    pub missing: Option<String>,
-}
-
-impl AllocSpec {
-    pub fn of(a: &Allocator) -> AllocSpec {
-        AllocSpec {
-            name: a.name.clone(),
-            source: a.source.name().to_string(),
-            preload: a.preload.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone())),
-            env: a.env.clone(),
-            missing: a.missing.clone(),
-        }
-    }
-
-    fn allocator(&self) -> Allocator {
-        Allocator {
-            name: self.name.clone(),
-            source: match self.source.as_str() {
-                "heaplab" => Source::Heaplab,
-                "glibc" => Source::Glibc,
-                "peer" => Source::Peer,
-                _ => Source::Custom,
-            },
-            preload: self.preload.clone(),
-            env: self.env.clone(),
-            missing: self.missing.clone(),
-        }
-    }
-}
 
 /// A locality study: what a plan keeps to merge its outcomes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

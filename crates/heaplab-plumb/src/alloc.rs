@@ -21,6 +21,7 @@
 
 use crate::tools::Tools;
 use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Where an allocator comes from.
@@ -63,6 +64,45 @@ pub struct Allocator {
 impl Allocator {
     pub fn is_glibc(&self) -> bool {
         self.source == Source::Glibc
+    }
+}
+
+/// An allocator as a study's plan keeps it: a resolved `Allocator` in a
+/// form that serializes (compare's and locality's jobs both keep theirs so).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocSpec {
+    pub name: String,
+    pub source: String,
+    pub preload: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub missing: Option<String>,
+}
+
+impl AllocSpec {
+    pub fn of(a: &Allocator) -> AllocSpec {
+        AllocSpec {
+            name: a.name.clone(),
+            source: a.source.name().to_string(),
+            preload: a.preload.as_ref().map(|p| std::path::absolute(p).unwrap_or(p.clone())),
+            env: a.env.clone(),
+            missing: a.missing.clone(),
+        }
+    }
+
+    /// The allocator again, as `AllocSpec::of` took it.
+    pub fn allocator(&self) -> Allocator {
+        Allocator {
+            name: self.name.clone(),
+            source: match self.source.as_str() {
+                "heaplab" => Source::Heaplab,
+                "glibc" => Source::Glibc,
+                "peer" => Source::Peer,
+                _ => Source::Custom,
+            },
+            preload: self.preload.clone(),
+            env: self.env.clone(),
+            missing: self.missing.clone(),
+        }
     }
 }
 

@@ -51,6 +51,6 @@ pub mod scratch;
 pub mod tools;
 pub mod vg;
 
-pub use alloc::{Allocator, Source};
+pub use alloc::{AllocSpec, Allocator, Source};
 pub use layout::Layout;
 pub use tools::Tools;
