@@ -10,28 +10,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::{root, tmp};
 
 fn built(rel: &str) -> PathBuf {
     let p = root().join(rel);
     assert!(p.exists(), "{} is not built: run `make -C native` first", p.display());
     p
-}
-
-struct Tmp(PathBuf);
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-fn tmp(name: &str) -> Tmp {
-    let d =
-        std::env::temp_dir().join(format!("heaplab-compare-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
 }
 
 fn heaplab(args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -5,32 +5,8 @@ use heaplab_trace::{EndReason, TraceReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-/// A scratch folder, removed when dropped.
-struct Tmp(PathBuf);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl std::ops::Deref for Tmp {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-fn tmp(name: &str) -> Tmp {
-    let d = std::env::temp_dir().join(format!("heaplab-record-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
-}
+mod common;
+use common::{root, text, tmp};
 
 fn record(args: &[&str]) -> Output {
     let agent = root().join("build/lib/libheaplab-record.so");
@@ -41,10 +17,6 @@ fn record(args: &[&str]) -> Output {
         .env_remove("LD_PRELOAD")
         .output()
         .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Reads a whole trace; returns (events, END reasons).
