@@ -134,17 +134,8 @@ impl Study {
                 if let Some(p) = &a.preload {
                     inputs.push(Input::of(p).with_context(|| format!("allocator {}", a.name))?);
                 }
-                let mut params = vec![
-                    ("trace".to_string(), t.path.display().to_string()),
-                    ("allocator".into(), a.name.clone()),
-                    ("source".into(), a.source.clone()),
-                ];
-                if let Some(p) = &a.preload {
-                    params.push(("preload".into(), p.display().to_string()));
-                }
-                for (k, v) in &a.env {
-                    params.push(("env".into(), format!("{k}={v}")));
-                }
+                let mut params = vec![("trace".to_string(), t.path.display().to_string())];
+                params.extend(a.to_params());
                 params.push(("replay".into(), self.replay.display().to_string()));
                 params.push(("timeout".into(), self.timeout_s.to_string()));
                 if let Some(t) = &self.threads {
@@ -228,23 +219,7 @@ fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathB
     let mut tools = tools_for(&replay, &lib_dir, timeout)?;
     tools.ops_cache = ops_cache.map(Path::to_path_buf);
     tools.threads = job.param("threads").map(str::to_string);
-    let env = job
-        .params
-        .iter()
-        .filter(|(k, _)| k == "env")
-        .map(|(_, v)| {
-            v.split_once('=')
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .with_context(|| format!("--env {v:?}: expected VAR=VALUE"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let spec = AllocSpec {
-        name: param(job, "allocator")?.to_string(),
-        source: param(job, "source")?.to_string(),
-        preload: job.param("preload").map(PathBuf::from),
-        env,
-        missing: None,
-    };
+    let spec = AllocSpec::from_params(&job.params).with_context(|| format!("job {}", job.id))?;
     Ok((tools, spec.allocator(), PathBuf::from(param(job, "trace")?)))
 }
 

@@ -79,17 +79,10 @@ impl Study {
         let mut jobs = Vec::new();
         for a in self.allocators.iter().filter(|a| a.missing.is_none()) {
             let mut inputs = common.clone();
-            let mut params = vec![
-                ("trace".to_string(), self.path.display().to_string()),
-                ("allocator".into(), a.name.clone()),
-                ("source".into(), a.source.clone()),
-            ];
+            let mut params = vec![("trace".to_string(), self.path.display().to_string())];
+            params.extend(a.to_params());
             if let Some(p) = &a.preload {
                 inputs.push(Input::of(p).with_context(|| format!("allocator {}", a.name))?);
-                params.push(("preload".into(), p.display().to_string()));
-            }
-            for (k, v) in &a.env {
-                params.push(("env".into(), format!("{k}={v}")));
             }
             params.extend([
                 ("replay".into(), self.replay.display().to_string()),
@@ -138,24 +131,8 @@ fn param<'a>(job: &'a Job, key: &str) -> Result<&'a str> {
 
 /// Runs one locality job here: measures the allocator and derives its figures.
 pub fn run_job(job: &Job) -> Result<Value> {
-    let env = job
-        .params
-        .iter()
-        .filter(|(k, _)| k == "env")
-        .map(|(_, v)| {
-            v.split_once('=')
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .with_context(|| format!("--env {v:?}: expected VAR=VALUE"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let alloc = AllocSpec {
-        name: param(job, "allocator")?.into(),
-        source: param(job, "source")?.into(),
-        preload: job.param("preload").map(PathBuf::from),
-        env,
-        missing: None,
-    }
-    .allocator();
+    let alloc =
+        AllocSpec::from_params(&job.params).with_context(|| format!("job {}", job.id))?.allocator();
     let opts = options(
         param(job, "caches")?,
         param(job, "pages")?,

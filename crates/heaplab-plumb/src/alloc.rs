@@ -20,7 +20,7 @@
 //! `heaplab_alloc_stats`.
 
 use crate::tools::Tools;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -79,6 +79,45 @@ pub struct AllocSpec {
 }
 
 impl AllocSpec {
+    /// As a job's parameters: allocator, source, then preload and each
+    /// `env` VAR=VALUE when there are any (the order a job's id hashes).
+    pub fn to_params(&self) -> Vec<(String, String)> {
+        let mut v =
+            vec![("allocator".into(), self.name.clone()), ("source".into(), self.source.clone())];
+        if let Some(p) = &self.preload {
+            v.push(("preload".into(), p.display().to_string()));
+        }
+        v.extend(self.env.iter().map(|(k, x)| ("env".to_string(), format!("{k}={x}"))));
+        v
+    }
+
+    /// Back from a job's parameters (`to_params`).
+    pub fn from_params(params: &[(String, String)]) -> Result<AllocSpec> {
+        let get = |key: &str| {
+            params
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .with_context(|| format!("no --{key}"))
+        };
+        let env = params
+            .iter()
+            .filter(|(k, _)| k == "env")
+            .map(|(_, v)| {
+                v.split_once('=')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .with_context(|| format!("--env {v:?}: expected VAR=VALUE"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AllocSpec {
+            name: get("allocator")?,
+            source: get("source")?,
+            preload: get("preload").ok().map(PathBuf::from),
+            env,
+            missing: None,
+        })
+    }
+
     pub fn of(a: &Allocator) -> AllocSpec {
         AllocSpec {
             name: a.name.clone(),
@@ -329,6 +368,30 @@ mod tests {
         assert!(a[0].missing.is_none());
         assert!(a[1].missing.as_deref().unwrap().contains("not built"));
         assert!(a[3].missing.as_deref().unwrap().contains("apt-get install libjemalloc2"));
+    }
+
+    #[test]
+    fn a_spec_goes_through_job_parameters_and_back() {
+        let a = AllocSpec {
+            name: "firstfit+pad".into(),
+            source: "heaplab".into(),
+            preload: Some(PathBuf::from("/x/libheaplab-firstfit.so")),
+            env: vec![("HEAPLAB_PAD".into(), "8".into()), ("A".into(), "b=c".into())],
+            missing: None,
+        };
+        let p = a.to_params();
+        assert_eq!(p[0], ("allocator".into(), "firstfit+pad".into()));
+        assert_eq!(p[3], ("env".into(), "HEAPLAB_PAD=8".into()));
+        assert_eq!(AllocSpec::from_params(&p).unwrap(), a);
+        let glibc = AllocSpec { preload: None, env: vec![], ..a.clone() };
+        assert_eq!(AllocSpec::from_params(&glibc.to_params()).unwrap(), glibc);
+        let e = AllocSpec::from_params(&p[1..]).unwrap_err().to_string();
+        assert_eq!(e, "no --allocator");
+        let bad = [p[0].clone(), p[1].clone(), ("env".into(), "NOEQUALS".into())];
+        assert!(AllocSpec::from_params(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("expected VAR=VALUE"));
     }
 
     #[test]
