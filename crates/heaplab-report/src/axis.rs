@@ -113,6 +113,43 @@ pub fn fmt_num(v: f64) -> String {
     format!("{s}{suffix}")
 }
 
+/// The plot's frame, as every chart draws it: the y and x axis lines, the
+/// x axis's title under the plot (when there is one) and the y axis's,
+/// turned, at the left.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn frame(
+    o: &mut String,
+    left: f64,
+    top: f64,
+    base: f64,
+    plot_w: f64,
+    plot_h: f64,
+    x_label: Option<&str>,
+    y_label: &str,
+) {
+    use std::fmt::Write as _;
+    let _ = write!(
+        o,
+        r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/><line x1="{left}" x2="{}" y1="{base}" y2="{base}" stroke="#333"/>"##,
+        left + plot_w
+    );
+    if let Some(x) = x_label {
+        let _ = write!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+            left + plot_w / 2.0,
+            base + 36.0,
+            crate::esc(x)
+        );
+    }
+    let _ = write!(
+        o,
+        r#"<text transform="translate(16,{:.1}) rotate(-90)" font-size="12" text-anchor="middle">{}</text>"#,
+        top + plot_h / 2.0,
+        crate::esc(y_label)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -151,17 +151,7 @@ impl Bars {
                 esc(label)
             );
         }
-        let _ = write!(
-            o,
-            r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/><line x1="{left}" x2="{}" y1="{base}" y2="{base}" stroke="#333"/>"##,
-            left + plot_w
-        );
-        let _ = write!(
-            o,
-            r#"<text transform="translate(16,{:.1}) rotate(-90)" font-size="12" text-anchor="middle">{}</text>"#,
-            top + plot_h / 2.0,
-            esc(&self.y_label)
-        );
+        crate::axis::frame(&mut o, left, top, base, plot_w, plot_h, None, &self.y_label);
 
         // bars
         let ng = self.groups.len().max(1);

@@ -139,19 +139,15 @@ impl Lines {
                 esc(label)
             );
         }
-        let _ = write!(
-            o,
-            r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{base}" stroke="#333"/><line x1="{left}" x2="{}" y1="{base}" y2="{base}" stroke="#333"/>"##,
-            left + plot_w
-        );
-        let _ = write!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text><text transform="translate(16,{:.1}) rotate(-90)" font-size="12" text-anchor="middle">{}</text>"#,
-            left + plot_w / 2.0,
-            base + 36.0,
-            esc(&self.x_label),
-            top + plot_h / 2.0,
-            esc(&self.y_label)
+        crate::axis::frame(
+            &mut o,
+            left,
+            top,
+            base,
+            plot_w,
+            plot_h,
+            Some(&self.x_label),
+            &self.y_label,
         );
         for (i, s) in self.series.iter().enumerate() {
             let p: Vec<String> = s
