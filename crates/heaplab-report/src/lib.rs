@@ -42,7 +42,7 @@ mod lines;
 pub mod num;
 mod table;
 
-pub use area::StackedArea;
+pub use area::{Overlay, StackedArea};
 pub use axis::{fmt_num, Scale};
 pub use bars::{Bars, Series};
 pub use lines::{LineSeries, Lines};

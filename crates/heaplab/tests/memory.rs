@@ -123,7 +123,7 @@ fn site<'a>(j: &'a Value, function: &str) -> &'a Value {
 fn known_answers_leaks_peak_temporaries_and_lines() {
     let f = fixture();
     let m = &f.json["memory"][0];
-    assert_eq!(f.json["schema_version"], 2);
+    assert_eq!(f.json["schema_version"], 3);
     assert!(f.json["provenance"]["libc"].as_str().unwrap().starts_with("glibc"));
     let t = &m["totals"];
     assert_eq!(t["leaked_bytes"], 56_000, "{t:#}");
@@ -568,6 +568,118 @@ fn report_page_has_flame_graphs_and_memory_over_time() {
     assert!(html.contains("Live heap bytes over time") && html.contains("Provenance"));
     assert!(html.contains("big_peak (memory.c:"), "sites table");
     assert!(!html.contains("src=\"http") && !html.contains("<link"));
+}
+
+/// Memory over time: the whole program's live bytes per interval reach the
+/// known peak in the interval of the peak and end at the leaks; the top
+/// sites' series add up to it; a replay under two zoo allocators
+/// (`--footprint`, heaplab-replay's own C reader counting the live bytes)
+/// ends at the same leaks, and each allocator's exact footprint holds at
+/// least the live bytes at every sample and reaches the peak. The CSV says
+/// the same as the JSON, and the report draws one line per allocator.
+#[test]
+fn memory_over_time_with_exact_footprints_from_replay() {
+    let f = fixture();
+    let csv = f.dir.join("over.csv");
+    let rep = f.dir.join("report-footprint");
+    let out = ok(&heaplab(&[
+        "stats",
+        f.trace.to_str().unwrap(),
+        "--json",
+        "--footprint",
+        "firstfit,bsd",
+        "--timeline-csv",
+        csv.to_str().unwrap(),
+        "--report",
+        rep.to_str().unwrap(),
+    ]));
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let m = &j["memory"][0];
+    let t = &m["totals"];
+    let o = &m["over_time"];
+    let (peak, peak_ns) = (t["peak_bytes"].as_u64().unwrap(), t["peak_ns"].as_u64().unwrap());
+    assert_eq!(peak, 56_000 + (10 << 20));
+    let width = o["width_ns"].as_u64().unwrap();
+    let points = o["points"].as_array().unwrap();
+    let at = |i: usize, k: &str| points[i][k].as_u64().unwrap();
+    let b = (peak_ns / width) as usize;
+    assert_eq!(at(b, "max"), peak, "the interval of the peak holds it: {:#}", points[b]);
+    assert_eq!(at(b, "t_ns"), (b as u64 + 1) * width);
+    assert!((0..points.len()).all(|i| at(i, "max") <= peak && at(i, "last") <= at(i, "max")));
+    assert_eq!(at(points.len() - 1, "last"), 56_000, "live at the end: the leaks");
+    // every site is among the top ones here, so their series add up to the program's
+    let sites = o["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 3, "{sites:#?}");
+    for i in 0..points.len() {
+        let sum: u64 = sites.iter().map(|s| s["bytes"][i].as_u64().unwrap()).sum();
+        assert_eq!(sum, at(i, "last"), "interval {i}");
+    }
+    // the leak grows and stays; big_peak's block lives within one interval, so
+    // its value at the intervals' ends is 0 (only the maximum line shows it)
+    let series = |name: &str| -> Vec<u64> {
+        let s = sites.iter().find(|s| s["name"].as_str().unwrap().starts_with(name)).unwrap();
+        s["bytes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    let leak = series("make_node");
+    assert!(leak.windows(2).all(|w| w[0] <= w[1]) && leak.last() == Some(&56_000));
+    assert!(series("big_peak").iter().all(|&v| v == 0));
+    let big = sites.iter().find(|s| s["name"].as_str().unwrap().starts_with("big_peak")).unwrap();
+    // the replays
+    let fp = o["footprints"].as_array().unwrap();
+    assert_eq!(
+        fp.iter().map(|f| f["allocator"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["firstfit", "bsd"]
+    );
+    let events = t["events"].as_u64().unwrap();
+    for f in fp {
+        assert_eq!(f["exact"], true);
+        let every = f["every"].as_u64().unwrap();
+        assert_eq!(every, (events / 2048).max(1));
+        let s = f["samples"].as_array().unwrap();
+        assert_eq!(s.len() as u64, events.div_ceil(every), "{}", f["allocator"]);
+        let g = |x: &Value, k: &str| x[k].as_u64().unwrap();
+        let last = s.last().unwrap();
+        assert_eq!((g(last, "events"), g(last, "live_bytes")), (events, 56_000));
+        let mut prev_t = 0;
+        for x in s {
+            let (live, now, high) =
+                (g(x, "live_bytes"), g(x, "footprint_bytes"), g(x, "footprint_peak_bytes"));
+            assert!(now >= live && high >= now, "{}: {x}", f["allocator"]);
+            assert!(live <= peak);
+            assert!(g(x, "t_ns") >= prev_t && g(x, "t_ns") <= t["duration_ns"].as_u64().unwrap());
+            prev_t = g(x, "t_ns");
+        }
+        let high = s.iter().map(|x| g(x, "footprint_peak_bytes")).max().unwrap();
+        assert!(high >= peak, "{}: {high} < {peak}", f["allocator"]);
+    }
+    // the CSV: the same numbers, one a row
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("trace,series,t_ns,bytes,max_bytes"));
+    let rows: Vec<Vec<String>> = lines.map(split_csv).collect();
+    let of = |series: &str| rows.iter().filter(|r| r[1] == series).collect::<Vec<_>>();
+    let live = of("live");
+    assert_eq!(live.len(), points.len());
+    assert_eq!(live[b][4], peak.to_string());
+    let ff = of("footprint firstfit");
+    let s0 = &fp[0]["samples"];
+    assert_eq!(ff.len(), s0.as_array().unwrap().len());
+    assert_eq!(ff[0][3], s0[0]["footprint_bytes"].to_string());
+    assert_eq!(
+        of(&format!("site #{} {}", big["rank"], big["name"].as_str().unwrap())).len(),
+        points.len()
+    );
+    // the report: one line per allocator, labelled, and the table
+    let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    assert_eq!(html.matches("class=\"overlay\"").count(), 2);
+    assert!(html.contains("firstfit footprint (exact)") && html.contains("bsd footprint (exact)"));
+    assert!(html.contains("Exact footprints from replay"));
+    // peers have no exact footprint; unknown names say so
+    let o = heaplab(&["stats", f.trace.to_str().unwrap(), "--footprint", "glibc"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only the zoo's allocators"), "{o:?}");
+    let o = heaplab(&["stats", f.trace.to_str().unwrap(), "--footprint", "nosuchalloc"]);
+    assert!(!o.status.success());
 }
 
 /// A threaded program in trace format version 2 (what the agent writes):
