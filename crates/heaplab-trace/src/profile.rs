@@ -17,9 +17,9 @@
 //! Several runs merge into one profile ([`Profile::merge`]); see
 //! [`Weighting`] for how runs are weighted.
 
+use crate::merge::{AddrHasher, AddrMap};
 use crate::model::{Event, Frame, Kind};
 use serde::Serialize;
-use crate::merge::{AddrHasher, AddrMap};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
@@ -440,7 +440,9 @@ impl ProfileBuilder {
             failed: self.failed,
             calls: (0..=255u8)
                 .filter(|&k| self.calls[k as usize] > 0)
-                .filter_map(|k| Some((Kind::from_code(k)?.name().to_string(), self.calls[k as usize])))
+                .filter_map(|k| {
+                    Some((Kind::from_code(k)?.name().to_string(), self.calls[k as usize]))
+                })
                 .collect(),
             bytes_allocated: self.bytes_allocated,
             peak_live_bytes: self.peak_live_bytes,

@@ -810,6 +810,60 @@ fn human(n: u64) -> String {
     o
 }
 
+/// Parquet from the notebook package: `write_parquet` on the fixture's
+/// trace, read back by pyarrow's own Parquet reader and by pandas, holds
+/// every event and every site, and agrees with `heaplab stats`. pyarrow
+/// comes from PyPI into build/pyarrow-venv (scripts/setup.sh).
+#[test]
+fn parquet_from_the_notebook_package_reads_back() {
+    let python = root().join("build/pyarrow-venv/bin/python");
+    let has = Command::new(&python)
+        .args(["-c", "import pyarrow, pandas, zstandard"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        return allow_skip(
+            "parquet",
+            "no build/pyarrow-venv with pyarrow, pandas and zstandard (scripts/setup.sh makes it from PyPI)",
+        );
+    }
+    let f = fixture();
+    let out = f.dir.join("parquet");
+    let script = r#"
+import json, sys
+import heaplab_trace as ht
+import pyarrow.parquet as pq
+import pandas as pd
+t = ht.open(sys.argv[1])
+paths = t.write_parquet(sys.argv[2])
+ev = pq.read_table(paths[0])
+sites = pd.read_parquet(paths[1])
+ids = ev.column("id").to_pylist()
+json.dump({"paths": paths, "events": ev.num_rows, "allocations": sum(i is not None for i in ids),
+           "site_allocs": int(sites["allocs"].sum()), "site_rows": len(sites),
+           "columns": ev.column_names}, sys.stdout)
+"#;
+    let o = Command::new(&python)
+        .args(["-c", script])
+        .arg(&f.trace)
+        .arg(&out)
+        .env("PYTHONPATH", root().join("tools/python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1") // nothing written into the checkout
+        .output()
+        .unwrap();
+    let py: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let t = &f.json["memory"][0]["totals"];
+    assert_eq!(py["events"], t["events"], "{py:#}");
+    assert_eq!(py["allocations"], t["allocations"]);
+    assert_eq!(py["site_allocs"], t["allocations"]);
+    assert!(py["site_rows"].as_u64().unwrap() >= 3, "{py:#}");
+    assert!(py["columns"].as_array().unwrap().iter().any(|c| c == "time_ns"));
+    for p in py["paths"].as_array().unwrap() {
+        let b = std::fs::read(p.as_str().unwrap()).unwrap();
+        assert!(b.starts_with(b"PAR1") && b.ends_with(b"PAR1"), "a Parquet file: {p}");
+    }
+}
+
 /// The notebook package (tools/python, `pip install ./tools/python`):
 /// installed into a fresh virtual environment from a copy of its sources,
 /// it reads the fixture's trace with the zstandard module and its own
