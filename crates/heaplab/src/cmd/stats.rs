@@ -171,8 +171,9 @@ fn footprints(spec: &[String], path: &Path, an: &Analysis) -> Result<Vec<Footpri
     let tools = heaplab_plumb::tools::Tools::discover()?;
     tools.check_replay()?;
     let every = overtime::every_for(an.totals.events);
-    let mut out = Vec::new();
-    for al in heaplab_plumb::alloc::resolve(spec, &tools)? {
+    let allocs = heaplab_plumb::alloc::resolve(spec, &tools)?;
+    // every name checked before the first replay
+    for al in &allocs {
         if let Some(why) = &al.missing {
             anyhow::bail!("--footprint {}: {why}", al.name);
         }
@@ -184,6 +185,9 @@ fn footprints(spec: &[String], path: &Path, an: &Analysis) -> Result<Vec<Footpri
                 al.name
             );
         }
+    }
+    let mut out = Vec::new();
+    for al in allocs {
         eprintln!("heaplab stats: replaying {} under {} for its footprint", an.trace, al.name);
         let mut c = std::process::Command::new(&tools.replay);
         c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
