@@ -575,9 +575,12 @@ static uint64_t lookup_rest(uintptr_t ip, rule_t *r) {
     return lookup_slow(ip, r);
 }
 
+static uint32_t gen; /* hl_unwind_reset's count: memos made before it are stale */
+
 void hl_unwind_reset(void) {
     for (unsigned i = 0; i < HL_RULE_SLOTS; i++)
         __atomic_store_n(&rules[i], 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gen, 1, __ATOMIC_RELEASE); /* every memo is stale */
 }
 
 void hl_unwind_get_stats(hl_unwind_stats_t *out) {
@@ -746,23 +749,33 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
 __attribute__((visibility("hidden"), used)) int
 hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa, uintptr_t rbp);
 
-/* Expected cost on cached rules: ~3-5 ns a frame (a hash, one table load,
- * one or two loads from the stack). */
-int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
-                    uintptr_t rbp) {
-    if (max <= 0) return 0;
-    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
-    if (__builtin_expect(m < 0, 0)) {
-        hl_unwind_init();
-        m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
-    }
-#ifdef HL_UNWIND_LIBUNWIND
-    if (m == HL_UNWIND_MODE_LIBUNWIND) return lu_walk(out, sp, max, ra, cfa);
-#endif
-    uintptr_t lo = cfa, hi = stack_top(cfa);
+/* What a walk read, for a memo (rec NULL: nothing kept). */
+typedef struct reads {
+    unsigned n;      /* words read; > HL_UNWIND_MEMO_READS: too many to keep */
+    int use_rbp;     /* a rule used rbp as it was at the start */
+    int ok;          /* the walk stayed in the fast form */
+    uintptr_t *addr, *val;
+} reads_t;
+
+static inline __attribute__((always_inline)) void note_read(reads_t *rec, uintptr_t a,
+                                                            uintptr_t v) {
+    if (rec->n < HL_UNWIND_MEMO_READS) rec->addr[rec->n] = a, rec->val[rec->n] = v;
+    rec->n++;
+}
+
+/* The walk (fast form) from ra/cfa/rbp, bounded by [lo, hi); with rec, every
+ * stack word read. Returns the frames, or -1-n when it met an odd frame
+ * after n frames (the caller falls back). Expected cost on cached rules:
+ * ~3-5 ns a frame (a hash, one table load, one or two loads from the stack). */
+static inline __attribute__((always_inline)) int walk_fast(uintptr_t *out, uintptr_t *sp, int max,
+                                                           uintptr_t ra, uintptr_t cfa,
+                                                           uintptr_t rbp, uintptr_t hi,
+                                                           reads_t *rec) {
+    uintptr_t lo = cfa;
     uintptr_t pc = ra, s = cfa, bp = rbp;
-    int n = 0;
-    if (!hi) goto odd;
+    uintptr_t bp_at = 0;
+    int n = 0, bp_start = 1;
+    if (!hi) return -1;
     for (;;) {
         if (pc < 0x4000) return n;
         out[n] = pc;
@@ -772,33 +785,52 @@ int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintpt
         uint64_t w =
             __atomic_load_n(&rules[(pc ^ (pc >> 16)) & (HL_RULE_SLOTS - 1)], __ATOMIC_RELAXED);
         uintptr_t c, a = 0;
+        int on_bp;
         rule_t r;
         if (__builtin_expect((w & 0x40000003ffffffffull) != ((pc >> 16) | 1ull << 31), 0))
             w = lookup_rest(pc, &r);
         if (__builtin_expect(w != 0 && !(w >> 32 & 3), 1)) { /* a cached K_STD rule */
-            c = (w >> 34 & 1 ? bp : s) + (w >> 32 & (0x1ffffu << 3));
+            on_bp = (int)(w >> 34 & 1);
+            c = (on_bp ? bp : s) + (w >> 32 & (0x1ffffu << 3));
             unsigned v = (unsigned)(w >> 52 & 0x3ff);
             if (v) a = c + (uintptr_t)(((intptr_t)v - 512) * 8);
         } else {
             if (w) r.kind = (int)(w >> 32 & 3);
             if (r.kind == K_LAST) return n;
-            if (r.kind != K_STD) goto odd;
-            c = (r.cfa_rbp ? bp : s) + (uintptr_t)r.cfa_off;
+            if (r.kind != K_STD) return -1 - n;
+            on_bp = r.cfa_rbp;
+            c = (on_bp ? bp : s) + (uintptr_t)r.cfa_off;
             if (r.rbp_saved) a = c + (uintptr_t)r.rbp_off;
         }
-        if (__builtin_expect(c <= s || c > hi, 0)) goto odd;
+        if (rec && on_bp) { /* bp matters: where it came from must hold it still */
+            if (bp_start)
+                rec->use_rbp = 1;
+            else if (bp_at)
+                note_read(rec, bp_at, bp), bp_at = 0;
+        }
+        if (__builtin_expect(c <= s || c > hi, 0)) return -1 - n;
         if (a) {
-            if (__builtin_expect(a < lo || a > hi - 8, 0)) goto odd;
+            if (__builtin_expect(a < lo || a > hi - 8, 0)) return -1 - n;
             bp = *(const uintptr_t *)a;
+            bp_start = 0;
+            bp_at = a; /* a read that counts only if a later rule uses bp */
         }
         pc = *(const uintptr_t *)(c - 8);
+        if (rec) note_read(rec, c - 8, pc);
         s = c;
     }
-odd:
+}
+
+/* A walk that met an odd frame after n frames (n < 0: -1-n). */
+static __attribute__((noinline)) int walk_odd(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra,
+                                              uintptr_t cfa, int n) {
     __atomic_fetch_add(&n_fallbacks, 1, __ATOMIC_RELAXED);
 #ifdef HL_UNWIND_LIBUNWIND
+    (void)n;
     return lu_walk(out, sp, max, ra, cfa);
 #else
+    (void)max;
+    n = -1 - n;
     if (!n) { /* an unknown stack: the first frame needs no read */
         out[0] = ra;
         if (sp) sp[0] = cfa;
@@ -806,6 +838,90 @@ odd:
     }
     return n;
 #endif
+}
+
+static inline int mode_now(void) {
+    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (__builtin_expect(m < 0, 0)) {
+        hl_unwind_init();
+        m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    }
+    return m;
+}
+
+int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
+                    uintptr_t rbp) {
+    if (max <= 0) return 0;
+    int m = mode_now();
+#ifdef HL_UNWIND_LIBUNWIND
+    if (m == HL_UNWIND_MODE_LIBUNWIND) return lu_walk(out, sp, max, ra, cfa);
+#else
+    (void)m;
+#endif
+    int n = walk_fast(out, sp, max, ra, cfa, rbp, stack_top(cfa), NULL);
+    if (__builtin_expect(n < 0, 0)) return walk_odd(out, sp, max, ra, cfa, n);
+    return n;
+}
+
+/* ---------------------------------------------------------------- memos */
+
+
+static inline unsigned memo_slot(const hl_unwind_memos_t *m, uintptr_t ra, uintptr_t cfa) {
+    return (unsigned)((uint64_t)(ra ^ (cfa >> 3)) * 0x9E3779B97F4A7C15ull >> 40) & m->mask;
+}
+
+/* Entered by a jump from the stub below, which left the caller's return
+ * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. */
+__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
+                                                                     hl_unwind_memos_t *m,
+                                                                     uint64_t *value);
+int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
+    uintptr_t ra = m->ra, cfa = m->cfa, rbp = m->rbp, *out = (uintptr_t *)buf;
+    m->pending = NULL;
+    if (max <= 0) return 0;
+    if (mode_now() != HL_UNWIND_MODE_FAST || !m->slots)
+        return hl_unwind_walk_(out, NULL, max, ra, cfa, rbp);
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    hl_unwind_memo_t *e = &m->slots[memo_slot(m, ra, cfa)];
+    /* (one thread's table: the same cfa has the same stack top, which the
+     * walk's bounds come from) */
+    if (e->nreads && e->ra == ra && e->cfa == cfa && e->max == (unsigned)max && e->gen == g &&
+        (!e->use_rbp || e->rbp == rbp)) {
+        unsigned i = 0, k = e->nreads;
+        while (i < k && *(const uintptr_t *)e->addr[i] == e->val[i])
+            i++;
+        if (__builtin_expect(i == k, 1)) {
+            m->hits++;
+            *value = e->value;
+            return -1;
+        }
+        m->stale++;
+    }
+    m->walks++;
+    uintptr_t hi = stack_top(cfa);
+    e->nreads = 0; /* empty until kept */
+    reads_t rec = {0, 0, 1, e->addr, e->val};
+    int n = walk_fast(out, NULL, max, ra, cfa, rbp, hi, &rec);
+    if (__builtin_expect(n < 0, 0)) return walk_odd(out, NULL, max, ra, cfa, n);
+    if (rec.n && rec.n <= HL_UNWIND_MEMO_READS && max <= 0xffff) {
+        e->ra = ra;
+        e->cfa = cfa;
+        e->rbp = rbp;
+        e->gen = g;
+        e->max = (uint16_t)max;
+        e->use_rbp = (uint8_t)rec.use_rbp;
+        e->value = (uint64_t)rec.n; /* nreads, until kept */
+        m->pending = e;
+    }
+    return n;
+}
+
+void hl_unwind_memo_keep(hl_unwind_memos_t *m, uint64_t value) {
+    hl_unwind_memo_t *e = m->pending;
+    if (!e) return;
+    m->pending = NULL;
+    e->nreads = (uint8_t)e->value;
+    e->value = value;
 }
 
 int hl_unwind_rule(uintptr_t ra, hl_unwind_rule_t *out) {
@@ -842,6 +958,10 @@ int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra, uintptr_
 
 /* The entry points: no frame of their own, so the walk starts at the
  * caller's return address with the caller's registers. */
+_Static_assert(__builtin_offsetof(hl_unwind_memos_t, ra) == 0 &&
+                   __builtin_offsetof(hl_unwind_memos_t, cfa) == 8 &&
+                   __builtin_offsetof(hl_unwind_memos_t, rbp) == 16,
+               "the memo stub's offsets");
 __asm__(".text\n"
         ".globl hl_unwind_trace\n"
         ".hidden hl_unwind_trace\n"
@@ -866,4 +986,17 @@ __asm__(".text\n"
         "  movq %rbp, %r9\n"
         "  jmp hl_unwind_walk_\n"
         ".cfi_endproc\n"
-        ".size hl_unwind_backtrace, .-hl_unwind_backtrace\n");
+        ".size hl_unwind_backtrace, .-hl_unwind_backtrace\n"
+        ".globl hl_unwind_backtrace_memo\n"
+        ".hidden hl_unwind_backtrace_memo\n"
+        ".type hl_unwind_backtrace_memo, @function\n"
+        "hl_unwind_backtrace_memo:\n"
+        ".cfi_startproc\n"
+        "  movq (%rsp), %rax\n"
+        "  movq %rax, 0(%rdx)\n"
+        "  leaq 8(%rsp), %rax\n"
+        "  movq %rax, 8(%rdx)\n"
+        "  movq %rbp, 16(%rdx)\n"
+        "  jmp hl_unwind_memo_walk_\n"
+        ".cfi_endproc\n"
+        ".size hl_unwind_backtrace_memo, .-hl_unwind_backtrace_memo\n");

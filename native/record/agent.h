@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "hltrace.h"
 #include "hltrace_enc.h"
+#include "hl_unwind.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +52,7 @@
 #define HL_RECORDER     "heaplab-record 0.2.0"
 #define HL_MAX_DEPTH    128 /* most frames a stack may have in the agent */
 #define HL_SCACHE_SLOTS 4096
+#define HL_UMEMO_SLOTS  64 /* memos of walks per thread (stack_id in hooks.c) */
 #define HL_CACHELINE    64
 
 /* ---------------------------------------------------------------- configuration */
@@ -118,6 +120,7 @@ struct hl_thread {
     uint64_t slot_me;          /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
     hl_enc_t enc;              /* the row encoder's state (prev_addr first) */
     uint64_t *scache;         /* stack hash -> id, HL_SCACHE_SLOTS pairs */
+    hl_unwind_memos_t umemo;  /* walks -> stack ids, HL_UMEMO_SLOTS (hl_unwind.h) */
     _Atomic uint64_t waited_ns; /* backpressure, summed into END */
     hl_chunk_t *_Atomic first; /* the thread's first chunk, for the writer */
     _Atomic uint32_t nchunks;  /* chunks held: producer adds, writer subtracts */

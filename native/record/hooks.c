@@ -314,12 +314,23 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
  * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
  * rules cached per return address (README.md, "Call stacks"). Out of line,
  * so that the entry points without stacks keep a small frame. */
+static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n);
+
 static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
     void *buf[HL_MAX_DEPTH + 8];
-    uintptr_t f[HL_MAX_DEPTH];
+    uint64_t memo;
     int e = errno;
-    int n = hl_unwind_backtrace(buf, (int)hl_cfg.stack_depth + 2); /* + ours: two frames */
+    int n = hl_unwind_backtrace_memo(buf, (int)hl_cfg.stack_depth + 2, &t->umemo, &memo);
     errno = e;
+    if (HL_LIKELY(n < 0)) return (uint32_t)memo; /* the same walk as a kept one */
+    uint32_t id = stack_id_of(t, buf, n);
+    if (id) hl_unwind_memo_keep(&t->umemo, id); /* (0: no frames, or no memory for the table) */
+    return id;
+}
+
+/* The stack id of a walk's frames (buf[0..n)). */
+static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n) {
+    uintptr_t f[HL_MAX_DEPTH];
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
         i++;
@@ -361,10 +372,10 @@ static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, 
 }
 
 /* Everything rec_alloc's fast path leaves out: a new chunk or a time
- * stamp, edges, long fields, stacks. */
+ * stamp, edges, long fields, failed calls. */
 static __attribute__((noinline)) void rec_alloc_slow(hl_thread_t *t, unsigned kind, uintptr_t p,
-                                                     uint64_t size, uint64_t align) {
-    rec_alloc_row(t, kind, p, size, align, hl_cfg.stack_depth ? stack_id(t) : 0);
+                                                     uint64_t size, uint64_t align, uint32_t sid) {
+    rec_alloc_row(t, kind, p, size, align, sid);
 }
 
 /* The edge field of a fast-path row in a multithreaded program: swap this
@@ -391,14 +402,15 @@ static inline __attribute__((always_inline)) uint8_t *fast_edge(hl_thread_t *t, 
 }
 
 /* An allocation that has returned. The fast path has no call (so the entry
- * point keeps few registers) but for long fields: room without a stamp
- * due, no stack; one thread, or several with the edge inline. */
+ * point keeps few registers) but for long fields and the stack id (taken
+ * first, when stacks are on): room without a stamp due; one thread, or
+ * several with the edge inline. */
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align) {
+    uint32_t sid = HL_UNLIKELY(hl_cfg.stack_depth) ? stack_id(t) : 0;
     uint8_t *d = t->data;
-    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    hl_cfg.stack_depth || !p)) {
-        rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) || !p)) {
+        rec_alloc_slow(t, kind, (uintptr_t)p, size, align, sid);
         return;
     }
     unsigned op = kind;
@@ -408,6 +420,7 @@ static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsi
     f = enc_u(f, size);
     if (kind >= HL_MEMALIGN) f = enc_u(f, align);
     f = enc_new(f, t, (uintptr_t)p);
+    if (sid) op |= HL_OP2_STACK, f = enc_u(f, sid);
     *d = (uint8_t)op;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);

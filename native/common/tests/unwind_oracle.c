@@ -80,6 +80,7 @@ static void *thread_main(void *arg) {
     rng = (unsigned long)(uintptr_t)arg;
     run((int)(intptr_t)arg);
     uc_result_t *out = malloc(sizeof *out);
+    res.memo_stale = uc_memos.stale;
     *out = res;
     return out;
 }
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 3000;
     signal(SIGUSR1, on_signal);
     rng = 42;
-    unsigned long walks = 0, bad = 0, frames = 0, falls = 0;
+    unsigned long walks = 0, bad = 0, frames = 0, falls = 0, hits = 0, mbad = 0, stale = 0;
     for (int mode = 0; mode < 2; mode++) {
 #ifdef HL_UNWIND_LIBUNWIND
         if (hl_unwind_set_mode(mode ? HL_UNWIND_MODE_LIBUNWIND : HL_UNWIND_MODE_FAST)) return 2;
@@ -106,6 +107,9 @@ int main(int argc, char **argv) {
             bad += r->mismatches;
             frames += r->frames;
             falls += r->fallbacks;
+            hits += r->memo_hits;
+            stale += r->memo_stale;
+            mbad += r->memo_bad;
             free(r);
         }
     }
@@ -113,10 +117,14 @@ int main(int argc, char **argv) {
     bad += res.mismatches;
     frames += res.frames;
     falls += res.fallbacks;
+    hits += res.memo_hits;
+    stale += uc_memos.stale;
+    mbad += res.memo_bad;
     hl_unwind_stats_t st;
     hl_unwind_get_stats(&st);
     printf("unwind-oracle: %lu walks, %lu frames, %lu with a fallback, %lu rule misses, %lu "
-           "mismatches\n",
-           walks, frames, falls, (unsigned long)st.misses, bad);
-    return bad || !walks ? 1 : 0;
+           "mismatches; memo: %lu hits, %lu turned down (a word changed), %lu wrong\n",
+           walks, frames, falls, (unsigned long)st.misses, bad, hits, stale, mbad);
+    /* the memo must both stand and be turned down, and never be wrong */
+    return bad || mbad || !walks || !hits || !stale ? 1 : 0;
 }
