@@ -429,6 +429,17 @@ static void exec_end(int began) {
     errno = e;
 }
 
+/* A module that dlclose unloaded may be followed by another at the same
+ * addresses: the stack walker forgets its cached rules and its memos of
+ * walks (hl_unwind_reset), which it reads again from the new module's
+ * .eh_frame as frames meet it. */
+HL_EXPORT int dlclose(void *handle) {
+    if (!hl_real.dlclose) hl_hooks_resolve();
+    int r = hl_real.dlclose(handle);
+    if (r == 0) hl_unwind_reset();
+    return r;
+}
+
 HL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     int b = exec_begin();
     int r = hl_real.execve(path, argv, envp);

@@ -252,6 +252,7 @@ typedef struct hl_real {
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
     sighandler_t (*signal)(int, sighandler_t);
     int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    int (*dlclose)(void *);
 } hl_real_t;
 extern hl_real_t hl_real;
 

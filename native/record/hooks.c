@@ -138,6 +138,7 @@ void hl_hooks_resolve(void) {
     R(sigaction);
     R(signal);
     R(pthread_create);
+    R(dlclose);
 #undef R
     /* test only: two calls served from the bootstrap buffer, as dlsym makes
      * on older glibc; see boot_selftest */
@@ -316,7 +317,7 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
  * so that the entry points without stacks keep a small frame. */
 static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n);
 
-static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+static inline __attribute__((always_inline)) uint32_t stack_id_here(hl_thread_t *t) {
     void *buf[HL_MAX_DEPTH + 8];
     uint64_t memo;
     int e = errno;
@@ -326,6 +327,11 @@ static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
     uint32_t id = stack_id_of(t, buf, n);
     if (id) hl_unwind_memo_keep(&t->umemo, id); /* (0: no frames, or no memory for the table) */
     return id;
+}
+
+/* Out of line: the walk starts one frame above its caller. */
+static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+    return stack_id_here(t);
 }
 
 /* The stack id of a walk's frames (buf[0..n)). */
@@ -401,13 +407,13 @@ static inline __attribute__((always_inline)) uint8_t *fast_edge(hl_thread_t *t, 
     return enc_u(f, hl_zz((int64_t)(n - base)));
 }
 
-/* An allocation that has returned. The fast path has no call (so the entry
- * point keeps few registers) but for long fields and the stack id (taken
- * first, when stacks are on): room without a stamp due; one thread, or
- * several with the edge inline. */
-static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
-                                                            uint64_t size, uint64_t align) {
-    uint32_t sid = HL_UNLIKELY(hl_cfg.stack_depth) ? stack_id(t) : 0;
+/* An allocation that has returned, with its stack id (0: none). The fast
+ * path has no call (so the entry point keeps few registers) but for long
+ * fields: room without a stamp due; one thread, or several with the edge
+ * inline. */
+static inline __attribute__((always_inline)) void rec_alloc_sid(hl_thread_t *t, unsigned kind,
+                                                                void *p, uint64_t size,
+                                                                uint64_t align, uint32_t sid) {
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) || !p)) {
         rec_alloc_slow(t, kind, (uintptr_t)p, size, align, sid);
@@ -425,6 +431,21 @@ static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsi
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
     t->steps++; /* after the row is out: END counts published rows */
+}
+
+/* The same with stacks on: the stack id first, then the same fast row
+ * (out of line, so that the entry points without stacks keep few registers). */
+static __attribute__((noinline)) void rec_alloc_stk(hl_thread_t *t, unsigned kind, void *p,
+                                                    uint64_t size, uint64_t align) {
+    rec_alloc_sid(t, kind, p, size, align, stack_id_here(t)); /* one frame fewer to walk */
+}
+
+static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
+                                                            uint64_t size, uint64_t align) {
+    if (HL_UNLIKELY(hl_cfg.stack_depth))
+        rec_alloc_stk(t, kind, p, size, align);
+    else
+        rec_alloc_sid(t, kind, p, size, align, 0);
 }
 
 static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, uintptr_t p,
