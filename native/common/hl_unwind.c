@@ -38,6 +38,7 @@
 #include "hl_unwind.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdlib.h>
@@ -867,42 +868,35 @@ int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintpt
 
 
 static inline unsigned memo_slot(const hl_unwind_memos_t *m, uintptr_t ra, uintptr_t cfa) {
-    return (unsigned)((uint64_t)(ra ^ (cfa >> 3)) * 0x9E3779B97F4A7C15ull >> 40) & m->mask;
+    return (unsigned)((uint64_t)(ra ^ (cfa >> 3) ^ m->salt * 0xff51afd7ed558ccdull) *
+                          0x9E3779B97F4A7C15ull >>
+                      40) &
+           m->mask;
 }
 
-/* Entered by a jump from the stub below, which left the caller's return
- * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. */
-__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
-                                                                     hl_unwind_memos_t *m,
-                                                                     uint64_t *value);
-int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
-    uintptr_t ra = m->ra, cfa = m->cfa, rbp = m->rbp, *out = (uintptr_t *)buf;
-    m->pending = NULL;
-    if (max <= 0) return 0;
-    if (mode_now() != HL_UNWIND_MODE_FAST || !m->slots)
-        return hl_unwind_walk_(out, NULL, max, ra, cfa, rbp);
-    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
-    hl_unwind_memo_t *e = &m->slots[memo_slot(m, ra, cfa)];
-    /* (one thread's table: the same cfa has the same stack top, which the
-     * walk's bounds come from) */
-    if (e->nreads && e->ra == ra && e->cfa == cfa && e->max == (unsigned)max && e->gen == g &&
-        (!e->use_rbp || e->rbp == rbp)) {
-        unsigned i = 0, k = e->nreads;
-        while (i < k && *(const uintptr_t *)e->addr[i] == e->val[i])
-            i++;
-        if (__builtin_expect(i == k, 1)) {
-            m->hits++;
-            *value = e->value;
-            return -1;
-        }
-        m->stale++;
+/* A walk that no memo answers: made, its reads kept in e for
+ * hl_unwind_memo_keep. Leaves errno as it was (a walk that meets odd frames
+ * may read files or call libunwind). */
+static __attribute__((noinline)) int memo_miss(uintptr_t *out, int max, hl_unwind_memos_t *m,
+                                               hl_unwind_memo_t *e, uint32_t g) {
+    uintptr_t ra = m->ra, cfa = m->cfa, rbp = m->rbp;
+    int err = errno;
+    int n;
+    if (mode_now() != HL_UNWIND_MODE_FAST || !e) {
+        n = hl_unwind_walk_(out, NULL, max, ra, cfa, rbp);
+        errno = err;
+        return n;
     }
     m->walks++;
     uintptr_t hi = stack_top(cfa);
     e->nreads = 0; /* empty until kept */
     reads_t rec = {0, 0, 1, e->addr, e->val};
-    int n = walk_fast(out, NULL, max, ra, cfa, rbp, hi, &rec);
-    if (__builtin_expect(n < 0, 0)) return walk_odd(out, NULL, max, ra, cfa, n);
+    n = walk_fast(out, NULL, max, ra, cfa, rbp, hi, &rec);
+    if (__builtin_expect(n < 0, 0)) {
+        n = walk_odd(out, NULL, max, ra, cfa, n);
+        errno = err;
+        return n;
+    }
     if (rec.n && rec.n <= HL_UNWIND_MEMO_READS && max <= 0xffff) {
         e->ra = ra;
         e->cfa = cfa;
@@ -913,7 +907,65 @@ int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *va
         e->value = (uint64_t)rec.n; /* nreads, until kept */
         m->pending = e;
     }
+    errno = err;
     return n;
+}
+
+/* Entered by a jump from the stub below, which left the caller's return
+ * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. The hit is a
+ * leaf: a slot, the key, then one load and compare per word read. */
+__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
+                                                                     hl_unwind_memos_t *m,
+                                                                     uint64_t *value);
+int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
+    m->pending = NULL;
+    if (max <= 0) return 0;
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(__atomic_load_n(&mode, __ATOMIC_RELAXED) != HL_UNWIND_MODE_FAST ||
+                             !m->slots,
+                         0))
+        return memo_miss((uintptr_t *)buf, max, m, NULL, g);
+    if (__builtin_expect(m->skip != 0, 0)) { /* memos stood too rarely of late */
+        m->skip--;
+        return memo_miss((uintptr_t *)buf, max, m, NULL, g);
+    }
+    uintptr_t ra = m->ra, cfa = m->cfa;
+    unsigned s = memo_slot(m, ra, cfa) & ~1u;
+    /* two ways, s and s + 1, the one that stood last first (its number in
+     * the even slot's mru): two call sites at the same depth (a loop that
+     * calls malloc from two places) keep one each. (One thread's table: the
+     * same cfa has the same stack top, which the walk's bounds come from.) */
+    unsigned mru = m->slots[s].mru;
+    for (unsigned way = 0; way < 2; way++) {
+        hl_unwind_memo_t *e = &m->slots[s + (mru ^ way)];
+        if (e->nreads && e->ra == ra && e->cfa == cfa && e->max == (unsigned)max && e->gen == g &&
+            (!e->use_rbp || e->rbp == m->rbp)) {
+            unsigned i = 0, k = e->nreads;
+            while (i < k && *(const uintptr_t *)e->addr[i] == e->val[i])
+                i++;
+            if (__builtin_expect(i == k, 1)) {
+                m->hits++;
+                if (m->score < 64) m->score++;
+                m->slots[s].mru = (uint8_t)(mru ^ way);
+                *value = e->value;
+                return -1;
+            }
+            m->stale++;
+        }
+    }
+    /* the new memo: an empty way, else the one that stood less recently */
+    hl_unwind_memo_t *e0 = &m->slots[s], *e1 = &m->slots[s + 1];
+    unsigned w = !e0->nreads ? 0 : !e1->nreads ? 1 : mru ^ 1;
+    e0->mru = (uint8_t)w; /* (kept or not, it is the one to try first) */
+    /* a program whose walks from one start seldom repeat (make: one
+     * allocation wrapper under ever other frames) pays for checks and kept
+     * reads and gains little: after more misses than hits, plain walks for a
+     * while, then the memos again */
+    if (--m->score <= -16 && !m->steady) {
+        m->score = 0;
+        m->skip = 4096;
+    }
+    return memo_miss((uintptr_t *)buf, max, m, w ? e1 : e0, g);
 }
 
 void hl_unwind_memo_keep(hl_unwind_memos_t *m, uint64_t value) {

@@ -320,9 +320,7 @@ static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n);
 static inline __attribute__((always_inline)) uint32_t stack_id_here(hl_thread_t *t) {
     void *buf[HL_MAX_DEPTH + 8];
     uint64_t memo;
-    int e = errno;
     int n = hl_unwind_backtrace_memo(buf, (int)hl_cfg.stack_depth + 2, &t->umemo, &memo);
-    errno = e;
     if (HL_LIKELY(n < 0)) return (uint32_t)memo; /* the same walk as a kept one */
     uint32_t id = stack_id_of(t, buf, n);
     if (id) hl_unwind_memo_keep(&t->umemo, id); /* (0: no frames, or no memory for the table) */
@@ -436,14 +434,18 @@ static inline __attribute__((always_inline)) void rec_alloc_sid(hl_thread_t *t, 
 /* The same with stacks on: the stack id first, then the same fast row
  * (out of line, so that the entry points without stacks keep few registers). */
 static __attribute__((noinline)) void rec_alloc_stk(hl_thread_t *t, unsigned kind, void *p,
-                                                    uint64_t size, uint64_t align) {
+                                                    uint64_t size, uint64_t align, uintptr_t ra) {
+    /* the memo's slot by the entry point's return address too: calls from
+     * many places (libc's strdup, fopen, ...) at one stack depth, and
+     * malloc and calloc from one place, keep a memo each */
+    t->umemo.salt = ra ^ kind;
     rec_alloc_sid(t, kind, p, size, align, stack_id_here(t)); /* one frame fewer to walk */
 }
 
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align) {
-    if (HL_UNLIKELY(hl_cfg.stack_depth))
-        rec_alloc_stk(t, kind, p, size, align);
+    if (HL_UNLIKELY(hl_cfg.stack_depth)) /* (always inline: the entry point's return address) */
+        rec_alloc_stk(t, kind, p, size, align, (uintptr_t)__builtin_return_address(0));
     else
         rec_alloc_sid(t, kind, p, size, align, 0);
 }
@@ -460,7 +462,8 @@ static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, u
     t->steps = steps;
 }
 
-static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p) {
+static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p, uintptr_t ra) {
+    t->umemo.salt = ra ^ HL_FREE; /* (as in rec_alloc_stk) */
     rec_free_row(t, p, hl_cfg.free_stacks && hl_cfg.stack_depth ? stack_id(t) : 0);
 }
 
@@ -469,7 +472,7 @@ static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void 
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
                     (hl_cfg.free_stacks & !!hl_cfg.stack_depth))) {
-        rec_free_slow(t, (uintptr_t)p);
+        rec_free_slow(t, (uintptr_t)p, (uintptr_t)__builtin_return_address(0));
         return;
     }
     unsigned op = HL_FREE;
@@ -485,6 +488,7 @@ static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
 static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, void *old,
                                                                size_t size, int fail) {
+    t->umemo.salt = (uintptr_t)__builtin_return_address(0) ^ HL_REALLOC;
     uint32_t sid = take_stack(t, 1);
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);

@@ -74,7 +74,8 @@ static __attribute__((noinline)) int uc_compare(int max, uc_result_t *res) {
     hl_unwind_get_stats(&s0);
     int n = hl_unwind_trace(ip, sp, max);
     int nb = hl_unwind_backtrace(bip, max);
-    if (!uc_memos.slots) uc_memos.slots = uc_memo_slots, uc_memos.mask = UC_MEMO_SLOTS - 1;
+    if (!uc_memos.slots) /* steady: every walk through the memo, however rarely it stands */
+        uc_memos.slots = uc_memo_slots, uc_memos.mask = UC_MEMO_SLOTS - 1, uc_memos.steady = 1;
     void *mf[UC_MEMO_MAX];
     uint64_t mval = 0;
     int mm = max < UC_MEMO_MAX ? max : UC_MEMO_MAX;
