@@ -29,6 +29,18 @@
  * (src/x86_64/Gtrace.c), the walk ends after a frame whose return address is
  * undefined (_start, clone3) or when a return address is below 0x4000.
  *
+ * Memos of walks (hl_unwind_backtrace_memo, one table per thread): a walk is
+ * a function of its start (ra, cfa, rbp where a rule uses it first), the
+ * rules and the stack words it reads, so a memo keeps the start, each word
+ * read (RA at CFA-8; a saved rbp only once a later rule uses it) with its
+ * value, and the caller's value; it stands when every word still holds its
+ * value, and the rules have not been reset since (a generation count).
+ *
+ *   memos[slot(ra, cfa, salt)]  two ways, the last that stood tried first
+ *   ┌────────────────────────────────────────────────────────────────┐
+ *   │ ra cfa rbp │ gen max use_rbp nreads mru │ value │ addr[20] val[20] │
+ *   └────────────────────────────────────────────────────────────────┘
+ *
  * Stack tops without allocating: another thread's stack lies below its
  * thread control block (%fs:0, glibc puts struct pthread at the top of the
  * stack mapping); the main thread's top is the end of the mapping that holds

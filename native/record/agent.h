@@ -61,6 +61,7 @@ typedef struct hl_config {
     char out[4096];        /* HEAPLAB_RECORD_OUT, made absolute */
     unsigned stack_depth;  /* 0: stacks off */
     int free_stacks;       /* unwind on free too */
+    int free_walk;         /* free_stacks && stack_depth: free's fast path tests one word */
     int zstd_level;        /* 0: store blocks uncompressed */
     uint32_t block_events; /* a round when a thread has ~this many rows (4 bytes each) */
     uint64_t flush_ns;     /* write a round at least this often */

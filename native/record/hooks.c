@@ -464,14 +464,14 @@ static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, u
 
 static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p, uintptr_t ra) {
     t->umemo.salt = ra ^ HL_FREE; /* (as in rec_alloc_stk) */
-    rec_free_row(t, p, hl_cfg.free_stacks && hl_cfg.stack_depth ? stack_id(t) : 0);
+    rec_free_row(t, p, hl_cfg.free_walk ? stack_id(t) : 0);
 }
 
 /* A free that is about to happen; the same fast path. */
 static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    (hl_cfg.free_stacks & !!hl_cfg.stack_depth))) {
+                    hl_cfg.free_walk)) {
         rec_free_slow(t, (uintptr_t)p, (uintptr_t)__builtin_return_address(0));
         return;
     }
