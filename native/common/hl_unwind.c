@@ -762,6 +762,23 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
 __attribute__((visibility("hidden"), used)) int
 hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa, uintptr_t rbp);
 
+/* The rule of pc when its home way does not hold it: the other way, or
+ * .eh_frame (out of line: the walk's loop stays small). Returns its kind;
+ * for K_STD, *r. */
+static __attribute__((noinline)) int rule_rest(uintptr_t pc, rule_t *r) {
+    uint64_t w = lookup_rest(pc, r);
+    if (!w) return r->kind; /* a rule that does not fit a word: in *r */
+    r->kind = (int)(w >> 32 & 3);
+    if (r->kind == K_STD) {
+        r->cfa_rbp = (int)(w >> 34 & 1);
+        r->cfa_off = (int64_t)(w >> 32 & (0x1ffffu << 3));
+        unsigned v = (unsigned)(w >> 52 & 0x3ff);
+        r->rbp_saved = v != 0;
+        r->rbp_off = ((int64_t)v - 512) * 8;
+    }
+    return r->kind;
+}
+
 /* What a walk read, for a memo (rec NULL: nothing kept). */
 typedef struct reads {
     unsigned n;      /* words read; > HL_UNWIND_MEMO_READS: too many to keep */
@@ -794,23 +811,23 @@ static inline __attribute__((always_inline)) int walk_fast(uintptr_t *out, uintp
         out[n] = pc;
         if (sp) sp[n] = s;
         if (++n == max) return n;
-        /* the hot case in one test: home way, this address, valid, K_STD */
+        /* the hot case in one test: home way, this address, valid, K_STD
+         * (the mask keeps the kind bits, which are 0 for K_STD); anything
+         * else out of line */
         uint64_t w =
             __atomic_load_n(&rules[(pc ^ (pc >> 16)) & (HL_RULE_SLOTS - 1)], __ATOMIC_RELAXED);
         uintptr_t c, a = 0;
         int on_bp;
-        rule_t r;
-        if (__builtin_expect((w & 0x40000003ffffffffull) != ((pc >> 16) | 1ull << 31), 0))
-            w = lookup_rest(pc, &r);
-        if (__builtin_expect(w != 0 && !(w >> 32 & 3), 1)) { /* a cached K_STD rule */
+        if (__builtin_expect((w & 0x40000003ffffffffull) == ((pc >> 16) | 1ull << 31), 1)) {
             on_bp = (int)(w >> 34 & 1);
             c = (on_bp ? bp : s) + (w >> 32 & (0x1ffffu << 3));
             unsigned v = (unsigned)(w >> 52 & 0x3ff);
             if (v) a = c + (uintptr_t)(((intptr_t)v - 512) * 8);
         } else {
-            if (w) r.kind = (int)(w >> 32 & 3);
-            if (r.kind == K_LAST) return n;
-            if (r.kind != K_STD) return -1 - n;
+            rule_t r;
+            int k = rule_rest(pc, &r);
+            if (k == K_LAST) return n;
+            if (k != K_STD) return -1 - n;
             on_bp = r.cfa_rbp;
             c = (on_bp ? bp : s) + (uintptr_t)r.cfa_off;
             if (r.rbp_saved) a = c + (uintptr_t)r.rbp_off;
@@ -871,7 +888,9 @@ int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintpt
 #else
     (void)m;
 #endif
-    int n = walk_fast(out, sp, max, ra, cfa, rbp, stack_top(cfa), NULL);
+    uintptr_t hi = stack_top(cfa);
+    int n = sp ? walk_fast(out, sp, max, ra, cfa, rbp, hi, NULL)
+               : walk_fast(out, NULL, max, ra, cfa, rbp, hi, NULL); /* (no store per frame) */
     if (__builtin_expect(n < 0, 0)) return walk_odd(out, sp, max, ra, cfa, n);
     return n;
 }

@@ -52,7 +52,7 @@
 #define HL_RECORDER     "heaplab-record 0.2.0"
 #define HL_MAX_DEPTH    128 /* most frames a stack may have in the agent */
 #define HL_SCACHE_SLOTS 4096
-#define HL_UMEMO_SLOTS  64 /* memos of walks per thread (stack_id in hooks.c) */
+#define HL_UMEMO_SLOTS  256 /* memos of walks per thread (stack_id in hooks.c) */
 #define HL_CACHELINE    64
 
 /* ---------------------------------------------------------------- configuration */
