@@ -66,6 +66,29 @@ static void on_signal(int sig) {
     f1(3);
 }
 
+/* Two walks from one place through a memo: the second stands, unless
+ * hl_unwind_reset came between (what the agent's dlclose does). Returns the
+ * memos that stood. */
+static __attribute__((noinline)) int memo_twice(int reset) {
+    static hl_unwind_memo_t slots[4];
+    hl_unwind_memos_t m = {0};
+    m.slots = slots;
+    m.mask = 3;
+    m.steady = 1;
+    memset(slots, 0, sizeof slots);
+    int hits = 0;
+    for (int k = 0; k < 2; k++) {
+        void *b[8];
+        uint64_t v;
+        if (k && reset) hl_unwind_reset();
+        if (hl_unwind_backtrace_memo(b, 8, &m, &v) < 0)
+            hits++;
+        else
+            hl_unwind_memo_keep(&m, 1);
+    }
+    return hits;
+}
+
 static int run(int iters) {
     for (int i = 0; i < iters; i++) {
         int d = (int)(next() % 12);
@@ -89,6 +112,13 @@ int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 3000;
     signal(SIGUSR1, on_signal);
     rng = 42;
+    hl_unwind_init(); /* (a walk before the mode is known keeps no memo) */
+    int kept = memo_twice(0), reset = memo_twice(1);
+    if (kept != 1 || reset != 0) {
+        printf("unwind-oracle: a memo stood %d of 1 times from one place, %d of 0 after a reset\n",
+               kept, reset);
+        return 1;
+    }
     unsigned long walks = 0, bad = 0, frames = 0, falls = 0, hits = 0, mbad = 0, stale = 0;
     for (int mode = 0; mode < 2; mode++) {
 #ifdef HL_UNWIND_LIBUNWIND
