@@ -298,16 +298,6 @@ static __attribute__((noinline)) uint8_t *swap_edge(hl_thread_t *t, uint8_t *d, 
 
 /* ---------------------------------------------------------------- stacks */
 
-static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (unsigned i = 0; i < n; i++) {
-        h ^= f[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return h ? h : 1;
-}
-
 /* The stack id of this call: return addresses of the caller of the
  * allocator entry point and above, skipping frames inside this library (the
  * entry point and this function), looked up by hash in this thread's cache,
@@ -338,11 +328,17 @@ static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n) {
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
         i++;
-    unsigned k = 0;
-    while (i < n && k < hl_cfg.stack_depth)
-        f[k++] = (uintptr_t)buf[i++];
+    unsigned k = (unsigned)(n - i) < hl_cfg.stack_depth ? (unsigned)(n - i) : hl_cfg.stack_depth;
     if (!k) return 0;
-    uint64_t h = hash_frames(f, k);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ k; /* the frames' hash, as they are copied */
+    for (unsigned j = 0; j < k; j++) {
+        uintptr_t a = (uintptr_t)buf[i + (int)j];
+        f[j] = a;
+        h ^= a;
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    h = h ? h : 1;
     const uint64_t *slot = &t->scache[(h & (HL_SCACHE_SLOTS - 1)) * 2];
     if (HL_LIKELY(slot[0] == h)) return (uint32_t)slot[1];
     return hl_stack_id(t, f, k, h);
