@@ -384,21 +384,162 @@ static inline int memo_lookup(seg_thread_t *t, uintptr_t ra, void *const *fp, si
     return m->cls;
 }
 
+/* ---- STACK and STACK+size: a walk a prefix at a time ----
+ *
+ * A walk from a return address that does not decide alone steps one frame
+ * at a time; after each step the return addresses so far (ra0 .. raL, mixed
+ * into a tag) index this thread's prefix cache, whose slot holds what the
+ * tree says at that prefix: a class (done), or "step on" with raL's unwind
+ * rule (so no other cache is read on the way), or, at STACK+size's last
+ * frame, "the size decides" (the path cache, keyed by the prefix and the
+ * size).  The tree's node of a prefix depends on its return addresses only
+ * (each one's frame key is fixed once its module is loaded), so a slot whose
+ * tag matches is exact, and a wrapper's allocation costs one step and one
+ * slot: no frame key, no binary search, no verification of stack words.  A
+ * slot is filled on a miss from the previous prefix's FNV state and one
+ * frame key.  A frame with no standard rule, out of the thread's stack, or
+ * the end of the stack hands over to walk_and_decide (hl_unwind's walk of
+ * the whole context: the same class, the long way). */
+
+#define PFX_MIX 0xff51afd7ed558ccdull
+
+static inline unsigned pfx_index(uint64_t tag) {
+    return (unsigned)(tag >> (64 - 8));
+}
+_Static_assert(SEG_PFX_SLOTS == 1 << 8, "pfx_index's shift");
+
+/* The tag of ra0 alone: rotated, so that (a, b) and (b, a) differ. */
+static inline uint64_t pfx_seed(uintptr_t ra) {
+    return (uint64_t)ra << 32 | (uint64_t)ra >> 32;
+}
+
+/* The slot of the prefix `tag` (ra0 .. raL, raL = pc) filled from the tree,
+ * given the previous prefix's FNV state; NULL inside another identification. */
+static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t, uint64_t tag,
+                                                                uint64_t fnv_prev, uintptr_t pc,
+                                                                unsigned L) {
+    if (t->busy) return NULL;
+    t->busy = 1;
+    t->pfx_misses++;
+    const hl_seg_table_t *tb = &hl_seg_table;
+    unsigned depth = tb->depth ? tb->depth : 1;
+    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
+    seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
+    uint64_t fnv = (fnv_prev ^ hl_seg_os_key(pc)) * FNV_PRIME;
+    int v = node(hl_seg_fmix(fnv));
+    uint32_t dec;
+    p->rule = 0;
+    if (v < 0) /* a prefix training never saw: "other" */
+        dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
+    else if (!HL_SEG_IS_WALK((unsigned)v))
+        dec = ((uint32_t)v & 3u) | (uint32_t)seg_counter(L) << 24;
+    else if (L + 1 >= depth) /* the last frame of a context */
+        dec = tb->predictor == HL_SEG_STACK_SIZE
+                  ? SEG_DEC_WALK | SEG_DEC_SIZE | (L & 0xffu) << 16
+                  : HL_SEG_OTHER | (uint32_t)seg_counter(L) << 24;
+    else {
+        dec = SEG_DEC_WALK;
+        fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
+    }
+    p->tag = tag;
+    p->fnv = fnv;
+    p->dec = dec;
+    t->busy = 0;
+    return p;
+}
+
+/* STACK+size at the context's last frame: the size's node, through the
+ * path cache (keyed by the prefix and the size). */
+static __attribute__((noinline)) unsigned pfx_size(seg_thread_t *t, const seg_pfx_slot_t *p,
+                                                   size_t size) {
+    uint64_t tag = hl_seg_fmix(p->tag ^ (uint64_t)size * 0xC2B2AE3D27D4EB4Full) | 1;
+    seg_path_slot_t *s = path_slot(t, tag);
+    if (HL_LIKELY(s->tag == tag)) {
+        t->path_hits++;
+        t->lv[s->counter]++;
+        return s->cls;
+    }
+    t->path_misses++;
+    int v = node(hl_seg_size_key(hl_seg_fmix(p->fnv), size));
+    unsigned c = v < 0 || HL_SEG_IS_WALK((unsigned)v) ? HL_SEG_OTHER : (unsigned)v & 3u;
+    unsigned counter = seg_counter(SEG_DEC_NEED(p->dec) | (v < 0 ? HL_SEG_UNKNOWN : 0));
+    s->tag = tag;
+    s->cls = c;
+    s->counter = counter;
+    t->lv[counter]++;
+    return c;
+}
+
+/* The walk from the return address of e (whose decision is SEG_DEC_PFX):
+ * step, look the prefix up, until a slot decides. */
+static __attribute__((noinline)) unsigned step_prefix(seg_thread_t *t, const seg_ra_slot_t *e,
+                                                      void *const *fp, size_t size) {
+    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi;
+    uintptr_t s = lo, bp = (uintptr_t)fp[0];
+    uint32_t rule = e->rule;
+    intptr_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
+    uint64_t tag = pfx_seed(e->ra), fnv = e->fnv;
+    if (HL_UNLIKELY(hi - lo > (uintptr_t)1 << 30)) goto long_way; /* not this thread's stack */
+    for (unsigned L = 1;; L++) {
+        if (HL_UNLIKELY((rule & (SEG_RULE_VALID | SEG_RULE_LAST)) != SEG_RULE_VALID))
+            goto long_way;
+        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + cfa_off;
+        if (HL_UNLIKELY(cfa <= s || cfa > hi)) goto long_way;
+        if (rule & SEG_RULE_RBP_SAVED) {
+            uintptr_t a = cfa + rbp_off;
+            if (HL_UNLIKELY(a < lo || a > hi - 8)) goto long_way;
+            bp = *(const uintptr_t *)a;
+        }
+        uintptr_t pc = ((const uintptr_t *)cfa)[-1];
+        s = cfa;
+        if (HL_UNLIKELY(pc < 0x4000)) goto long_way;
+        tag = (tag ^ pc) * PFX_MIX;
+        const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
+        if (HL_UNLIKELY(p->tag != tag)) {
+            p = pfx_miss(t, tag, fnv, pc, L);
+            if (!p) return HL_SEG_OTHER;
+        }
+        uint32_t d = p->dec;
+        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
+            t->frames += L;
+            t->lv[SEG_DEC_COUNTER(d)]++;
+            return SEG_DEC_CLASS(d);
+        }
+        if (d & SEG_DEC_SIZE) {
+            t->frames += L;
+            return pfx_size(t, p, size);
+        }
+        rule = p->rule;
+        cfa_off = p->cfa_off;
+        rbp_off = p->rbp_off;
+        fnv = p->fnv;
+    }
+long_way:
+    return walk_and_decide(t, fp, size, e->dec);
+}
+
 /* The return address is not in the cache: its decision from the table. */
 static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra_slot_t *e) {
     if (t->busy) return HL_SEG_OTHER;
     t->busy = 1;
     uintptr_t ra = (uintptr_t)fp[1];
     t->ra_misses++;
-    uint32_t d = hl_seg_os_ready() > 0
-                     ? first_decision(hl_seg_os_key(ra))
-                     : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    int ready = hl_seg_os_ready() > 0;
+    uint64_t k0 = ready ? hl_seg_os_key(ra) : 0;
+    uint32_t d = ready ? first_decision(k0)
+                       : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
     seg_ra_slot_t tmp, *slot = hl_seg_caching ? e : &tmp;
     slot->ra = ra;
-    slot->dec = d;
     slot->rule = 0;
+    slot->fnv = (FNV_BASIS ^ k0) * FNV_PRIME;
     if (d & SEG_DEC_WALK) fill_rule(t, ra, &slot->rule, &slot->cfa_off, &slot->rbp_off);
+    /* a walk a prefix at a time where it can: a standard rule and a frame to step to */
+    if (hl_seg_prefix && (d & SEG_DEC_WALK) && SEG_DEC_NEED(d) > 0 &&
+        (slot->rule & (SEG_RULE_VALID | SEG_RULE_LAST)) == SEG_RULE_VALID)
+        d |= SEG_DEC_PFX;
+    slot->dec = d;
     t->busy = 0;
+    if (d & SEG_DEC_PFX) return step_prefix(t, slot, fp, size);
     if (d & SEG_DEC_WALK) {
         if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
         return walk_and_decide(t, fp, size, d);
@@ -411,6 +552,8 @@ static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra
 static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *const *fp,
                                                         size_t size, seg_ra_slot_t *e) {
     if (e->ra == (uintptr_t)fp[1]) {
+        int c = memo_lookup(t, e->ra, fp, size); /* the walk from here, remembered */
+        if (HL_LIKELY(c >= 0)) return (unsigned)c;
         if (HL_LIKELY(e->rule & SEG_RULE_VALID)) return step_and_decide(t, e, fp, size);
         return walk_and_decide(t, fp, size, e->dec);
     }
@@ -421,6 +564,7 @@ static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *c
  * alone (a dozen instructions, no stack frame). */
 unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size) {
     seg_thread_t *t = &hl_seg_tls;
+    __asm__("" : "+r"(t)); /* one base register for every field (gcc reloads %fs:0 otherwise) */
     uintptr_t ra = (uintptr_t)fp[1];
     seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
     uint32_t d = e->dec;
@@ -429,8 +573,22 @@ unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size)
             t->lv[SEG_DEC_COUNTER(d)]++;
             return SEG_DEC_CLASS(d);
         }
-        int c = memo_lookup(t, ra, fp, size); /* the walk from here, remembered */
-        if (HL_LIKELY(c >= 0)) return (unsigned)c;
+        if (HL_LIKELY(d & SEG_DEC_PFX)) {
+            /* the first step, inline: a wrapper's caller decides here */
+            const uintptr_t lo = (uintptr_t)(fp + 2);
+            uintptr_t cfa = ((e->rule & SEG_RULE_RBP) ? (uintptr_t)fp[0] : lo) + e->cfa_off;
+            if (HL_LIKELY(cfa > lo) && HL_LIKELY(cfa <= t->stack_hi)) {
+                uint64_t tag = (pfx_seed(ra) ^ ((const uintptr_t *)cfa)[-1]) * PFX_MIX;
+                const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
+                uint32_t d1 = p->dec;
+                if (HL_LIKELY(p->tag == tag) && HL_LIKELY(!(d1 & SEG_DEC_WALK))) {
+                    t->frames++;
+                    t->lv[SEG_DEC_COUNTER(d1)]++;
+                    return SEG_DEC_CLASS(d1);
+                }
+            }
+            return step_prefix(t, e, fp, size);
+        }
     }
     return identify_more(t, fp, size, e);
 }
