@@ -76,6 +76,13 @@ static int path_point(const uint64_t *keys, unsigned from, unsigned n, unsigned 
     return -1;
 }
 
+/* PATH: the class of a frame key that is a path point, or -1. */
+static int point_class(uint64_t key) {
+    const hl_seg_table_t *t = &hl_seg_table;
+    long j = key ? find_in(t->points, t->npoints, key) : -1;
+    return j < 0 ? -1 : t->point_classes[j];
+}
+
 #define FNV_BASIS 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
@@ -138,8 +145,11 @@ static uint32_t first_decision(uint64_t k0) {
     if (t->flags & HL_SEG_FLAG_WALK_ALWAYS) return SEG_DEC_WALK | (depth - 1) << 16;
     int v = node(hl_seg_fmix((FNV_BASIS ^ k0) * FNV_PRIME));
     if (v < 0) {
-        if (t->predictor == HL_SEG_PATH && depth > 1) /* look for a path point above */
-            return SEG_DEC_WALK | SEG_DEC_UNKNOWN | (depth - 1) << 16;
+        if (t->predictor == HL_SEG_PATH) { /* the innermost path point: this frame, or above */
+            int c = point_class(k0);
+            if (c >= 0) return (uint32_t)c | (uint32_t)seg_counter(HL_SEG_UNKNOWN) << 24;
+            if (depth > 1) return SEG_DEC_WALK | SEG_DEC_SCAN | SEG_DEC_UNKNOWN | (depth - 1) << 16;
+        }
         return SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
     }
     if (!HL_SEG_IS_WALK((unsigned)v)) return (uint32_t)v & 3u;
@@ -417,7 +427,7 @@ static inline uint64_t pfx_seed(uintptr_t ra) {
  * given the previous prefix's FNV state; NULL inside another identification. */
 static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t, uint64_t tag,
                                                                 uint64_t fnv_prev, uintptr_t pc,
-                                                                unsigned L) {
+                                                                unsigned L, uint32_t scan) {
     if (t->busy) return NULL;
     t->busy = 1;
     t->pfx_misses++;
@@ -425,11 +435,24 @@ static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t,
     unsigned depth = tb->depth ? tb->depth : 1;
     if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
     seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
-    uint64_t fnv = (fnv_prev ^ hl_seg_os_key(pc)) * FNV_PRIME;
-    int v = node(hl_seg_fmix(fnv));
+    uint64_t key = hl_seg_os_key(pc);
+    uint64_t fnv = (fnv_prev ^ key) * FNV_PRIME;
+    int v = scan ? -1 : node(hl_seg_fmix(fnv));
     uint32_t dec;
     p->rule = 0;
-    if (v < 0) /* a prefix training never saw: "other" */
+    if (v < 0 && tb->predictor == HL_SEG_PATH) {
+        /* PATH, below a prefix training never saw: the innermost path point
+         * decides (hl_seg_decide's scan, a frame at a time) */
+        int c = point_class(key);
+        if (c >= 0)
+            dec = (uint32_t)c | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
+        else if (L + 1 >= depth)
+            dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
+        else {
+            dec = SEG_DEC_WALK | SEG_DEC_SCAN;
+            fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
+        }
+    } else if (v < 0) /* a prefix training never saw: "other" */
         dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
     else if (!HL_SEG_IS_WALK((unsigned)v))
         dec = ((uint32_t)v & 3u) | (uint32_t)seg_counter(L) << 24;
@@ -479,6 +502,7 @@ static __attribute__((noinline)) unsigned step_prefix(seg_thread_t *t, const seg
     uint32_t rule = e->rule;
     intptr_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
     uint64_t tag = pfx_seed(e->ra), fnv = e->fnv;
+    uint32_t scan = e->dec & SEG_DEC_SCAN;
     if (HL_UNLIKELY(hi - lo > (uintptr_t)1 << 30)) goto long_way; /* not this thread's stack */
     for (unsigned L = 1;; L++) {
         if (HL_UNLIKELY((rule & (SEG_RULE_VALID | SEG_RULE_LAST)) != SEG_RULE_VALID))
@@ -496,7 +520,7 @@ static __attribute__((noinline)) unsigned step_prefix(seg_thread_t *t, const seg
         tag = (tag ^ pc) * PFX_MIX;
         const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
         if (HL_UNLIKELY(p->tag != tag)) {
-            p = pfx_miss(t, tag, fnv, pc, L);
+            p = pfx_miss(t, tag, fnv, pc, L, scan);
             if (!p) return HL_SEG_OTHER;
         }
         uint32_t d = p->dec;
@@ -513,6 +537,7 @@ static __attribute__((noinline)) unsigned step_prefix(seg_thread_t *t, const seg
         cfa_off = p->cfa_off;
         rbp_off = p->rbp_off;
         fnv = p->fnv;
+        scan = d & SEG_DEC_SCAN;
     }
 long_way:
     return walk_and_decide(t, fp, size, e->dec);
@@ -593,17 +618,9 @@ unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size)
     return identify_more(t, fp, size, e);
 }
 
-/* SP: the depth of the caller's stack pointer decides (main thread only);
- * the cache is keyed by the stack pointer. */
-unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
-    seg_thread_t *t = &hl_seg_tls;
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
-    uint32_t d = e->dec;
-    if (HL_LIKELY(e->ra == sp)) {
-        t->lv[SEG_DEC_COUNTER(d)]++;
-        return SEG_DEC_CLASS(d);
-    }
+/* SP, a stack pointer not in the cache: its depth's node. */
+static __attribute__((noinline)) unsigned sp_miss(seg_thread_t *t, seg_ra_slot_t *e,
+                                                  uintptr_t sp) {
     t->ra_misses++;
     uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
     unsigned level;
@@ -620,4 +637,19 @@ unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
     }
     t->lv[seg_counter(level)]++;
     return c;
+}
+
+/* SP: the depth of the caller's stack pointer decides (main thread only);
+ * the cache is keyed by the stack pointer.  A hit is a leaf function. */
+unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
+    seg_thread_t *t = &hl_seg_tls;
+    __asm__("" : "+r"(t)); /* (as in hl_seg_identify) */
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
+    uint32_t d = e->dec;
+    if (HL_LIKELY(e->ra == sp)) {
+        t->lv[SEG_DEC_COUNTER(d)]++;
+        return SEG_DEC_CLASS(d);
+    }
+    return sp_miss(t, e, sp);
 }

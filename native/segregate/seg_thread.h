@@ -103,6 +103,7 @@ typedef struct seg_path_slot {
 #define SEG_DEC_SIZE        0x400u /* (a prefix, STACK+size) its last frame: the size decides
                                       (then SEG_DEC_NEED holds the prefix's level) */
 #define SEG_DEC_PFX         0x800u /* (a return address) walk a prefix at a time (seg_ident.c) */
+#define SEG_DEC_SCAN        0x1000u /* PATH: below a prefix with no node: look for a path point */
 #define SEG_DEC_CLASS(d)    ((d)&3u)
 #define SEG_DEC_NEED(d)     (((d) >> 16) & 0xffu)
 #define SEG_DEC_COUNTER(d)  ((d) >> 24) /* 0, or HL_SEG_LEVELS (no node) */
