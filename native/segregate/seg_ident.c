@@ -5,23 +5,34 @@
  * decide alone, and only the others look further up the stack).
  *
  *   hl_seg_identify(fp)                      fp: malloc's frame (fp[1]: the return
- *     │                                      address into the program)
- *     ├─ 1. ra[hash(ra)] == ra?  ──yes──▶ its decision: a class ─────────────▶ done (level 0)
- *     │      (this thread's cache)                         or WALK(need) ──┐
- *     │   no: k0 = the frame key of ra (the module map), node(k0) in the   │
- *     │       table: LEAF(c) → c; WALK(n) → walk n; none → "other" (PATH:  │
- *     │       walk every frame and look for a path point); cached in ra[]  │
- *     ▼                                                                    ▼
- *     2. step `need` frames up from the program's frame (fp[0] its rbp, fp+2
- *        its stack pointer): ra0 .. ra_need, each step with hl_unwind's rule
- *        of the return address kept in this thread's caches (ra0's in its ra
- *        slot, the others' in rules[]): CFA = (rbp or sp) + off, the next
- *        return address = CFA[-1], rbp reloaded where saved; every CFA
- *        checked against the thread's stack.  A rule of another form, or a
- *        frame out of bounds: hl_unwind's own walk (seg_os.c), which finds
- *        the same frames.
- *     3. path[mix(ra0 .. ra_need)]: the class decided for that walk before?  ──yes──▶ done
- *        no: their frame keys down the tree (hl_seg_decide) ─▶ class, cached in path[]
+ *     │                                      address ra0 into the program)
+ *     ├─ 1. ra[hash(ra0)] == ra0?  ──yes──▶ its decision: a class ───────────▶ done (level 0)
+ *     │      (this thread's cache)                         or "walk" ──┐
+ *     │   no: k0 = the frame key of ra0 (the module map), node(k0) in   │
+ *     │       the table: LEAF(c) → c; WALK(n) → walk; none → "other"    │
+ *     │       (PATH: ra0 a path point → its class, else walk and look   │
+ *     │       for one); cached in ra[] with ra0's unwind rule           │
+ *     ▼                                                                 ▼
+ *     2. a prefix at a time (STACK, STACK+size, PATH), from the program's frame
+ *        (fp[0] its rbp, fp + 2 its stack pointer):
+ *          CFA = (rbp or sp) + the rule's offset, checked against the thread's
+ *          stack; ra(L+1) = CFA[-1]; rbp reloaded where the rule saves it
+ *          tag = mix(tag, ra(L+1));  pfx[tag]: the tree's node of the prefix
+ *          ra0 .. ra(L+1): a class ─▶ done (level L+1), or "step on" with
+ *          ra(L+1)'s rule (or, STACK+size's last frame: the size, through
+ *          path[]); a slot that misses is filled from one frame key (the
+ *          previous slot keeps the tree's hash so far) and hl_unwind's rule.
+ *        The first step is inline in hl_seg_identify: a wrapper's callers
+ *        decide with one stack read and one slot.
+ *     3. the whole context at once (the tests' walking tables, HEAPLAB_SEG_DEBUG,
+ *        a frame with no standard rule or out of bounds): `need` frames up
+ *        with the rules in ra[] and rules[] (or hl_unwind's own walk, which
+ *        finds the same frames); path[mix(ra0 .. ra_need)] keeps the class;
+ *        else their frame keys down the tree (hl_seg_decide).
+ *
+ * Why a prefix slot is exact: the tree's node of a prefix depends on its
+ * return addresses only (each one's key is fixed once its module is loaded),
+ * and the tag is a 64-bit mix of them in order.
  *
  * The table lookup (hl_seg_decide) is shared with the replayer's site hints,
  * so that a replay and the real program place an allocation alike; and
@@ -269,12 +280,6 @@ static inline unsigned rule_slot(uintptr_t ra) {
 }
 _Static_assert(SEG_RULE_SLOTS == 1 << 6, "rule_slot's shift");
 
-/* A memo's slot: the return address and the stack pointer. */
-static inline unsigned memo_slot(uintptr_t ra, uintptr_t sp) {
-    return (uint32_t)(ra ^ (sp >> 3)) * 0x9E3779B1u >> (32 - 6);
-}
-_Static_assert(SEG_MEMO_SLOTS == 1 << 6, "memo_slot's shift");
-
 static __attribute__((noinline)) const seg_rule_slot_t *rule_miss(seg_thread_t *t,
                                                                  seg_rule_slot_t *r,
                                                                  uintptr_t ra) {
@@ -297,7 +302,9 @@ static inline const seg_rule_slot_t *rule_of(seg_thread_t *t, uintptr_t ra) {
  * frame is a CFA computed from sp or rbp, checked against this thread's
  * stack, and one load.  The frames are those hl_unwind's walk finds (the same
  * rules, bounds and stop at a return address below 0x4000); a frame with no
- * standard rule, or out of bounds, hands over to that walk. */
+ * standard rule, or out of bounds, hands over to that walk.  (The whole
+ * context every time: the tests' tables that walk always, and HEAPLAB_SEG_DEBUG,
+ * which keeps the frame keys; everything else walks a prefix at a time.) */
 static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
                                                           void *const *fp, size_t size) {
     unsigned need = SEG_DEC_NEED(e->dec);
@@ -309,35 +316,19 @@ static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const
     int32_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
     if (HL_UNLIKELY(lo >= hi || hi - lo > (uintptr_t)1 << 30)) /* not this thread's stack */
         return walk_and_decide(t, fp, size, e->dec);
-    /* what the walk reads, for the memo */
-    uintptr_t addr[SEG_MEMO_READS], val[SEG_MEMO_READS];
-    unsigned nreads = 0, use_bp = 0, bp_entry = 1;
-    uintptr_t bp_addr = 0; /* where bp was reloaded from: a read only once a rule uses bp */
     unsigned n = 0;
     for (;;) {
         ras[n++] = pc;
         if (n > need || (rule & SEG_RULE_LAST)) break;
         if (HL_UNLIKELY(!(rule & SEG_RULE_VALID))) return walk_and_decide(t, fp, size, e->dec);
-        if (rule & SEG_RULE_RBP) {
-            use_bp |= bp_entry;
-            if (bp_addr) {
-                if (nreads < SEG_MEMO_READS) addr[nreads] = bp_addr, val[nreads] = bp;
-                nreads++;
-                bp_addr = 0;
-            }
-        }
         uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)cfa_off;
         if (HL_UNLIKELY(cfa <= s || cfa > hi)) return walk_and_decide(t, fp, size, e->dec);
         if (rule & SEG_RULE_RBP_SAVED) {
             uintptr_t a = cfa + (intptr_t)rbp_off;
             if (HL_UNLIKELY(a < lo || a > hi - 8)) return walk_and_decide(t, fp, size, e->dec);
             bp = *(const uintptr_t *)a;
-            bp_entry = 0;
-            bp_addr = a;
         }
         pc = ((const uintptr_t *)cfa)[-1];
-        if (nreads < SEG_MEMO_READS) addr[nreads] = cfa - 8, val[nreads] = pc;
-        nreads++;
         s = cfa;
         if (pc < 0x4000) break;
         const seg_rule_slot_t *r = rule_of(t, pc);
@@ -360,38 +351,7 @@ static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const
         c = decide_walk(t, ras, n, need, size, tag, &counter);
         t->busy = 0;
     }
-    if (hl_seg_caching && nreads <= SEG_MEMO_READS) {
-        seg_memo_slot_t *m = &t->memo[memo_slot(e->ra, lo)];
-        m->ra = e->ra;
-        m->sp = lo;
-        m->bp = (uintptr_t)fp[0];
-        m->use_bp = (uint8_t)use_bp;
-        m->size = size;
-        m->nreads = (uint8_t)nreads;
-        m->cls = (uint8_t)c;
-        m->counter = (uint8_t)counter;
-        for (unsigned i = 0; i < nreads; i++) {
-            m->addr[i] = addr[i];
-            m->val[i] = val[i];
-        }
-    }
     return c;
-}
-
-/* The memo of the walk from this return address at this stack pointer: its
- * class if every stack word the walk read still holds what it held (then the
- * walk would find the same frames), else -1. */
-static inline int memo_lookup(seg_thread_t *t, uintptr_t ra, void *const *fp, size_t size) {
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    const seg_memo_slot_t *m = &t->memo[memo_slot(ra, sp)];
-    if (m->ra != ra || m->sp != sp) return -1;
-    if (m->use_bp && m->bp != (uintptr_t)fp[0]) return -1;
-    if (hl_seg_by_size && m->size != size) return -1;
-    for (unsigned i = 0; i < m->nreads; i++)
-        if (*(const uintptr_t *)m->addr[i] != m->val[i]) return -1;
-    t->memo_hits++;
-    t->lv[m->counter]++;
-    return m->cls;
 }
 
 /* ---- STACK and STACK+size: a walk a prefix at a time ----
@@ -577,8 +537,6 @@ static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra
 static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *const *fp,
                                                         size_t size, seg_ra_slot_t *e) {
     if (e->ra == (uintptr_t)fp[1]) {
-        int c = memo_lookup(t, e->ra, fp, size); /* the walk from here, remembered */
-        if (HL_LIKELY(c >= 0)) return (unsigned)c;
         if (HL_LIKELY(e->rule & SEG_RULE_VALID)) return step_and_decide(t, e, fp, size);
         return walk_and_decide(t, fp, size, e->dec);
     }

@@ -10,7 +10,8 @@
  *   │ ra[128]   return address → decision          (direct-mapped)           │ seg_ident.c
  *   │ pfx[256]  a walk's prefix (return addresses ra0..raL) → the tree's    │ seg_ident.c
  *   │           node there: a class, or "step on" with raL's unwind rule     │
- *   │ path[64]  hash of the walked return addresses → class and level       │ seg_ident.c
+ *   │ path[64]  hash of the walked return addresses (and size) → class      │ seg_ident.c
+ *   │ rules[64] return address → its unwind rule (the whole-context walk)   │ seg_ident.c
  *   │ pend, pend_cls   the class of the allocation on its way to the lock    │ segregated.c
  *   │ pops[c], pushes, hinted[c] ... counters; id: the identification's      │
  *   │ next      the registry of threads with caches (under the lock)         │
@@ -34,8 +35,6 @@
 #define SEG_RA_SLOTS  128
 #define SEG_PATH_SLOTS 64
 #define SEG_RULE_SLOTS 64
-#define SEG_MEMO_SLOTS 64
-#define SEG_MEMO_READS 6
 #define SEG_PFX_SLOTS 256
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
@@ -72,18 +71,6 @@ typedef struct seg_rule_slot {
     uint32_t pad_;
 } seg_rule_slot_t;
 
-/* A walk remembered (seg_ident.c): from (ra, sp, and bp where the walk used
- * the program's rbp) the walk read these stack words and decided cls; if the
- * words hold the same values again, the same walk would read the same words
- * and decide the same class (the rules depend on the return addresses only). */
-typedef struct seg_memo_slot {
-    uintptr_t ra, sp, bp; /* ra 0: empty */
-    size_t size;          /* STACK+size only */
-    uint8_t use_bp, nreads, cls, counter;
-    uint32_t pad_;
-    uintptr_t addr[SEG_MEMO_READS];
-    uintptr_t val[SEG_MEMO_READS];
-} seg_memo_slot_t;
 
 #define SEG_RULE_VALID     1u /* cfa_off, rbp_off hold hl_unwind's rule of ra */
 #define SEG_RULE_RBP       2u
@@ -126,7 +113,6 @@ typedef struct seg_thread {
     seg_ra_slot_t ra[SEG_RA_SLOTS];
     seg_path_slot_t path[SEG_PATH_SLOTS];
     seg_rule_slot_t rules[SEG_RULE_SLOTS];
-    seg_memo_slot_t memo[SEG_MEMO_SLOTS];
     seg_pfx_slot_t pfx[SEG_PFX_SLOTS];
     /* counters */
     uint64_t pops[HL_SEG_CLASSES]; /* new objects served from the caches, per segment */
@@ -134,7 +120,7 @@ typedef struct seg_thread {
     uint64_t hinted[HL_SEG_CLASSES];
     /* the identification's counters (seg_ident.c) */
     uint64_t lv[2 * HL_SEG_LEVELS]; /* per seg_counter */
-    uint64_t ra_misses, path_hits, path_misses, frames, memo_hits, pfx_misses;
+    uint64_t ra_misses, path_hits, path_misses, frames, pfx_misses;
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */
     unsigned last_n, last_cls;
     uint64_t last_sp;
