@@ -263,6 +263,9 @@ static void fill_rule(seg_thread_t *t, uintptr_t ra, uint32_t *rule, int32_t *cf
         if (r.cfa_off <= 0 || r.cfa_off > INT32_MAX || r.rbp_off < INT32_MIN ||
             r.rbp_off > INT32_MAX)
             return;
+        /* rbp saved below the return address (so that a walk that checked the
+         * CFA needs only check the saved word against the frame's sp) */
+        if (r.rbp_saved && r.rbp_off > -16) return;
         *cfa_off = (int32_t)r.cfa_off;
         *rbp_off = (int32_t)r.rbp_off;
         *rule = SEG_RULE_VALID | (r.cfa_rbp ? SEG_RULE_RBP : 0) |
@@ -378,25 +381,30 @@ static inline unsigned pfx_index(uint64_t tag) {
 }
 _Static_assert(SEG_PFX_SLOTS == 1 << 8, "pfx_index's shift");
 
-/* The tag of ra0 alone: rotated, so that (a, b) and (b, a) differ. */
+/* The tag of ra0 alone: mixed, so that (a, b) and (b, a) differ and the
+ * slot index (the product's top bits) depends on every bit of both (with a
+ * rotation instead, return addresses of a program loaded low, as under
+ * Valgrind, shared slots and evicted each other on every call). */
 static inline uint64_t pfx_seed(uintptr_t ra) {
-    return (uint64_t)ra << 32 | (uint64_t)ra >> 32;
+    return (uint64_t)ra * 0x9E3779B97F4A7C15ull;
 }
 
 /* The slot of the prefix `tag` (ra0 .. raL, raL = pc) filled from the tree,
- * given the previous prefix's FNV state; NULL inside another identification. */
+ * given the previous prefix's slot (its FNV state; SEG_DEC_SCAN: PATH's scan
+ * for a path point); NULL inside another identification. */
 static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t, uint64_t tag,
-                                                                uint64_t fnv_prev, uintptr_t pc,
-                                                                unsigned L, uint32_t scan) {
+                                                                const seg_ra_slot_t *prev,
+                                                                uintptr_t pc, unsigned L) {
     if (t->busy) return NULL;
     t->busy = 1;
     t->pfx_misses++;
     const hl_seg_table_t *tb = &hl_seg_table;
     unsigned depth = tb->depth ? tb->depth : 1;
     if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
-    seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
+    uint32_t scan = prev->dec & SEG_DEC_SCAN;
     uint64_t key = hl_seg_os_key(pc);
-    uint64_t fnv = (fnv_prev ^ key) * FNV_PRIME;
+    uint64_t fnv = (prev->fnv ^ key) * FNV_PRIME;
+    seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
     int v = scan ? -1 : node(hl_seg_fmix(fnv));
     uint32_t dec;
     p->rule = 0;
@@ -409,7 +417,7 @@ static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t,
         else if (L + 1 >= depth)
             dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
         else {
-            dec = SEG_DEC_WALK | SEG_DEC_SCAN;
+            dec = SEG_DEC_WALK | SEG_DEC_SCAN | (L & 0xffu) << 16;
             fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
         }
     } else if (v < 0) /* a prefix training never saw: "other" */
@@ -421,10 +429,10 @@ static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t,
                   ? SEG_DEC_WALK | SEG_DEC_SIZE | (L & 0xffu) << 16
                   : HL_SEG_OTHER | (uint32_t)seg_counter(L) << 24;
     else {
-        dec = SEG_DEC_WALK;
+        dec = SEG_DEC_WALK | (L & 0xffu) << 16;
         fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
     }
-    p->tag = tag;
+    p->ra = tag;
     p->fnv = fnv;
     p->dec = dec;
     t->busy = 0;
@@ -435,7 +443,7 @@ static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t,
  * path cache (keyed by the prefix and the size). */
 static __attribute__((noinline)) unsigned pfx_size(seg_thread_t *t, const seg_pfx_slot_t *p,
                                                    size_t size) {
-    uint64_t tag = hl_seg_fmix(p->tag ^ (uint64_t)size * 0xC2B2AE3D27D4EB4Full) | 1;
+    uint64_t tag = hl_seg_fmix(p->ra ^ (uint64_t)size * 0xC2B2AE3D27D4EB4Full) | 1;
     seg_path_slot_t *s = path_slot(t, tag);
     if (HL_LIKELY(s->tag == tag)) {
         t->path_hits++;
@@ -453,54 +461,71 @@ static __attribute__((noinline)) unsigned pfx_size(seg_thread_t *t, const seg_pf
     return c;
 }
 
-/* The walk from the return address of e (whose decision is SEG_DEC_PFX):
- * step, look the prefix up, until a slot decides. */
-static __attribute__((noinline)) unsigned step_prefix(seg_thread_t *t, const seg_ra_slot_t *e,
-                                                      void *const *fp, size_t size) {
-    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi;
-    uintptr_t s = lo, bp = (uintptr_t)fp[0];
-    uint32_t rule = e->rule;
-    intptr_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
-    uint64_t tag = pfx_seed(e->ra), fnv = e->fnv;
-    uint32_t scan = e->dec & SEG_DEC_SCAN;
-    if (HL_UNLIKELY(hi - lo > (uintptr_t)1 << 30)) goto long_way; /* not this thread's stack */
-    for (unsigned L = 1;; L++) {
+/* The whole context the long way (a frame with no standard rule, out of the
+ * thread's stack, the stack's end). */
+static __attribute__((noinline)) unsigned pfx_long_way(seg_thread_t *t, void *const *fp,
+                                                       size_t size) {
+    unsigned depth = hl_seg_table.depth ? hl_seg_table.depth : 1;
+    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
+    return walk_and_decide(t, fp, size, SEG_DEC_WALK | (depth - 1) << 16);
+}
+
+static unsigned step_miss(seg_thread_t *t, const seg_ra_slot_t *from, void *const *fp,
+                          size_t size, uintptr_t s, uintptr_t bp);
+
+/* The walk on from the frame whose slot `from` says "walk on" with its rule
+ * (ra[]'s slot of ra0, marked SEG_DEC_PFX, or pfx[]'s of ra0 .. raL, L in
+ * its SEG_DEC_NEED bits), s the stack pointer after that frame's return and
+ * bp its rbp: step, look the prefix up, until a slot decides.  Six
+ * arguments and only tail calls out (a slot that misses goes to step_miss,
+ * which fills it and comes back), so that it needs no stack frame. */
+static __attribute__((noinline)) unsigned step_on(seg_thread_t *t, const seg_ra_slot_t *from,
+                                                  void *const *fp, size_t size, uintptr_t s,
+                                                  uintptr_t bp) {
+    if (HL_UNLIKELY(t->stack_hi - (uintptr_t)(fp + 2) > (uintptr_t)1 << 30))
+        return pfx_long_way(t, fp, size); /* not this thread's stack */
+    uint64_t tag = (from->dec & SEG_DEC_PFX) ? pfx_seed(from->ra) : from->ra;
+    for (;;) {
+        uint32_t rule = from->rule;
         if (HL_UNLIKELY((rule & (SEG_RULE_VALID | SEG_RULE_LAST)) != SEG_RULE_VALID))
-            goto long_way;
-        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + cfa_off;
-        if (HL_UNLIKELY(cfa <= s || cfa > hi)) goto long_way;
+            return pfx_long_way(t, fp, size);
+        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)from->cfa_off;
+        if (HL_UNLIKELY(cfa <= s || cfa > t->stack_hi)) return pfx_long_way(t, fp, size);
+        uintptr_t nbp = bp;
         if (rule & SEG_RULE_RBP_SAVED) {
-            uintptr_t a = cfa + rbp_off;
-            if (HL_UNLIKELY(a < lo || a > hi - 8)) goto long_way;
-            bp = *(const uintptr_t *)a;
+            uintptr_t a = cfa + (intptr_t)from->rbp_off; /* <= cfa - 16 (fill_rule) */
+            if (HL_UNLIKELY(a < s)) return pfx_long_way(t, fp, size);
+            nbp = *(const uintptr_t *)a;
         }
         uintptr_t pc = ((const uintptr_t *)cfa)[-1];
-        s = cfa;
-        if (HL_UNLIKELY(pc < 0x4000)) goto long_way;
-        tag = (tag ^ pc) * PFX_MIX;
-        const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
-        if (HL_UNLIKELY(p->tag != tag)) {
-            p = pfx_miss(t, tag, fnv, pc, L, scan);
-            if (!p) return HL_SEG_OTHER;
-        }
+        if (HL_UNLIKELY(pc < 0x4000)) return pfx_long_way(t, fp, size);
+        uint64_t ntag = (tag ^ pc) * PFX_MIX;
+        const seg_pfx_slot_t *p = &t->pfx[pfx_index(ntag)];
+        if (HL_UNLIKELY(p->ra != ntag)) return step_miss(t, from, fp, size, s, bp);
+        t->frames++;
         uint32_t d = p->dec;
         if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
-            t->frames += L;
             t->lv[SEG_DEC_COUNTER(d)]++;
             return SEG_DEC_CLASS(d);
         }
-        if (d & SEG_DEC_SIZE) {
-            t->frames += L;
-            return pfx_size(t, p, size);
-        }
-        rule = p->rule;
-        cfa_off = p->cfa_off;
-        rbp_off = p->rbp_off;
-        fnv = p->fnv;
-        scan = d & SEG_DEC_SCAN;
+        if (d & SEG_DEC_SIZE) return pfx_size(t, p, size);
+        from = p;
+        s = cfa;
+        bp = nbp;
+        tag = ntag;
     }
-long_way:
-    return walk_and_decide(t, fp, size, e->dec);
+}
+
+/* step_on's slot missed: the same step again, the slot filled, and on. */
+static __attribute__((noinline)) unsigned step_miss(seg_thread_t *t, const seg_ra_slot_t *from,
+                                                    void *const *fp, size_t size, uintptr_t s,
+                                                    uintptr_t bp) {
+    unsigned L = (from->dec & SEG_DEC_PFX) ? 0 : SEG_DEC_NEED(from->dec);
+    uint64_t tag = L ? from->ra : pfx_seed(from->ra);
+    uintptr_t cfa = ((from->rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)from->cfa_off;
+    uintptr_t pc = ((const uintptr_t *)cfa)[-1]; /* (step_on checked the bounds) */
+    if (!pfx_miss(t, (tag ^ pc) * PFX_MIX, from, pc, L + 1)) return HL_SEG_OTHER;
+    return step_on(t, from, fp, size, s, bp);
 }
 
 /* The return address is not in the cache: its decision from the table. */
@@ -524,7 +549,8 @@ static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra
         d |= SEG_DEC_PFX;
     slot->dec = d;
     t->busy = 0;
-    if (d & SEG_DEC_PFX) return step_prefix(t, slot, fp, size);
+    if (d & SEG_DEC_PFX)
+        return step_on(t, slot, fp, size, (uintptr_t)(fp + 2), (uintptr_t)fp[0]);
     if (d & SEG_DEC_WALK) {
         if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
         return walk_and_decide(t, fp, size, d);
@@ -557,20 +583,34 @@ unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size)
             return SEG_DEC_CLASS(d);
         }
         if (HL_LIKELY(d & SEG_DEC_PFX)) {
-            /* the first step, inline: a wrapper's caller decides here */
+            /* the first step, inline: a wrapper's caller decides here; a walk
+             * that goes further starts again in step_on (the registers a
+             * continuation would keep cost a wrapper's every call more) */
             const uintptr_t lo = (uintptr_t)(fp + 2);
             uintptr_t cfa = ((e->rule & SEG_RULE_RBP) ? (uintptr_t)fp[0] : lo) + e->cfa_off;
             if (HL_LIKELY(cfa > lo) && HL_LIKELY(cfa <= t->stack_hi)) {
                 uint64_t tag = (pfx_seed(ra) ^ ((const uintptr_t *)cfa)[-1]) * PFX_MIX;
                 const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
                 uint32_t d1 = p->dec;
-                if (HL_LIKELY(p->tag == tag) && HL_LIKELY(!(d1 & SEG_DEC_WALK))) {
-                    t->frames++;
-                    t->lv[SEG_DEC_COUNTER(d1)]++;
-                    return SEG_DEC_CLASS(d1);
+                if (HL_LIKELY(p->ra == tag)) {
+                    if (HL_LIKELY(!(d1 & SEG_DEC_WALK))) {
+                        t->frames++;
+                        t->lv[SEG_DEC_COUNTER(d1)]++;
+                        return SEG_DEC_CLASS(d1);
+                    }
+                    /* on from ra1 (its slot has the tag, the level and the rule) */
+                    if (!(d1 & SEG_DEC_SIZE)) {
+                        t->frames++; /* (the step to ra1; step_on counts its own) */
+                        if (!(e->rule & SEG_RULE_RBP_SAVED))
+                            return step_on(t, p, fp, size, cfa, (uintptr_t)fp[0]);
+                        uintptr_t a = cfa + (intptr_t)e->rbp_off; /* ra0's frame saved rbp */
+                        if (a >= lo) /* (and a <= cfa - 16: fill_rule) */
+                            return step_on(t, p, fp, size, cfa, *(const uintptr_t *)a);
+                        t->frames--;
+                    }
                 }
             }
-            return step_prefix(t, e, fp, size);
+            return step_on(t, e, fp, size, lo, (uintptr_t)fp[0]);
         }
     }
     return identify_more(t, fp, size, e);

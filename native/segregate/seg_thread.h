@@ -10,7 +10,7 @@
  *   │ ra[128]   return address → decision          (direct-mapped)           │ seg_ident.c
  *   │ pfx[256]  a walk's prefix (return addresses ra0..raL) → the tree's    │ seg_ident.c
  *   │           node there: a class, or "step on" with raL's unwind rule     │
- *   │ path[64]  hash of the walked return addresses (and size) → class      │ seg_ident.c
+ *   │ path[256] hash of the walked return addresses (and size) → class      │ seg_ident.c
  *   │ rules[64] return address → its unwind rule (the whole-context walk)   │ seg_ident.c
  *   │ pend, pend_cls   the class of the allocation on its way to the lock    │ segregated.c
  *   │ pops[c], pushes, hinted[c] ... counters; id: the identification's      │
@@ -33,33 +33,26 @@
 #define SEG_NSIZES    64  /* cached block sizes: 32, 48, ... 1024 bytes (index size/16 - 2; 63 unused) */
 #define SEG_MAX_BLOCK 1024
 #define SEG_RA_SLOTS  128
-#define SEG_PATH_SLOTS 64
+#define SEG_PATH_SLOTS 256
 #define SEG_RULE_SLOTS 64
 #define SEG_PFX_SLOTS 256
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
 enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
 
+/* A slot of the return-address cache (ra[]) or of the prefix cache (pfx[]):
+ * a decision, and the unwind rule of the frame to step from when it walks on. */
 typedef struct seg_ra_slot {
-    uintptr_t ra;    /* the return address (0: empty) */
-    uint32_t dec;    /* SEG_DEC_* */
-    uint32_t rule;   /* SEG_RULE_*: how to step from the program's frame to its caller's */
+    uintptr_t ra;    /* ra[]: the return address; pfx[]: the mix of ra0 .. raL (0: empty) */
+    uint32_t dec;    /* SEG_DEC_*: a class and its counter, or walk on (SEG_DEC_WALK;
+                        with SEG_DEC_SIZE in pfx[]: STACK+size's last frame, the size decides) */
+    uint32_t rule;   /* SEG_RULE_*: how to step from the frame (ra0, or raL) to its caller's */
     int32_t cfa_off; /* the frame's CFA = (rbp if SEG_RULE_RBP, else sp) + cfa_off */
     int32_t rbp_off; /* the caller's rbp at CFA + rbp_off (SEG_RULE_RBP_SAVED) */
-    uint64_t fnv;    /* the tree's prefix hash (heaplab_site_hash's FNV state) after ra's key */
+    uint64_t fnv;    /* the tree's prefix hash (heaplab_site_hash's FNV state) after the keys */
 } seg_ra_slot_t;
-
-/* One prefix of a walk (seg_ident.c, STACK and STACK+size): the return
- * addresses ra0 .. raL, mixed into tag, and what the tree says there. */
-typedef struct seg_pfx_slot {
-    uint64_t tag;    /* the mix of ra0 .. raL (0: empty) */
-    uint64_t fnv;    /* the tree's prefix hash after their keys */
-    uint32_t dec;    /* a class and its counter (SEG_DEC_*), or SEG_DEC_WALK: step on
-                        with raL's rule below; SEG_DEC_WALK | SEG_DEC_SIZE: the size decides */
-    uint32_t rule;   /* raL's rule (SEG_RULE_*), as in seg_ra_slot_t */
-    int32_t cfa_off, rbp_off;
-} seg_pfx_slot_t;
-_Static_assert(sizeof(seg_pfx_slot_t) == 32, "a prefix slot is half a cache line");
+typedef seg_ra_slot_t seg_pfx_slot_t;
+_Static_assert(sizeof(seg_ra_slot_t) == 32, "a slot is half a cache line");
 
 /* hl_unwind's rule of a return address above the program's first frame
  * (seg_ident.c steps with it): the same fields as seg_ra_slot_t's. */
