@@ -377,9 +377,9 @@ static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const
 #define PFX_MIX 0xff51afd7ed558ccdull
 
 static inline unsigned pfx_index(uint64_t tag) {
-    return (unsigned)(tag >> (64 - 8));
+    return (unsigned)(tag >> (64 - 10));
 }
-_Static_assert(SEG_PFX_SLOTS == 1 << 8, "pfx_index's shift");
+_Static_assert(SEG_PFX_SLOTS == 1 << 10, "pfx_index's shift");
 
 /* The tag of ra0 alone: mixed, so that (a, b) and (b, a) differ and the
  * slot index (the product's top bits) depends on every bit of both (with a

@@ -8,7 +8,7 @@
  *   ┌───────────────────────────────────────────────────────────────────────┐
  *   │ head[segment][size]  count[segment][size]   free blocks kept for reuse │ seg_cache.c
  *   │ ra[128]   return address → decision          (direct-mapped)           │ seg_ident.c
- *   │ pfx[256]  a walk's prefix (return addresses ra0..raL) → the tree's    │ seg_ident.c
+ *   │ pfx[1024] a walk's prefix (return addresses ra0..raL) → the tree's    │ seg_ident.c
  *   │           node there: a class, or "step on" with raL's unwind rule     │
  *   │ path[256] hash of the walked return addresses (and size) → class      │ seg_ident.c
  *   │ rules[64] return address → its unwind rule (the whole-context walk)   │ seg_ident.c
@@ -35,7 +35,7 @@
 #define SEG_RA_SLOTS  128
 #define SEG_PATH_SLOTS 256
 #define SEG_RULE_SLOTS 64
-#define SEG_PFX_SLOTS 256
+#define SEG_PFX_SLOTS 1024
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
 enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
