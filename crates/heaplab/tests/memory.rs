@@ -739,7 +739,11 @@ fn threads_of_a_version_2_trace() {
         // after its block's last stamp takes that stamp's time: many
         // lifetimes can read 0 on a busy machine, not all of them)
         assert!(p["lifetime_ns"]["p99"].as_u64().unwrap() > 0, "lifetimes in time: {p:#}");
-        assert!(p["last_ns"].as_u64() > p["first_ns"].as_u64(), "{p:#}");
+        // (>=, not >: the merged order raises a time that would go backwards
+        // to the previous event's, so a producer that ran, under load, wholly
+        // before an event merged ahead of it reads that one time throughout;
+        // seen once in a loaded `make test`)
+        assert!(p["last_ns"].as_u64() >= p["first_ns"].as_u64(), "{p:#}");
         // a start edge is written only when the creator had made heap calls
         assert!(matches!(p["parent"].as_u64(), None | Some(0)), "started by main: {p:#}");
     }
