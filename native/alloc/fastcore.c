@@ -283,7 +283,7 @@ void *sf_malloc_slow(sf_core_t *core, sf_tls_t *t, size_t n, int *fresh) {
     void **r = __atomic_exchange_n((void ***)&s->bin[c].remote, NULL, __ATOMIC_ACQUIRE);
     if (r) {
         t->head[c] = *r;
-        t->mallocs++;
+        SF_COUNTED(t->mallocs);
         *fresh = 0;
         return r;
     }
@@ -325,7 +325,8 @@ int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {
     (void)t;
     (void)sf_block_size(core, p, "free");
     remote_push(core, s, sf_class_at(p), p);
-    __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED); /* not counted by the shim */
+    if (SF_COUNT) /* not counted by the shim */
+        __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -391,6 +392,10 @@ void sf_stats_locked(sf_core_t *core, heaplab_alloc_stats_t *st) {
         }
     }
     st->reallocs += r;
+    if (!SF_COUNT) { /* the hot paths counted nothing: no total to give */
+        st->mallocs = st->frees = 0;
+        return;
+    }
     /* Remote frees are counted by whoever pushed them. */
     st->mallocs += m;
     st->frees += f + __atomic_load_n(&core->remote_frees, __ATOMIC_RELAXED);

@@ -91,6 +91,17 @@
 #define SF_RECLAIM_MIN ((size_t)256 << 10)
 #define SF_RECLAIM_SHARE 8 /* reclaim after taking footprint / 8 in new slabs */
 
+/* SF_COUNT (compile with -DSF_COUNT=1 everything that includes this file,
+ * fastcore.c too: `heaplab synth --count-calls`): the statistics build, which
+ * counts every call served without the lock, one add on each hot path.  The
+ * default (0) counts none of them: malloc's pop and free's push carry no
+ * counter, and sf_stats_locked reports mallocs and frees as 0, "not counted"
+ * (a count of the slow paths alone would read as a total and mislead). */
+#ifndef SF_COUNT
+#define SF_COUNT 0
+#endif
+#define SF_COUNTED(x) ((void)(SF_COUNT ? (x)++ : 0))
+
 enum { SF_NEW = 0, SF_STARTING = 1, SF_ARMED = 2, SF_OFF = 3 };
 
 /* One thread's state for one instance.  Zero but `base` (SF_TLS_INIT) until
@@ -98,7 +109,7 @@ enum { SF_NEW = 0, SF_STARTING = 1, SF_ARMED = 2, SF_OFF = 3 };
 typedef struct sf_tls {
     void *head[SF_NCLASS];        /* first: the hot loads need no displacement */
     uintptr_t base;               /* my slot's base; SF_NO_BASE without one */
-    unsigned long mallocs, frees; /* calls served here (heaplab_alloc_stats) */
+    unsigned long mallocs, frees; /* calls served here (heaplab_alloc_stats; SF_COUNT only) */
     unsigned long reallocs;       /* ... and reallocs of its blocks served without the lock */
     char *bump[SF_NCLASS];
     char *end[SF_NCLASS];
@@ -165,14 +176,14 @@ static inline __attribute__((always_inline)) void *sf_take(sf_tls_t *t, unsigned
     void **b = (void **)t->head[c];
     if (HL_LIKELY(b != NULL)) {
         t->head[c] = *b;
-        t->mallocs++;
+        SF_COUNTED(t->mallocs);
         *fresh = 0;
         return b;
     }
     char *x = t->bump[c];
     if (HL_LIKELY(x < t->end[c])) {
         t->bump[c] = x + t->bsize[c];
-        t->mallocs++;
+        SF_COUNTED(t->mallocs);
         *fresh = 1;
         return x;
     }
@@ -195,13 +206,13 @@ static inline __attribute__((always_inline)) void *sf_malloc(sf_tls_t *t, size_t
         void **b = (void **)t->head[c];
         if (HL_LIKELY(b != NULL)) {
             t->head[c] = *b;
-            t->mallocs++;
+            SF_COUNTED(t->mallocs);
             return b;
         }
         char *x = t->bump[c];
         if (HL_LIKELY(x < t->end[c])) {
             t->bump[c] = x + t->bsize[c];
-            t->mallocs++;
+            SF_COUNTED(t->mallocs);
             return x;
         }
     }
@@ -214,7 +225,7 @@ static inline __attribute__((always_inline)) int sf_free_own(sf_tls_t *t, void *
     if (HL_LIKELY(c < SF_NCLASS)) {
         *(void **)p = t->head[c];
         t->head[c] = p;
-        t->frees++;
+        SF_COUNTED(t->frees);
         return 1;
     }
     return 0;
