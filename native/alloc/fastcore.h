@@ -95,8 +95,10 @@
  * fastcore.c too: `heaplab synth --count-calls`): the statistics build, which
  * counts every call served without the lock, one add on each hot path.  The
  * default (0) counts none of them: malloc's pop and free's push carry no
- * counter, and sf_stats_locked reports mallocs and frees as 0, "not counted"
- * (a count of the slow paths alone would read as a total and mislead). */
+ * counter, and sf_stats_locked adds only the mallocs of the slow paths, so
+ * that heaplab_alloc_stats' mallocs and frees are lower bounds (the
+ * instance's user exports heaplab_alloc_stats_lower_bounds to say so: the
+ * zoo's random test then checks no totals). */
 #ifndef SF_COUNT
 #define SF_COUNT 0
 #endif
@@ -141,7 +143,7 @@ typedef struct sf_slot {
     sf_tls_t *tls;     /* the owner's state (the child of a fork saves it) */
     size_t footprint;  /* bytes of slabs in use */
     size_t taken;      /* bytes of new slabs since the last reclaim */
-    sf_bin_t bin[SF_NCLASS];
+    sf_bin_t bin[SF_NCLASS]; /* allocated up to bin[nclass - 1] only (fastcore.c slot_bytes) */
 } sf_slot_t;
 
 /* An instance.  The first group is the synthesized layout (constant); the
