@@ -10,11 +10,40 @@
  *                      numbers stay small and the run stays allocation-bound
  *                      however long it is: 80 events per step (bignum 840000
  *                      1000 makes a 67 M-event trace, for bench/compare.py)
+ *
+ * Built with a synthesized allocator's header (bench/synth-inline.py):
+ *
+ *   cc -O2 -DSYNTH_H='"NAME.h"' -DSYNTH_NAME=NAME -IDIR -Inative/alloc \
+ *      -Inative/common bench/progs/bignum.c DIR/libNAME.a -lpthread
+ *
+ * the node's malloc, whose size is known when compiling, and every free
+ * compile to NAME_malloc / NAME_free, the header's inline fast path (the
+ * limbs' calloc stays the library's calloc, linked in from the archive).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef SYNTH_H
+#include SYNTH_H
+#define SYN_CAT2(a, b) a##b
+#define SYN_CAT(a, b)  SYN_CAT2(a, b)
+#define big_malloc     SYN_CAT(SYNTH_NAME, _malloc)
+#define big_release    SYN_CAT(SYNTH_NAME, _free)
+#else
+#define big_malloc  malloc
+#define big_release free
+#endif
+
+/* -DBIG_NOINLINE: big_new and big_free stay functions, so that the rest of
+ * the program compiles the same with or without SYNTH_H and the two forms'
+ * instruction counts differ by the allocator alone (bench/synth-inline.py). */
+#ifdef BIG_NOINLINE
+#define BIG_FN static __attribute__((noinline))
+#else
+#define BIG_FN static
+#endif
 
 typedef struct {
     int n;      /* limbs in use */
@@ -23,15 +52,15 @@ typedef struct {
 
 #define BASE 1000000000u
 
-static big_t *big_new(int n) {
-    big_t *b = malloc(sizeof *b);
+BIG_FN big_t *big_new(int n) {
+    big_t *b = big_malloc(sizeof *b);
     b->n = n;
     b->d = calloc((size_t)(n ? n : 1), sizeof(uint32_t));
     return b;
 }
-static void big_free(big_t *b) {
-    free(b->d);
-    free(b);
+BIG_FN void big_free(big_t *b) {
+    big_release(b->d);
+    big_release(b);
 }
 static big_t *big_small(uint32_t v) {
     big_t *b = big_new(1);

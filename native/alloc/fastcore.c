@@ -28,6 +28,13 @@ static inline char *slab_end_mark(const sf_core_t *core, unsigned c, char *slab)
 /* Slots                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The bytes of a slot's record: bins for the classes with blocks only
+ * (bin[c] for c >= nclass is never touched), so that a small program's two
+ * slots take a page each, not two. */
+static size_t slot_bytes(const sf_core_t *core) {
+    return offsetof(sf_slot_t, bin) + core->nclass * sizeof(sf_bin_t);
+}
+
 /* A new slot: its address space, its bins.  Under the lock.  NULL when the
  * OS gives no more address space or every index is used. */
 static sf_slot_t *slot_new(sf_core_t *core) {
@@ -37,11 +44,11 @@ static sf_slot_t *slot_new(sf_core_t *core) {
     if (!base) return NULL;
     uintptr_t hi = (uintptr_t)base >> SF_SLOT_SHIFT;
     if (hi >= sizeof core->slot_of) return NULL; /* above 2^47: never, but then not ours */
-    sf_slot_t *s = hl_pages_alloc(sizeof *s, 0);
+    sf_slot_t *s = hl_pages_alloc(slot_bytes(core), 0);
     if (!s) return NULL;
     s->base = (uintptr_t)base;
     s->index = core->nslots;
-    for (unsigned c = 0; c < SF_NCLASS; c++)
+    for (unsigned c = 0; c < core->nclass; c++)
         s->bin[c].top = s->bin[c].committed = span_of(s, c);
     core->slots[core->nslots++] = s;
     /* Published after the slot is whole: sf_slot_of reads it without the lock. */
@@ -197,6 +204,12 @@ static int slab_next(sf_core_t *core, sf_slot_t *s, unsigned c, char **bump, cha
 
 static void load_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
     for (unsigned c = 0; c < SF_NCLASS; c++) {
+        if (c >= core->nclass) { /* no bin: never has blocks */
+            t->head[c] = NULL;
+            t->bump[c] = t->end[c] = NULL;
+            t->bsize[c] = 0;
+            continue;
+        }
         t->head[c] = s->bin[c].head;
         t->bump[c] = s->bin[c].bump;
         t->end[c] = s->bin[c].end;
@@ -209,7 +222,7 @@ static void load_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
 
 /* The thread's lists go back to its slot, which it leaves. */
 static void save_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
-    for (unsigned c = 0; c < SF_NCLASS; c++) {
+    for (unsigned c = 0; c < core->nclass; c++) {
         s->bin[c].head = t->head[c];
         s->bin[c].bump = t->bump[c];
         s->bin[c].end = t->end[c];
@@ -278,20 +291,24 @@ void *sf_malloc_slow(sf_core_t *core, sf_tls_t *t, size_t n, int *fresh) {
     unsigned c = sf_class_of(core, n);
     if (c >= core->nclass) return NULL;
     void *p = sf_take(t, c, fresh); /* medium sizes come here first */
-    if (p) return p;
-    sf_slot_t *s = t->slot;
-    void **r = __atomic_exchange_n((void ***)&s->bin[c].remote, NULL, __ATOMIC_ACQUIRE);
-    if (r) {
-        t->head[c] = *r;
-        t->mallocs++;
-        *fresh = 0;
-        return r;
+    if (!p) {
+        sf_slot_t *s = t->slot;
+        void **r = __atomic_exchange_n((void ***)&s->bin[c].remote, NULL, __ATOMIC_ACQUIRE);
+        if (r) {
+            t->head[c] = *r;
+            SF_COUNTED(t->mallocs);
+            *fresh = 0;
+            p = r;
+        } else {
+            hl_front_enter();
+            int ok = slab_next(core, s, c, &t->bump[c], &t->end[c], t->head);
+            hl_front_leave();
+            if (!ok) return NULL;
+            p = sf_take(t, c, fresh);
+        }
     }
-    hl_front_enter();
-    int ok = slab_next(core, s, c, &t->bump[c], &t->end[c], t->head);
-    hl_front_leave();
-    if (!ok) return NULL;
-    return sf_take(t, c, fresh);
+    if (!SF_COUNT && p) t->mallocs++; /* without SF_COUNT, the slow path's calls alone */
+    return p;
 }
 
 /* Pushes block p of slot s on its remote stack of class c. */
@@ -325,7 +342,8 @@ int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {
     (void)t;
     (void)sf_block_size(core, p, "free");
     remote_push(core, s, sf_class_at(p), p);
-    __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED); /* not counted by the shim */
+    if (SF_COUNT) /* not counted by the shim */
+        __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -347,10 +365,10 @@ void *sf_alloc_locked(sf_core_t *core, unsigned c, int *fresh) {
     }
     if (b->bump >= b->end) {
         void *heads[SF_NCLASS]; /* slot 0's lists, as reclaim takes them */
-        for (unsigned k = 0; k < SF_NCLASS; k++)
+        for (unsigned k = 0; k < core->nclass; k++)
             heads[k] = s->bin[k].head;
         int ok = slab_next(core, s, c, &b->bump, &b->end, heads);
-        for (unsigned k = 0; k < SF_NCLASS; k++)
+        for (unsigned k = 0; k < core->nclass; k++)
             s->bin[k].head = heads[k];
         if (!ok) {
             core->locked_mallocs--;
@@ -391,7 +409,9 @@ void sf_stats_locked(sf_core_t *core, heaplab_alloc_stats_t *st) {
         }
     }
     st->reallocs += r;
-    /* Remote frees are counted by whoever pushed them. */
+    /* Without SF_COUNT these are lower bounds: the calls of the slow paths
+     * and the locked ones (heaplab_alloc_stats_lower_bounds says so).
+     * Remote frees are counted by whoever pushed them. */
     st->mallocs += m;
     st->frees += f + __atomic_load_n(&core->remote_frees, __ATOMIC_RELAXED);
 }
@@ -433,15 +453,11 @@ void sf_check_locked(sf_core_t *core, sf_tls_t *self) {
         HL_CHECK(sf_slot_of(core, (void *)s->base) == s);
         HL_CHECK(i > 0 || !s->owned);
         size_t foot = 0;
-        for (unsigned c = 0; c < SF_NCLASS; c++) {
+        for (unsigned c = 0; c < core->nclass; c++) { /* no bin beyond nclass */
             sf_bin_t *b = &s->bin[c];
             char *span = span_of(s, c);
             HL_CHECK(span <= b->top && b->top <= b->committed &&
                      b->committed <= span + ((size_t)1 << SF_CLASS_SHIFT));
-            if (c >= core->nclass) {
-                HL_CHECK(b->top == span && !b->head && !b->remote && !b->bump);
-                continue;
-            }
             size_t sb = core->slab[c];
             HL_CHECK((size_t)(b->top - span) % sb == 0);
             HL_CHECK(b->slabs + b->nfree == (size_t)(b->top - span) / sb);

@@ -91,6 +91,19 @@
 #define SF_RECLAIM_MIN ((size_t)256 << 10)
 #define SF_RECLAIM_SHARE 8 /* reclaim after taking footprint / 8 in new slabs */
 
+/* SF_COUNT (compile with -DSF_COUNT=1 everything that includes this file,
+ * fastcore.c too: `heaplab synth --count-calls`): the statistics build, which
+ * counts every call served without the lock, one add on each hot path.  The
+ * default (0) counts none of them: malloc's pop and free's push carry no
+ * counter, and sf_stats_locked adds only the mallocs of the slow paths, so
+ * that heaplab_alloc_stats' mallocs and frees are lower bounds (the
+ * instance's user exports heaplab_alloc_stats_lower_bounds to say so: the
+ * zoo's random test then checks no totals). */
+#ifndef SF_COUNT
+#define SF_COUNT 0
+#endif
+#define SF_COUNTED(x) ((void)(SF_COUNT ? (x)++ : 0))
+
 enum { SF_NEW = 0, SF_STARTING = 1, SF_ARMED = 2, SF_OFF = 3 };
 
 /* One thread's state for one instance.  Zero but `base` (SF_TLS_INIT) until
@@ -98,7 +111,7 @@ enum { SF_NEW = 0, SF_STARTING = 1, SF_ARMED = 2, SF_OFF = 3 };
 typedef struct sf_tls {
     void *head[SF_NCLASS];        /* first: the hot loads need no displacement */
     uintptr_t base;               /* my slot's base; SF_NO_BASE without one */
-    unsigned long mallocs, frees; /* calls served here (heaplab_alloc_stats) */
+    unsigned long mallocs, frees; /* calls served here (heaplab_alloc_stats; SF_COUNT only) */
     unsigned long reallocs;       /* ... and reallocs of its blocks served without the lock */
     char *bump[SF_NCLASS];
     char *end[SF_NCLASS];
@@ -130,7 +143,7 @@ typedef struct sf_slot {
     sf_tls_t *tls;     /* the owner's state (the child of a fork saves it) */
     size_t footprint;  /* bytes of slabs in use */
     size_t taken;      /* bytes of new slabs since the last reclaim */
-    sf_bin_t bin[SF_NCLASS];
+    sf_bin_t bin[SF_NCLASS]; /* allocated up to bin[nclass - 1] only (fastcore.c slot_bytes) */
 } sf_slot_t;
 
 /* An instance.  The first group is the synthesized layout (constant); the
@@ -165,14 +178,14 @@ static inline __attribute__((always_inline)) void *sf_take(sf_tls_t *t, unsigned
     void **b = (void **)t->head[c];
     if (HL_LIKELY(b != NULL)) {
         t->head[c] = *b;
-        t->mallocs++;
+        SF_COUNTED(t->mallocs);
         *fresh = 0;
         return b;
     }
     char *x = t->bump[c];
     if (HL_LIKELY(x < t->end[c])) {
         t->bump[c] = x + t->bsize[c];
-        t->mallocs++;
+        SF_COUNTED(t->mallocs);
         *fresh = 1;
         return x;
     }
@@ -195,13 +208,13 @@ static inline __attribute__((always_inline)) void *sf_malloc(sf_tls_t *t, size_t
         void **b = (void **)t->head[c];
         if (HL_LIKELY(b != NULL)) {
             t->head[c] = *b;
-            t->mallocs++;
+            SF_COUNTED(t->mallocs);
             return b;
         }
         char *x = t->bump[c];
         if (HL_LIKELY(x < t->end[c])) {
             t->bump[c] = x + t->bsize[c];
-            t->mallocs++;
+            SF_COUNTED(t->mallocs);
             return x;
         }
     }
@@ -214,7 +227,7 @@ static inline __attribute__((always_inline)) int sf_free_own(sf_tls_t *t, void *
     if (HL_LIKELY(c < SF_NCLASS)) {
         *(void **)p = t->head[c];
         t->head[c] = p;
-        t->frees++;
+        SF_COUNTED(t->frees);
         return 1;
     }
     return 0;

@@ -265,6 +265,11 @@ typedef struct heaplab_alloc_stats {
     uint64_t failures;             /* calls that returned NULL with ENOMEM */
 } heaplab_alloc_stats_t;
 
+/* An allocator whose fast path counts no calls (a synthesized one built
+ * without --count-calls) exports `const int heaplab_alloc_stats_lower_bounds
+ * = 1`: its mallocs and frees are then lower bounds (the calls of its slow
+ * paths), not totals. */
+
 /* Fill *out with up to `size` bytes of the current statistics (pass
  * sizeof(*out)); returns 0.  Signature for dlsym:
  *     int (*)(heaplab_alloc_stats_t *out, size_t size) */

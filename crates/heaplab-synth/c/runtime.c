@@ -307,6 +307,12 @@ void SYN_FRONT_STATS(heaplab_alloc_stats_t *s) {
     sf_stats_locked(&SYN_CORE, s);
 }
 
+#if !SF_COUNT
+/* The hot paths count nothing (fastcore.h SF_COUNT): the statistics' mallocs
+ * and frees are lower bounds (hl_alloc.h). */
+HL_EXPORT const int heaplab_alloc_stats_lower_bounds = 1;
+#endif
+
 void SYN_FRONT_FORK_CHILD(void) {
     sf_fork_child_locked(&SYN_CORE, &SYN_TLS);
 }

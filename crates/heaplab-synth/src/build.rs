@@ -35,7 +35,9 @@ pub struct Built {
 
 /// Compiles and links `DIR/NAME.c` (already written) with the zoo's files
 /// and flags (`layout.native`, `layout.zoo_cflags`: heaplab-plumb's C builder).
-pub fn build(name: &str, dir: &Path, layout: &Layout) -> Result<Built> {
+/// `count_calls`: the statistics build (`-DSF_COUNT=1` for fastcore.c; the
+/// header NAME.h says the same to everything that includes it).
+pub fn build(name: &str, dir: &Path, layout: &Layout, count_calls: bool) -> Result<Built> {
     let start = Instant::now();
     let mut cb = CBuild::zoo(layout)?;
     cb.require(
@@ -71,7 +73,11 @@ pub fn build(name: &str, dir: &Path, layout: &Layout) -> Result<Built> {
     }
     let units = vec![
         unit(dir.join(format!("{name}.c")), "synth", vec![]),
-        unit(alloc.join("fastcore.c"), "fastcore", vec![]),
+        unit(
+            alloc.join("fastcore.c"),
+            "fastcore",
+            vec![format!("-DSF_COUNT={}", u8::from(count_calls))],
+        ),
         unit(alloc.join("shim.c"), "shim", shim),
         unit(alloc.join("gnugpp.c"), "gnugpp", vec![format!("-Dhl_sbrk={name}_gp_sbrk")]),
         unit(alloc.join("platform.c"), "platform", vec![]),

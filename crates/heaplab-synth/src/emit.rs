@@ -182,6 +182,8 @@ pub fn header(p: &Plan, command: &str) -> String {
 #include <stdint.h>
 #include <stdlib.h>
 
+/* {count_doc} */
+#define SF_COUNT {count}
 #include \"fastcore.h\"
 
 /* The calling thread's lists (fastcore.h). */
@@ -232,6 +234,13 @@ void {n}_front_fork_child(void);
 ",
         command = comment_safe(command),
         chain = class_chain(&p.core.map),
+        count = u8::from(p.count_calls),
+        count_doc = if p.count_calls {
+            "The statistics build (--count-calls): the hot paths count every call."
+        } else {
+            "The hot paths count nothing (heaplab_alloc_stats reports mallocs and frees as 0); \
+             heaplab synth --count-calls builds the statistics version."
+        },
     )
 }
 

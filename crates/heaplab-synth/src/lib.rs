@@ -83,7 +83,7 @@ pub fn synthesize(req: &Request) -> Result<Outcome> {
     let decisions = dir.join("decisions.json");
     // Written before the build too, so that a failed build leaves the plan.
     write(&decisions, &serde_json::to_string_pretty(&p)?)?;
-    let built = build::build(name, &dir, &req.layout)?;
+    let built = build::build(name, &dir, &req.layout, p.count_calls)?;
     p.outputs = Some(serde_json::json!({
         "header": header, "source": source, "shared_object": built.so, "archive": built.archive,
         "build_commands": built.commands, "build_seconds": built.seconds,

@@ -215,7 +215,14 @@ fn a_program_includes_the_header_and_links_the_archive() {
     let trace = record("perl-wc", 1, &cache, &t.0).display().to_string();
     let dir = t.0.join("out");
     let d = dir.display().to_string();
-    ok(&heaplab(&["synth", &trace, "-o", &d, "--name", "t_inline", "--no-register"], &[]), "synth");
+    // The statistics build: the counts below say the inline paths ran.
+    ok(
+        &heaplab(
+            &["synth", &trace, "-o", &d, "--name", "t_inline", "--no-register", "--count-calls"],
+            &[],
+        ),
+        "synth",
+    );
     let p: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("decisions.json")).unwrap())
             .unwrap();

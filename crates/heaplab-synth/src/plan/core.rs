@@ -97,7 +97,8 @@ pub fn ladder(th: &Thresholds) -> Vec<u64> {
 /// less than `min_slab_bytes`, so that a class the runs hardly used, or
 /// never, costs a page, not 16 KiB, in a small program's footprint: a slab
 /// counts whole from its first block on); blocks of 2 KiB and up two
-/// at a time, of 8 KiB and up one at a time (a slab counts in the footprint
+/// at a time (one where the runs never held two at once), of 8 KiB and up
+/// one at a time (a slab counts in the footprint
 /// from its first block on, and a class the runs hardly used should not cost
 /// eight large blocks); then the smallest multiple of the page that wastes at
 /// most 1/16 of itself.
@@ -105,7 +106,8 @@ pub fn slab_of(block: u64, peak_bytes: u64, th: &Thresholds) -> u64 {
     let (blocks, floor) = if block >= 8192 {
         (1, PAGE)
     } else if block >= 2048 {
-        (2, PAGE)
+        // Two at a time, or one where the runs never held two at once.
+        (if peak_bytes < 2 * block { 1 } else { 2 }, PAGE)
     } else if peak_bytes >= 1 << 20 {
         (th.slab_blocks, th.min_slab_bytes.max(64 << 10))
     } else if peak_bytes >= th.min_slab_bytes {

@@ -128,6 +128,9 @@ pub struct Options {
     pub general: Vec<u64>,
     pub dispatch: Dispatch,
     pub variant: Variant,
+    /// The statistics build: every call counted, one add on each hot path
+    /// (`SF_COUNT` in fastcore.h); by default the hot paths count nothing.
+    pub count_calls: bool,
 }
 
 impl Default for Options {
@@ -141,6 +144,7 @@ impl Default for Options {
             general: Vec::new(),
             dispatch: Dispatch::Auto,
             variant: Variant::Heuristic,
+            count_calls: false,
         }
     }
 }
@@ -378,6 +382,9 @@ pub struct Plan {
     pub check: Option<serde_json::Value>,
     pub thresholds: Thresholds,
     pub general_allocator: String,
+    /// The statistics build (`--count-calls`): the hot paths count every
+    /// call for heaplab_alloc_stats; false: they count none (reported as 0).
+    pub count_calls: bool,
     /// Filled in by the build.
     pub outputs: Option<serde_json::Value>,
 }
@@ -605,6 +612,7 @@ fn plan_at(m: &Measured, unit: u64, opts: &Options, th: &Thresholds, strict: boo
         general_allocator: "gnugpp: Lea's segregated first fit with coalescing \
                             (native/alloc/gnugpp.c; 002 §2.2 and §4 FIRSTFIT)"
             .into(),
+        count_calls: opts.count_calls,
         outputs: None,
     })
 }

@@ -408,7 +408,8 @@ fn blocks() {
     assert_eq!(core::slab_of(48, 2 << 20, &th), 64 << 10); // a busy class
     assert_eq!(core::slab_of(1024, 0, &th), 8 << 10); // eight blocks
     assert_eq!(core::slab_of(1024, 16 << 10, &th), 16 << 10);
-    assert_eq!(core::slab_of(4096, 0, &th), 8 << 10); // two at a time
+    assert_eq!(core::slab_of(4096, 8 << 10, &th), 8 << 10); // two at a time
+    assert_eq!(core::slab_of(4096, 4 << 10, &th), 4 << 10); // never two live: one
     assert_eq!(core::slab_of(32 << 10, 0, &th), 32 << 10); // one at a time
     assert_eq!(core::slab_of(10240, 0, &th), 20480); // two: one would waste 1/6 of 3 pages
     let l = core::ladder(&Thresholds::default());

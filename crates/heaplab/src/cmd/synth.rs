@@ -85,6 +85,11 @@ pub struct Args {
     /// heuristic alone, or all one way (002 Table 5).
     #[arg(long, value_enum, default_value_t = VariantArg::Heuristic)]
     variant: VariantArg,
+    /// The statistics build: malloc and free count every call for
+    /// heaplab_alloc_stats (one add each on the hot path). By default they
+    /// count nothing and the statistics report mallocs and frees as 0.
+    #[arg(long)]
+    count_calls: bool,
     /// Also write decisions.json to FILE (no FILE, or -: standard output,
     /// instead of the summary).
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
@@ -156,6 +161,7 @@ pub fn run(a: Args) -> Result<i32> {
             VariantArg::AllFast => Variant::AllFast,
             VariantArg::AllGeneral => Variant::AllGeneral,
         },
+        count_calls: a.count_calls,
     };
     let command_line = std::iter::once("heaplab".to_string())
         .chain(std::env::args().skip(1))
