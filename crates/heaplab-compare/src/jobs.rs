@@ -438,6 +438,7 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.frees = Some(o.frees());
                 r.reallocs = Some(o.reallocs());
                 r.peak_live_bytes = Some(o.peak_live_bytes);
+                r.emulated = (!o.emulated.is_empty()).then(|| o.emulated.join(","));
             }
             if let Some(o) = c.timed.as_ref().or(c.touch.as_ref()) {
                 r.threads_mode = o.threads_mode.clone();
