@@ -1,18 +1,12 @@
 //! What the command prints and how it exits, on the shared vectors.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::{root, text};
 
 fn heaplab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_heaplab")).current_dir(root()).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]
@@ -59,7 +53,8 @@ fn every_bad_vector_names_file_offset_and_events_and_exits_nonzero() {
             let mut args: Vec<&str> = cmd.clone();
             let t = trace.to_str().unwrap();
             args.push(t);
-            let txt = std::env::temp_dir().join("heaplab-cli-test.txt");
+            let scratch = common::tmp("cli-vectors");
+            let txt = scratch.join("out.txt");
             if cmd[0] == "convert" {
                 args.push(txt.to_str().unwrap());
             }
@@ -86,8 +81,8 @@ fn every_bad_vector_names_file_offset_and_events_and_exits_nonzero() {
 
 #[test]
 fn convert_round_trips_rep_and_dump() {
-    let tmp = std::env::temp_dir().join(format!("heaplab-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_guard = common::tmp("cli");
+    let tmp = tmp_guard.0.clone();
     let rep = tmp.join("a.rep");
     std::fs::write(&rep, "1000\n3\n5\n1\na 0 100\na 1 200\nr 0 300\nf 1\nf 0\n").unwrap();
     let t = tmp.join("a.hltrace");
@@ -138,8 +133,8 @@ fn sums_of_sizes_saturate_and_say_so() {
     w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 0)).unwrap();
     w.record(&NewEvent::alloc(Kind::Malloc, 1 << 63).at(t, 1)).unwrap();
     w.record(&NewEvent::alloc(Kind::Malloc, u64::MAX).at(t, 2)).unwrap();
-    let dir = std::env::temp_dir().join(format!("heaplab-cli-sat-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = common::tmp("cli-sat");
+    let dir = dir_guard.0.clone();
     let p = dir.join("big.hltrace");
     std::fs::write(&p, w.finish(&End::default()).unwrap()).unwrap();
     let out = heaplab(&["stats", p.to_str().unwrap(), "--json"]);
@@ -165,8 +160,8 @@ fn sums_of_sizes_saturate_and_say_so() {
 /// .txt -> .hltrace -> .txt -> .hltrace, and reach the terminal escaped.
 #[test]
 fn bytes_survive_every_form_and_reach_the_terminal_escaped() {
-    let tmp = std::env::temp_dir().join(format!("heaplab-cli-bytes-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_guard = common::tmp("cli-bytes");
+    let tmp = tmp_guard.0.clone();
     let dump = "hltrace 1\n\
         meta pid=7 ppid=- start_ns=0 pointer_size=8 endian=little time_unit_ns=1 stack_depth=0\n\
         meta argv=\"prog\\xae\" \"\\x1b[31mred\\x07\" \"caf\\xc3\\xa9\"\n\
@@ -200,8 +195,8 @@ fn bytes_survive_every_form_and_reach_the_terminal_escaped() {
 /// --partial asks for what was readable.
 #[test]
 fn convert_leaves_no_partial_output() {
-    let tmp = std::env::temp_dir().join(format!("heaplab-cli-partial-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_guard = common::tmp("cli-partial");
+    let tmp = tmp_guard.0.clone();
     let cut = root().join("testdata/vectors/torn-payload.hltrace");
     let out_txt = tmp.join("out.txt");
     let out = heaplab(&["convert", cut.to_str().unwrap(), out_txt.to_str().unwrap()]);
@@ -241,8 +236,8 @@ fn convert_leaves_no_partial_output() {
 /// overwritten.
 #[test]
 fn json_with_no_file_or_a_dash_goes_to_stdout() {
-    let d = std::env::temp_dir().join(format!("heaplab-cli-json-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_guard = common::tmp("cli-json");
+    let d = d_guard.0.clone();
     let v = root().join("testdata/vectors/basic.hltrace");
     let v = v.to_str().unwrap();
     let compare = ["compare", "--allocators", "glibc", "--repeat", "0", "--no-instructions"];
@@ -285,7 +280,9 @@ fn completions_and_man_pages_are_generated() {
     assert!(o.status.success());
     let s = text(&o.stdout);
     assert!(s.contains("heaplab") && s.contains("--stack-depth"), "{}", &s[..s.len().min(300)]);
-    let d = std::env::temp_dir().join(format!("heaplab-cli-man-{}", std::process::id()));
+    let d_guard = common::tmp("cli-man");
+    let d = d_guard.0.clone();
+    let d = d.join("man");
     let o = heaplab(&["man", d.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let page = std::fs::read_to_string(d.join("heaplab-record.1")).unwrap();

@@ -6,14 +6,32 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::root;
 
+/// This process's scratch directory, made fresh and private (mkdtemp) on
+/// first use and shared by the tests, which share one recorded trace. A
+/// static is never dropped, so it is removed at exit.
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("heaplab-locality-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let d = common::tmp("locality");
+        extern "C" fn remove() {
+            if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
+                if let Some(d) = D.get() {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+            }
+        }
+        // SAFETY: `remove` is a plain extern "C" function with no arguments
+        // that touches only the directory this process made; atexit keeps
+        // only its address.
+        unsafe { libc::atexit(remove) };
+        let p = d.0.clone();
+        std::mem::forget(d);
+        p
+    })
+    .clone()
 }
 
 /// The counts program recorded once with `heaplab record --refs`.

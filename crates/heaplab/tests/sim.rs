@@ -2,7 +2,7 @@
 //! independent oracle), its table against a golden file, and its errors.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use heaplab_sim::config::parse_cache_spec;
@@ -11,23 +11,12 @@ use heaplab_sim::gen::heap_like;
 use heaplab_sim::oracle::{NaivePages, NaiveSweep};
 use heaplab_sim::{Access, Kind, Mode, Part, Simulator};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
 fn heaplab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_heaplab")).current_dir(root()).args(args).output().unwrap()
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("heaplab-sim-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
+mod common;
+use common::{root, text, tmp};
 
 /// A heap-like stream with instruction fetches sprinkled in, as din text with
 /// a cache flush in the middle.
@@ -46,9 +35,10 @@ fn stream_file(path: &Path) -> (Vec<Access>, usize) {
 
 #[test]
 fn json_equals_the_naive_simulators() {
-    let input = tmp("stream.din");
+    let d = tmp("sim");
+    let input = d.join("stream.din");
     let (stream, cut) = stream_file(&input);
-    let json = tmp("out.json");
+    let json = d.join("out.json");
     let spec = "16K:32:1,32K:32:1,512:32:1,32K:64:8,1536:16:3,64K:64:16";
     let out = heaplab(&[
         "sim",
@@ -114,7 +104,8 @@ fn json_equals_the_naive_simulators() {
 
 #[test]
 fn stdin_gives_the_same_json_and_fetches_are_left_out_by_default() {
-    let input = tmp("stdin.din");
+    let d = tmp("sim");
+    let input = d.join("stdin.din");
     let (stream, _) = stream_file(&input);
     let from_file = heaplab(&["sim", "--json", "-", input.to_str().unwrap()]);
     assert!(from_file.status.success(), "{}", text(&from_file.stderr));
@@ -187,7 +178,8 @@ fn bad_specs_say_what_would_have_been_right() {
 
 #[test]
 fn a_malformed_line_names_file_and_line() {
-    let input = tmp("bad.din");
+    let d = tmp("sim");
+    let input = d.join("bad.din");
     std::fs::write(&input, "0 1000\n# ok\n1 2000 8\n0 3000 8 hepa\n").unwrap();
     let out = heaplab(&["sim", input.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));

@@ -7,17 +7,14 @@ use heaplab_sim::config::CacheConfig;
 use heaplab_sim::oracle::{NaiveCache, NaivePages};
 use heaplab_sim::{drive, Simulator};
 use heaplab_trace::refs::RefsReader;
-use std::path::PathBuf;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::root;
 
 #[test]
 fn sim_reads_a_trace_with_references_like_the_naive_oracles() {
-    let dir = std::env::temp_dir().join(format!("heaplab-sim-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::tmp("sim-trace");
     let t = dir.join("perl.hltrace");
     // A small program with a few thousand heap objects and their references.
     let o = Command::new(env!("CARGO_BIN_EXE_heaplab"))
@@ -67,5 +64,5 @@ fn sim_reads_a_trace_with_references_like_the_naive_oracles() {
     let o = Command::new(env!("CARGO_BIN_EXE_heaplab")).arg("sim").arg(&plain).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("heaplab record --refs"));
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
 }
