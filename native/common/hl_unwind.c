@@ -29,6 +29,18 @@
  * (src/x86_64/Gtrace.c), the walk ends after a frame whose return address is
  * undefined (_start, clone3) or when a return address is below 0x4000.
  *
+ * Memos of walks (hl_unwind_backtrace_memo, one table per thread): a walk is
+ * a function of its start (ra, cfa, rbp where a rule uses it first), the
+ * rules and the stack words it reads, so a memo keeps the start, each word
+ * read (RA at CFA-8; a saved rbp only once a later rule uses it) with its
+ * value, and the caller's value; it stands when every word still holds its
+ * value, and the rules have not been reset since (a generation count).
+ *
+ *   memos[slot(ra, cfa, salt)]  two ways, the last that stood tried first
+ *   ┌────────────────────────────────────────────────────────────────┐
+ *   │ ra cfa rbp │ gen max use_rbp nreads mru │ value │ addr[20] val[20] │
+ *   └────────────────────────────────────────────────────────────────┘
+ *
  * Stack tops without allocating: another thread's stack lies below its
  * thread control block (%fs:0, glibc puts struct pthread at the top of the
  * stack mapping); the main thread's top is the end of the mapping that holds
@@ -38,6 +50,7 @@
 #include "hl_unwind.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdlib.h>
@@ -575,9 +588,12 @@ static uint64_t lookup_rest(uintptr_t ip, rule_t *r) {
     return lookup_slow(ip, r);
 }
 
+static uint32_t gen; /* hl_unwind_reset's count: memos made before it are stale */
+
 void hl_unwind_reset(void) {
     for (unsigned i = 0; i < HL_RULE_SLOTS; i++)
         __atomic_store_n(&rules[i], 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&gen, 1, __ATOMIC_RELEASE); /* every memo is stale */
 }
 
 void hl_unwind_get_stats(hl_unwind_stats_t *out) {
@@ -746,59 +762,105 @@ static __attribute__((noinline)) int lu_walk(uintptr_t *out, uintptr_t *sp, int 
 __attribute__((visibility("hidden"), used)) int
 hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa, uintptr_t rbp);
 
-/* Expected cost on cached rules: ~3-5 ns a frame (a hash, one table load,
- * one or two loads from the stack). */
-int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
-                    uintptr_t rbp) {
-    if (max <= 0) return 0;
-    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
-    if (__builtin_expect(m < 0, 0)) {
-        hl_unwind_init();
-        m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+/* The rule of pc when its home way does not hold it: the other way, or
+ * .eh_frame (out of line: the walk's loop stays small). Returns its kind;
+ * for K_STD, *r. */
+static __attribute__((noinline)) int rule_rest(uintptr_t pc, rule_t *r) {
+    uint64_t w = lookup_rest(pc, r);
+    if (!w) return r->kind; /* a rule that does not fit a word: in *r */
+    r->kind = (int)(w >> 32 & 3);
+    if (r->kind == K_STD) {
+        r->cfa_rbp = (int)(w >> 34 & 1);
+        r->cfa_off = (int64_t)(w >> 32 & (0x1ffffu << 3));
+        unsigned v = (unsigned)(w >> 52 & 0x3ff);
+        r->rbp_saved = v != 0;
+        r->rbp_off = ((int64_t)v - 512) * 8;
     }
-#ifdef HL_UNWIND_LIBUNWIND
-    if (m == HL_UNWIND_MODE_LIBUNWIND) return lu_walk(out, sp, max, ra, cfa);
-#endif
-    uintptr_t lo = cfa, hi = stack_top(cfa);
+    return r->kind;
+}
+
+/* What a walk read, for a memo (rec NULL: nothing kept). */
+typedef struct reads {
+    unsigned n;      /* words read; > HL_UNWIND_MEMO_READS: too many to keep */
+    int use_rbp;     /* a rule used rbp as it was at the start */
+    int ok;          /* the walk stayed in the fast form */
+    uintptr_t *addr, *val;
+} reads_t;
+
+static inline __attribute__((always_inline)) void note_read(reads_t *rec, uintptr_t a,
+                                                            uintptr_t v) {
+    if (rec->n < HL_UNWIND_MEMO_READS) rec->addr[rec->n] = a, rec->val[rec->n] = v;
+    rec->n++;
+}
+
+/* The walk (fast form) from ra/cfa/rbp, bounded by [lo, hi); with rec, every
+ * stack word read. Returns the frames, or -1-n when it met an odd frame
+ * after n frames (the caller falls back). Expected cost on cached rules:
+ * ~3-5 ns a frame (a hash, one table load, one or two loads from the stack). */
+static inline __attribute__((always_inline)) int walk_fast(uintptr_t *out, uintptr_t *sp, int max,
+                                                           uintptr_t ra, uintptr_t cfa,
+                                                           uintptr_t rbp, uintptr_t hi,
+                                                           reads_t *rec) {
+    uintptr_t lo = cfa;
     uintptr_t pc = ra, s = cfa, bp = rbp;
-    int n = 0;
-    if (!hi) goto odd;
+    uintptr_t bp_at = 0;
+    int n = 0, bp_start = 1;
+    if (!hi) return -1;
     for (;;) {
         if (pc < 0x4000) return n;
         out[n] = pc;
         if (sp) sp[n] = s;
         if (++n == max) return n;
-        /* the hot case in one test: home way, this address, valid, K_STD */
+        /* the hot case in one test: home way, this address, valid, K_STD
+         * (the mask keeps the kind bits, which are 0 for K_STD); anything
+         * else out of line */
         uint64_t w =
             __atomic_load_n(&rules[(pc ^ (pc >> 16)) & (HL_RULE_SLOTS - 1)], __ATOMIC_RELAXED);
         uintptr_t c, a = 0;
-        rule_t r;
-        if (__builtin_expect((w & 0x40000003ffffffffull) != ((pc >> 16) | 1ull << 31), 0))
-            w = lookup_rest(pc, &r);
-        if (__builtin_expect(w != 0 && !(w >> 32 & 3), 1)) { /* a cached K_STD rule */
-            c = (w >> 34 & 1 ? bp : s) + (w >> 32 & (0x1ffffu << 3));
+        int on_bp;
+        if (__builtin_expect((w & 0x40000003ffffffffull) == ((pc >> 16) | 1ull << 31), 1)) {
+            on_bp = (int)(w >> 34 & 1);
+            c = (on_bp ? bp : s) + (w >> 32 & (0x1ffffu << 3));
             unsigned v = (unsigned)(w >> 52 & 0x3ff);
             if (v) a = c + (uintptr_t)(((intptr_t)v - 512) * 8);
         } else {
-            if (w) r.kind = (int)(w >> 32 & 3);
-            if (r.kind == K_LAST) return n;
-            if (r.kind != K_STD) goto odd;
-            c = (r.cfa_rbp ? bp : s) + (uintptr_t)r.cfa_off;
+            rule_t r;
+            int k = rule_rest(pc, &r);
+            if (k == K_LAST) return n;
+            if (k != K_STD) return -1 - n;
+            on_bp = r.cfa_rbp;
+            c = (on_bp ? bp : s) + (uintptr_t)r.cfa_off;
             if (r.rbp_saved) a = c + (uintptr_t)r.rbp_off;
         }
-        if (__builtin_expect(c <= s || c > hi, 0)) goto odd;
+        if (rec && on_bp) { /* bp matters: where it came from must hold it still */
+            if (bp_start)
+                rec->use_rbp = 1;
+            else if (bp_at)
+                note_read(rec, bp_at, bp), bp_at = 0;
+        }
+        if (__builtin_expect(c <= s || c > hi, 0)) return -1 - n;
         if (a) {
-            if (__builtin_expect(a < lo || a > hi - 8, 0)) goto odd;
+            if (__builtin_expect(a < lo || a > hi - 8, 0)) return -1 - n;
             bp = *(const uintptr_t *)a;
+            bp_start = 0;
+            bp_at = a; /* a read that counts only if a later rule uses bp */
         }
         pc = *(const uintptr_t *)(c - 8);
+        if (rec) note_read(rec, c - 8, pc);
         s = c;
     }
-odd:
+}
+
+/* A walk that met an odd frame after n frames (n < 0: -1-n). */
+static __attribute__((noinline)) int walk_odd(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra,
+                                              uintptr_t cfa, int n) {
     __atomic_fetch_add(&n_fallbacks, 1, __ATOMIC_RELAXED);
 #ifdef HL_UNWIND_LIBUNWIND
+    (void)n;
     return lu_walk(out, sp, max, ra, cfa);
 #else
+    (void)max;
+    n = -1 - n;
     if (!n) { /* an unknown stack: the first frame needs no read */
         out[0] = ra;
         if (sp) sp[0] = cfa;
@@ -806,6 +868,143 @@ odd:
     }
     return n;
 #endif
+}
+
+static inline int mode_now(void) {
+    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (__builtin_expect(m < 0, 0)) {
+        hl_unwind_init();
+        m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    }
+    return m;
+}
+
+int hl_unwind_walk_(uintptr_t *out, uintptr_t *sp, int max, uintptr_t ra, uintptr_t cfa,
+                    uintptr_t rbp) {
+    if (max <= 0) return 0;
+    int m = mode_now();
+#ifdef HL_UNWIND_LIBUNWIND
+    if (m == HL_UNWIND_MODE_LIBUNWIND) return lu_walk(out, sp, max, ra, cfa);
+#else
+    (void)m;
+#endif
+    uintptr_t hi = stack_top(cfa);
+    int n = sp ? walk_fast(out, sp, max, ra, cfa, rbp, hi, NULL)
+               : walk_fast(out, NULL, max, ra, cfa, rbp, hi, NULL); /* (no store per frame) */
+    if (__builtin_expect(n < 0, 0)) return walk_odd(out, sp, max, ra, cfa, n);
+    return n;
+}
+
+/* ---------------------------------------------------------------- memos */
+
+
+static inline unsigned memo_slot(const hl_unwind_memos_t *m, uintptr_t ra, uintptr_t cfa) {
+    return (unsigned)((uint64_t)(ra ^ (cfa >> 3) ^ m->salt * 0xff51afd7ed558ccdull) *
+                          0x9E3779B97F4A7C15ull >>
+                      40) &
+           m->mask;
+}
+
+/* A walk that no memo answers: made, its reads kept in e for
+ * hl_unwind_memo_keep. Leaves errno as it was (a walk that meets odd frames
+ * may read files or call libunwind). */
+static __attribute__((noinline)) int memo_miss(uintptr_t *out, int max, hl_unwind_memos_t *m,
+                                               hl_unwind_memo_t *e, uint32_t g) {
+    uintptr_t ra = m->ra, cfa = m->cfa, rbp = m->rbp;
+    int err = errno;
+    int n;
+    if (mode_now() != HL_UNWIND_MODE_FAST || !e) {
+        n = hl_unwind_walk_(out, NULL, max, ra, cfa, rbp);
+        errno = err;
+        return n;
+    }
+    m->walks++;
+    uintptr_t hi = stack_top(cfa);
+    e->nreads = 0; /* empty until kept */
+    reads_t rec = {0, 0, 1, e->addr, e->val};
+    n = walk_fast(out, NULL, max, ra, cfa, rbp, hi, &rec);
+    if (__builtin_expect(n < 0, 0)) {
+        n = walk_odd(out, NULL, max, ra, cfa, n);
+        errno = err;
+        return n;
+    }
+    if (rec.n && rec.n <= HL_UNWIND_MEMO_READS && max <= 0xffff) {
+        e->ra = ra;
+        e->cfa = cfa;
+        e->rbp = rbp;
+        e->gen = g;
+        e->max = (uint16_t)max;
+        e->use_rbp = (uint8_t)rec.use_rbp;
+        e->value = (uint64_t)rec.n; /* nreads, until kept */
+        m->pending = e;
+    }
+    errno = err;
+    return n;
+}
+
+/* Entered by a jump from the stub below, which left the caller's return
+ * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. The hit is a
+ * leaf: a slot, the key, then one load and compare per word read. */
+__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
+                                                                     hl_unwind_memos_t *m,
+                                                                     uint64_t *value);
+int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
+    m->pending = NULL;
+    if (max <= 0) return 0;
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(__atomic_load_n(&mode, __ATOMIC_RELAXED) != HL_UNWIND_MODE_FAST ||
+                             !m->slots,
+                         0))
+        return memo_miss((uintptr_t *)buf, max, m, NULL, g);
+    if (__builtin_expect(m->skip != 0, 0)) { /* memos stood too rarely of late */
+        m->skip--;
+        return memo_miss((uintptr_t *)buf, max, m, NULL, g);
+    }
+    uintptr_t ra = m->ra, cfa = m->cfa;
+    unsigned s = memo_slot(m, ra, cfa) & ~1u;
+    /* two ways, s and s + 1, the one that stood last first (its number in
+     * the even slot's mru): two call sites at the same depth (a loop that
+     * calls malloc from two places) keep one each. (One thread's table: the
+     * same cfa has the same stack top, which the walk's bounds come from.) */
+    unsigned mru = m->slots[s].mru;
+    for (unsigned way = 0; way < 2; way++) {
+        hl_unwind_memo_t *e = &m->slots[s + (mru ^ way)];
+        if (e->nreads && e->ra == ra && e->cfa == cfa && e->max == (unsigned)max && e->gen == g &&
+            (!e->use_rbp || e->rbp == m->rbp)) {
+            unsigned i = 0, k = e->nreads;
+            while (i < k && *(const uintptr_t *)e->addr[i] == e->val[i])
+                i++;
+            if (__builtin_expect(i == k, 1)) {
+                m->hits++;
+                if (m->score < 64) m->score++;
+                m->slots[s].mru = (uint8_t)(mru ^ way);
+                *value = e->value;
+                return -1;
+            }
+            m->stale++;
+        }
+    }
+    /* the new memo: an empty way, else the one that stood less recently */
+    hl_unwind_memo_t *e0 = &m->slots[s], *e1 = &m->slots[s + 1];
+    unsigned w = !e0->nreads ? 0 : !e1->nreads ? 1 : mru ^ 1;
+    e0->mru = (uint8_t)w; /* (kept or not, it is the one to try first) */
+    /* a program whose walks from one start seldom repeat (make: one
+     * allocation wrapper under ever other frames) pays for checks and kept
+     * reads and gains little: after more misses than hits, plain walks for a
+     * while, then the memos again */
+    if (--m->score <= -16 && !m->steady) {
+        m->score = 0;
+        m->skip = 4096;
+    }
+    return memo_miss((uintptr_t *)buf, max, m, w ? e1 : e0, g);
+}
+
+void hl_unwind_memo_keep(hl_unwind_memos_t *m, uint64_t value) {
+    hl_unwind_memo_t *e = m->pending;
+    if (!e) return;
+    m->pending = NULL;
+    e->nreads = (uint8_t)e->value;
+    e->value = value;
 }
 
 int hl_unwind_rule(uintptr_t ra, hl_unwind_rule_t *out) {
@@ -842,6 +1041,10 @@ int hl_unwind_from(uintptr_t *ip, uintptr_t *sp, int max, uintptr_t ra, uintptr_
 
 /* The entry points: no frame of their own, so the walk starts at the
  * caller's return address with the caller's registers. */
+_Static_assert(__builtin_offsetof(hl_unwind_memos_t, ra) == 0 &&
+                   __builtin_offsetof(hl_unwind_memos_t, cfa) == 8 &&
+                   __builtin_offsetof(hl_unwind_memos_t, rbp) == 16,
+               "the memo stub's offsets");
 __asm__(".text\n"
         ".globl hl_unwind_trace\n"
         ".hidden hl_unwind_trace\n"
@@ -866,4 +1069,17 @@ __asm__(".text\n"
         "  movq %rbp, %r9\n"
         "  jmp hl_unwind_walk_\n"
         ".cfi_endproc\n"
-        ".size hl_unwind_backtrace, .-hl_unwind_backtrace\n");
+        ".size hl_unwind_backtrace, .-hl_unwind_backtrace\n"
+        ".globl hl_unwind_backtrace_memo\n"
+        ".hidden hl_unwind_backtrace_memo\n"
+        ".type hl_unwind_backtrace_memo, @function\n"
+        "hl_unwind_backtrace_memo:\n"
+        ".cfi_startproc\n"
+        "  movq (%rsp), %rax\n"
+        "  movq %rax, 0(%rdx)\n"
+        "  leaq 8(%rsp), %rax\n"
+        "  movq %rax, 8(%rdx)\n"
+        "  movq %rbp, 16(%rdx)\n"
+        "  jmp hl_unwind_memo_walk_\n"
+        ".cfi_endproc\n"
+        ".size hl_unwind_backtrace_memo, .-hl_unwind_backtrace_memo\n");

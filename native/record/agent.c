@@ -13,6 +13,8 @@
  *                   trace goes on (vfork children are left alone)
  *   fatal signal    handler: the writer drains and writes END signal (at most
  *                   ~2 s), then the default action runs
+ *   dlclose         wrapped: the real one, then the stack walker forgets its
+ *                   rules and memos (hl_unwind_reset)
  *
  * The handlers installed for SIGTERM, SIGINT, SIGHUP, SIGQUIT and SIGPIPE
  * (only where they were SIG_DFL) are hidden from the program: sigaction and
@@ -126,6 +128,7 @@ static void read_config(void) {
     strncpy(c->out + n, out, sizeof c->out - n - 1);
     c->stack_depth = (unsigned)env_num("HEAPLAB_RECORD_STACK_DEPTH", 8, 0, HL_MAX_DEPTH);
     c->free_stacks = (int)env_num("HEAPLAB_RECORD_FREE_STACKS", 0, 0, 1);
+    c->free_walk = c->free_stacks && c->stack_depth;
     c->zstd_level = (int)env_num("HEAPLAB_RECORD_COMPRESS", 1, 0, 19);
     c->block_events =
         (uint32_t)env_num("HEAPLAB_RECORD_BLOCK_EVENTS", 65536, 1, HL_MAX_BLOCK_EVENTS / 2);
@@ -427,6 +430,17 @@ static void exec_end(int began) {
     int e = errno;
     if (began) hl_exec_failed();
     errno = e;
+}
+
+/* A module that dlclose unloaded may be followed by another at the same
+ * addresses: the stack walker forgets its cached rules and its memos of
+ * walks (hl_unwind_reset), which it reads again from the new module's
+ * .eh_frame as frames meet it. */
+HL_EXPORT int dlclose(void *handle) {
+    if (!hl_real.dlclose) hl_hooks_resolve();
+    int r = hl_real.dlclose(handle);
+    if (r == 0) hl_unwind_reset();
+    return r;
 }
 
 HL_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "hltrace.h"
 #include "hltrace_enc.h"
+#include "hl_unwind.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +52,7 @@
 #define HL_RECORDER     "heaplab-record 0.2.0"
 #define HL_MAX_DEPTH    128 /* most frames a stack may have in the agent */
 #define HL_SCACHE_SLOTS 4096
+#define HL_UMEMO_SLOTS  256 /* memos of walks per thread (stack_id in hooks.c) */
 #define HL_CACHELINE    64
 
 /* ---------------------------------------------------------------- configuration */
@@ -59,6 +61,7 @@ typedef struct hl_config {
     char out[4096];        /* HEAPLAB_RECORD_OUT, made absolute */
     unsigned stack_depth;  /* 0: stacks off */
     int free_stacks;       /* unwind on free too */
+    int free_walk;         /* free_stacks && stack_depth: free's fast path tests one word */
     int zstd_level;        /* 0: store blocks uncompressed */
     uint32_t block_events; /* a round when a thread has ~this many rows (4 bytes each) */
     uint64_t flush_ns;     /* write a round at least this often */
@@ -118,6 +121,7 @@ struct hl_thread {
     uint64_t slot_me;          /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
     hl_enc_t enc;              /* the row encoder's state (prev_addr first) */
     uint64_t *scache;         /* stack hash -> id, HL_SCACHE_SLOTS pairs */
+    hl_unwind_memos_t umemo;  /* walks -> stack ids, HL_UMEMO_SLOTS (hl_unwind.h) */
     _Atomic uint64_t waited_ns; /* backpressure, summed into END */
     hl_chunk_t *_Atomic first; /* the thread's first chunk, for the writer */
     _Atomic uint32_t nchunks;  /* chunks held: producer adds, writer subtracts */
@@ -249,6 +253,7 @@ typedef struct hl_real {
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
     sighandler_t (*signal)(int, sighandler_t);
     int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    int (*dlclose)(void *);
 } hl_real_t;
 extern hl_real_t hl_real;
 

@@ -138,6 +138,7 @@ void hl_hooks_resolve(void) {
     R(sigaction);
     R(signal);
     R(pthread_create);
+    R(dlclose);
 #undef R
     /* test only: two calls served from the bootstrap buffer, as dlsym makes
      * on older glibc; see boot_selftest */
@@ -297,16 +298,6 @@ static __attribute__((noinline)) uint8_t *swap_edge(hl_thread_t *t, uint8_t *d, 
 
 /* ---------------------------------------------------------------- stacks */
 
-static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    for (unsigned i = 0; i < n; i++) {
-        h ^= f[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return h ? h : 1;
-}
-
 /* The stack id of this call: return addresses of the caller of the
  * allocator entry point and above, skipping frames inside this library (the
  * entry point and this function), looked up by hash in this thread's cache,
@@ -314,20 +305,40 @@ static inline uint64_t hash_frames(const uintptr_t *f, unsigned n) {
  * unw_backtrace would (HEAPLAB_UNWIND=libunwind: it is unw_backtrace), from
  * rules cached per return address (README.md, "Call stacks"). Out of line,
  * so that the entry points without stacks keep a small frame. */
-static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n);
+
+static inline __attribute__((always_inline)) uint32_t stack_id_here(hl_thread_t *t) {
     void *buf[HL_MAX_DEPTH + 8];
+    uint64_t memo;
+    int n = hl_unwind_backtrace_memo(buf, (int)hl_cfg.stack_depth + 2, &t->umemo, &memo);
+    if (HL_LIKELY(n < 0)) return (uint32_t)memo; /* the same walk as a kept one */
+    uint32_t id = stack_id_of(t, buf, n);
+    if (id) hl_unwind_memo_keep(&t->umemo, id); /* (0: no frames, or no memory for the table) */
+    return id;
+}
+
+/* Out of line: the walk starts one frame above its caller. */
+static __attribute__((noinline)) uint32_t stack_id(hl_thread_t *t) {
+    return stack_id_here(t);
+}
+
+/* The stack id of a walk's frames (buf[0..n)). */
+static uint32_t stack_id_of(hl_thread_t *t, void *const *buf, int n) {
     uintptr_t f[HL_MAX_DEPTH];
-    int e = errno;
-    int n = hl_unwind_backtrace(buf, (int)hl_cfg.stack_depth + 2); /* + ours: two frames */
-    errno = e;
     int i = 0;
     while (i < n && (uintptr_t)buf[i] - hl_self_lo < hl_self_len)
         i++;
-    unsigned k = 0;
-    while (i < n && k < hl_cfg.stack_depth)
-        f[k++] = (uintptr_t)buf[i++];
+    unsigned k = (unsigned)(n - i) < hl_cfg.stack_depth ? (unsigned)(n - i) : hl_cfg.stack_depth;
     if (!k) return 0;
-    uint64_t h = hash_frames(f, k);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ k; /* the frames' hash, as they are copied */
+    for (unsigned j = 0; j < k; j++) {
+        uintptr_t a = (uintptr_t)buf[i + (int)j];
+        f[j] = a;
+        h ^= a;
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    h = h ? h : 1;
     const uint64_t *slot = &t->scache[(h & (HL_SCACHE_SLOTS - 1)) * 2];
     if (HL_LIKELY(slot[0] == h)) return (uint32_t)slot[1];
     return hl_stack_id(t, f, k, h);
@@ -361,10 +372,10 @@ static inline __attribute__((always_inline)) void rec_alloc_row(hl_thread_t *t, 
 }
 
 /* Everything rec_alloc's fast path leaves out: a new chunk or a time
- * stamp, edges, long fields, stacks. */
+ * stamp, edges, long fields, failed calls. */
 static __attribute__((noinline)) void rec_alloc_slow(hl_thread_t *t, unsigned kind, uintptr_t p,
-                                                     uint64_t size, uint64_t align) {
-    rec_alloc_row(t, kind, p, size, align, hl_cfg.stack_depth ? stack_id(t) : 0);
+                                                     uint64_t size, uint64_t align, uint32_t sid) {
+    rec_alloc_row(t, kind, p, size, align, sid);
 }
 
 /* The edge field of a fast-path row in a multithreaded program: swap this
@@ -390,15 +401,16 @@ static inline __attribute__((always_inline)) uint8_t *fast_edge(hl_thread_t *t, 
     return enc_u(f, hl_zz((int64_t)(n - base)));
 }
 
-/* An allocation that has returned. The fast path has no call (so the entry
- * point keeps few registers) but for long fields: room without a stamp
- * due, no stack; one thread, or several with the edge inline. */
-static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
-                                                            uint64_t size, uint64_t align) {
+/* An allocation that has returned, with its stack id (0: none). The fast
+ * path has no call (so the entry point keeps few registers) but for long
+ * fields: room without a stamp due; one thread, or several with the edge
+ * inline. */
+static inline __attribute__((always_inline)) void rec_alloc_sid(hl_thread_t *t, unsigned kind,
+                                                                void *p, uint64_t size,
+                                                                uint64_t align, uint32_t sid) {
     uint8_t *d = t->data;
-    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    hl_cfg.stack_depth || !p)) {
-        rec_alloc_slow(t, kind, (uintptr_t)p, size, align);
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) || !p)) {
+        rec_alloc_slow(t, kind, (uintptr_t)p, size, align, sid);
         return;
     }
     unsigned op = kind;
@@ -408,10 +420,30 @@ static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsi
     f = enc_u(f, size);
     if (kind >= HL_MEMALIGN) f = enc_u(f, align);
     f = enc_new(f, t, (uintptr_t)p);
+    if (sid) op |= HL_OP2_STACK, f = enc_u(f, sid);
     *d = (uint8_t)op;
     t->data = f;
     atomic_store_explicit(&t->chunk->pub, (uintptr_t)f, memory_order_release);
     t->steps++; /* after the row is out: END counts published rows */
+}
+
+/* The same with stacks on: the stack id first, then the same fast row
+ * (out of line, so that the entry points without stacks keep few registers). */
+static __attribute__((noinline)) void rec_alloc_stk(hl_thread_t *t, unsigned kind, void *p,
+                                                    uint64_t size, uint64_t align, uintptr_t ra) {
+    /* the memo's slot by the entry point's return address too: calls from
+     * many places (libc's strdup, fopen, ...) at one stack depth, and
+     * malloc and calloc from one place, keep a memo each */
+    t->umemo.salt = ra ^ kind;
+    rec_alloc_sid(t, kind, p, size, align, stack_id_here(t)); /* one frame fewer to walk */
+}
+
+static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
+                                                            uint64_t size, uint64_t align) {
+    if (HL_UNLIKELY(hl_cfg.stack_depth)) /* (always inline: the entry point's return address) */
+        rec_alloc_stk(t, kind, p, size, align, (uintptr_t)__builtin_return_address(0));
+    else
+        rec_alloc_sid(t, kind, p, size, align, 0);
 }
 
 static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, uintptr_t p,
@@ -426,16 +458,17 @@ static inline __attribute__((always_inline)) void rec_free_row(hl_thread_t *t, u
     t->steps = steps;
 }
 
-static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p) {
-    rec_free_row(t, p, hl_cfg.free_stacks && hl_cfg.stack_depth ? stack_id(t) : 0);
+static __attribute__((noinline)) void rec_free_slow(hl_thread_t *t, uintptr_t p, uintptr_t ra) {
+    t->umemo.salt = ra ^ HL_FREE; /* (as in rec_alloc_stk) */
+    rec_free_row(t, p, hl_cfg.free_walk ? stack_id(t) : 0);
 }
 
 /* A free that is about to happen; the same fast path. */
 static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void *p) {
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    (hl_cfg.free_stacks & !!hl_cfg.stack_depth))) {
-        rec_free_slow(t, (uintptr_t)p);
+                    hl_cfg.free_walk)) {
+        rec_free_slow(t, (uintptr_t)p, (uintptr_t)__builtin_return_address(0));
         return;
     }
     unsigned op = HL_FREE;
@@ -451,6 +484,7 @@ static inline __attribute__((always_inline)) void rec_free(hl_thread_t *t, void 
 /* realloc(old, size), with `fail` for a reallocarray overflow. */
 static inline __attribute__((always_inline)) void *rec_realloc(hl_thread_t *t, void *old,
                                                                size_t size, int fail) {
+    t->umemo.salt = (uintptr_t)__builtin_return_address(0) ^ HL_REALLOC;
     uint32_t sid = take_stack(t, 1);
     if (!old) {
         void *p = fail ? (errno = ENOMEM, NULL) : hl_real.realloc(NULL, size);

@@ -114,11 +114,14 @@ hl_thread_t *hl_thread_create(int start_writer) {
     if (!t) {
         size_t hdr = (sizeof(hl_thread_t) + 4095) / 4096 * 4096;
         size_t sc = HL_SCACHE_SLOTS * 2 * sizeof(uint64_t);
-        uint8_t *m = hl_os_alloc(hdr + sc);
+        size_t um = HL_UMEMO_SLOTS * sizeof(hl_unwind_memo_t);
+        uint8_t *m = hl_os_alloc(hdr + sc + um);
         if (!m) return NULL;
         t = (hl_thread_t *)m;
-        t->map_bytes = hdr + sc;
+        t->map_bytes = hdr + sc + um;
         t->scache = (uint64_t *)(m + hdr);
+        t->umemo.slots = (hl_unwind_memo_t *)(m + hdr + sc);
+        t->umemo.mask = HL_UMEMO_SLOTS - 1;
         atomic_store(&t->state, TS_ACTIVE);
         /* publish in the registry (the writer walks it without a lock) */
         hl_thread_t *head = atomic_load(&hl_threads);
@@ -127,6 +130,8 @@ hl_thread_t *hl_thread_create(int start_writer) {
         while (!atomic_compare_exchange_weak(&hl_threads, &head, t));
     } else {
         memset(t->scache, 0, HL_SCACHE_SLOTS * 2 * sizeof(uint64_t));
+        memset(t->umemo.slots, 0, HL_UMEMO_SLOTS * sizeof(hl_unwind_memo_t));
+        t->umemo.pending = NULL;
     }
     reset_producer(t);
     t->tid = hl_os_gettid();

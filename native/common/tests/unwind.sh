@@ -67,26 +67,30 @@ else
     allow_skip sqlite3 "sqlite3 is not installed (scripts/setup.sh installs it)" || fail=1
 fi
 
-# 3. the agent end to end: perl recorded with 16-frame stacks by each walker
-#    gives the same stack table and the same stack per event (sizes and times
-#    may differ: the environment differs by the variable's value)
+# 3. the agent end to end: perl recorded with 16-frame stacks (walks too
+#    long for the agent's memo of walks) and with 8 (the default: most walks
+#    answered by the memo) by each walker gives the same stack table and the
+#    same stack per event (sizes and times may differ: the environment
+#    differs by the variable's value)
 if [ -n "${AGENT:-}" ] && [ -x "$BIN/hltrace-dump" ]; then
-    for m in fast libunwind; do
-        rm -f "$WORK/perl-$m.hltrace"*
-        PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0 HEAPLAB_UNWIND=$m HEAPLAB_RECORD_OUT="$WORK/perl-$m.hltrace" \
-            HEAPLAB_RECORD_STACK_DEPTH=16 LD_PRELOAD="$AGENT" \
-            perl -ne '$c{$_}++ for split; END { print scalar(keys %c), "\n" }' "$words" >/dev/null
-        "$BIN/hltrace-dump" "$WORK/perl-$m.hltrace" |
-            sed -n -e 's/ time=[0-9]*//' -e 's/ size=[0-9]*//' -e '/^stack /p' -e '/^event /p' >"$WORK/perl-$m.txt"
+    for d in 16 8; do
+        for m in fast libunwind; do
+            rm -f "$WORK/perl-$m.hltrace"*
+            PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0 HEAPLAB_UNWIND=$m HEAPLAB_RECORD_OUT="$WORK/perl-$m.hltrace" \
+                HEAPLAB_RECORD_STACK_DEPTH=$d LD_PRELOAD="$AGENT" \
+                perl -ne '$c{$_}++ for split; END { print scalar(keys %c), "\n" }' "$words" >/dev/null
+            "$BIN/hltrace-dump" "$WORK/perl-$m.hltrace" |
+                sed -n -e 's/ time=[0-9]*//' -e 's/ size=[0-9]*//' -e '/^stack /p' -e '/^event /p' >"$WORK/perl-$m.txt"
+        done
+        n=$(grep -c '^stack ' "$WORK/perl-fast.txt" || true)
+        if [ "$n" -gt 20 ] && cmp -s "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt"; then
+            echo "unwind check: agent: perl's trace has the same $n stacks ($d frames) and events with either walker"
+        else
+            echo "unwind check: agent: perl's traces differ between HEAPLAB_UNWIND=fast and libunwind ($d frames, $n stacks):"
+            diff "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt" | sed -n 1,10p
+            fail=1
+        fi
     done
-    n=$(grep -c '^stack ' "$WORK/perl-fast.txt" || true)
-    if [ "$n" -gt 20 ] && cmp -s "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt"; then
-        echo "unwind check: agent: perl's trace has the same $n stacks and events with either walker"
-    else
-        echo "unwind check: agent: perl's traces differ between HEAPLAB_UNWIND=fast and libunwind ($n stacks):"
-        diff "$WORK/perl-fast.txt" "$WORK/perl-libunwind.txt" | sed -n 1,10p
-        fail=1
-    fi
 else
     allow_skip unwind-agent "no agent given, or $BIN/hltrace-dump is not built" || fail=1
 fi

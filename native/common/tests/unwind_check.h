@@ -29,8 +29,24 @@
 #define UC_MAX 64
 
 typedef struct uc_result {
-    unsigned long walks, mismatches, frames, fallbacks, printed;
+    unsigned long walks, mismatches, frames, fallbacks, printed, memo_hits, memo_bad, memo_stale;
 } uc_result_t;
+
+/* The memo of walks (hl_unwind_backtrace_memo), checked against the same
+ * libunwind walk: its value is a hash of frames 1.. of the walk it kept, so
+ * a hit must give the hash of the frames libunwind finds now. Few slots, so
+ * that walks from the same place with other stacks above meet often. */
+#define UC_MEMO_SLOTS 16
+#define UC_MEMO_MAX   8
+static __thread hl_unwind_memo_t uc_memo_slots[UC_MEMO_SLOTS];
+static __thread hl_unwind_memos_t uc_memos;
+
+static uint64_t uc_hash(void *const *f, int from, int to) {
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(to - from);
+    for (int i = from; i < to; i++)
+        h = (h ^ (uint64_t)(uintptr_t)f[i]) * 1099511628211ull;
+    return h;
+}
 
 static void uc_say_frame(const char *what, int i, uintptr_t a, uintptr_t s) {
     char line[512];
@@ -58,6 +74,16 @@ static __attribute__((noinline)) int uc_compare(int max, uc_result_t *res) {
     hl_unwind_get_stats(&s0);
     int n = hl_unwind_trace(ip, sp, max);
     int nb = hl_unwind_backtrace(bip, max);
+    if (!uc_memos.slots) /* steady: every walk through the memo, however rarely it stands */
+        uc_memos.slots = uc_memo_slots, uc_memos.mask = UC_MEMO_SLOTS - 1, uc_memos.steady = 1;
+    void *mf[UC_MEMO_MAX];
+    uint64_t mval = 0;
+    int mm = max < UC_MEMO_MAX ? max : UC_MEMO_MAX;
+    int mn = hl_unwind_backtrace_memo(mf, mm, &uc_memos, &mval);
+    if (mn >= 0) {
+        mval = uc_hash(mf, 1, mn);
+        hl_unwind_memo_keep(&uc_memos, mval);
+    }
     hl_unwind_get_stats(&s1);
     int m = unw_backtrace(bt, max);
     int nc = 0;
@@ -85,6 +111,14 @@ static __attribute__((noinline)) int uc_compare(int max, uc_result_t *res) {
         if (ip[i] != (uintptr_t)bt[i] || ip[i] != (uintptr_t)bip[i] || ip[i] != cip[i] ||
             sp[i] != csp[i])
             bad = 1;
+    if (!fell) { /* the memo's frames (or the hash it kept) are libunwind's first mm */
+        int want = m < mm ? m : mm;
+        if (mn < 0) res->memo_hits++;
+        if (mval != uc_hash(bt, 1, want)) {
+            res->memo_bad++;
+            bad = 1;
+        }
+    }
     res->walks++;
     res->frames += (unsigned long)n;
     res->fallbacks += (unsigned long)fell;
@@ -94,8 +128,8 @@ static __attribute__((noinline)) int uc_compare(int max, uc_result_t *res) {
             char head[160];
             int k = snprintf(head, sizeof head,
                              "unwind mismatch: hl_unwind_trace %d, hl_unwind_backtrace %d, "
-                             "unw_backtrace %d, cursor %d frames (fallback %d)\n",
-                             n, nb, m, nc, fell);
+                             "unw_backtrace %d, cursor %d frames (fallback %d, memo %d)\n",
+                             n, nb, m, nc, fell, mn);
             ssize_t w = write(2, head, (size_t)k);
             (void)w;
             for (int i = 0; i < n; i++)

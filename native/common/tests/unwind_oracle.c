@@ -66,6 +66,29 @@ static void on_signal(int sig) {
     f1(3);
 }
 
+/* Two walks from one place through a memo: the second stands, unless
+ * hl_unwind_reset came between (what the agent's dlclose does). Returns the
+ * memos that stood. */
+static __attribute__((noinline)) int memo_twice(int reset) {
+    static hl_unwind_memo_t slots[4];
+    hl_unwind_memos_t m = {0};
+    m.slots = slots;
+    m.mask = 3;
+    m.steady = 1;
+    memset(slots, 0, sizeof slots);
+    int hits = 0;
+    for (int k = 0; k < 2; k++) {
+        void *b[8];
+        uint64_t v;
+        if (k && reset) hl_unwind_reset();
+        if (hl_unwind_backtrace_memo(b, 8, &m, &v) < 0)
+            hits++;
+        else
+            hl_unwind_memo_keep(&m, 1);
+    }
+    return hits;
+}
+
 static int run(int iters) {
     for (int i = 0; i < iters; i++) {
         int d = (int)(next() % 12);
@@ -80,6 +103,7 @@ static void *thread_main(void *arg) {
     rng = (unsigned long)(uintptr_t)arg;
     run((int)(intptr_t)arg);
     uc_result_t *out = malloc(sizeof *out);
+    res.memo_stale = uc_memos.stale;
     *out = res;
     return out;
 }
@@ -88,7 +112,14 @@ int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 3000;
     signal(SIGUSR1, on_signal);
     rng = 42;
-    unsigned long walks = 0, bad = 0, frames = 0, falls = 0;
+    hl_unwind_init(); /* (a walk before the mode is known keeps no memo) */
+    int kept = memo_twice(0), reset = memo_twice(1);
+    if (kept != 1 || reset != 0) {
+        printf("unwind-oracle: a memo stood %d of 1 times from one place, %d of 0 after a reset\n",
+               kept, reset);
+        return 1;
+    }
+    unsigned long walks = 0, bad = 0, frames = 0, falls = 0, hits = 0, mbad = 0, stale = 0;
     for (int mode = 0; mode < 2; mode++) {
 #ifdef HL_UNWIND_LIBUNWIND
         if (hl_unwind_set_mode(mode ? HL_UNWIND_MODE_LIBUNWIND : HL_UNWIND_MODE_FAST)) return 2;
@@ -106,6 +137,9 @@ int main(int argc, char **argv) {
             bad += r->mismatches;
             frames += r->frames;
             falls += r->fallbacks;
+            hits += r->memo_hits;
+            stale += r->memo_stale;
+            mbad += r->memo_bad;
             free(r);
         }
     }
@@ -113,10 +147,14 @@ int main(int argc, char **argv) {
     bad += res.mismatches;
     frames += res.frames;
     falls += res.fallbacks;
+    hits += res.memo_hits;
+    stale += uc_memos.stale;
+    mbad += res.memo_bad;
     hl_unwind_stats_t st;
     hl_unwind_get_stats(&st);
     printf("unwind-oracle: %lu walks, %lu frames, %lu with a fallback, %lu rule misses, %lu "
-           "mismatches\n",
-           walks, frames, falls, (unsigned long)st.misses, bad);
-    return bad || !walks ? 1 : 0;
+           "mismatches; memo: %lu hits, %lu turned down (a word changed), %lu wrong\n",
+           walks, frames, falls, (unsigned long)st.misses, bad, hits, stale, mbad);
+    /* the memo must both stand and be turned down, and never be wrong */
+    return bad || mbad || !walks || !hits || !stale ? 1 : 0;
 }
