@@ -45,8 +45,8 @@ static void add_ident(hl_seg_ident_stats_t *to, const seg_thread_t *t) {
         to->unknown += t->lv[l + HL_SEG_LEVELS];
     }
     to->ra_misses += t->ra_misses;
-    to->path_hits += t->path_hits + t->memo_hits; /* (a memo hit is a cached walk too) */
-    to->path_misses += t->path_misses;
+    to->path_hits += t->path_hits;
+    to->path_misses += t->path_misses + t->pfx_misses; /* (a prefix filled: a walk's miss) */
     to->frames += t->frames;
 }
 
@@ -94,7 +94,7 @@ static void thread_exit(void *arg) {
     memset(t->hinted, 0, sizeof t->hinted);
     t->pushes = 0;
     memset(t->lv, 0, sizeof t->lv);
-    t->ra_misses = t->path_hits = t->path_misses = t->frames = t->memo_hits = 0;
+    t->ra_misses = t->path_hits = t->path_misses = t->frames = t->pfx_misses = 0;
     unlink_thread(t);
     hl_front_leave();
 }

@@ -8,7 +8,10 @@
  *   ┌───────────────────────────────────────────────────────────────────────┐
  *   │ head[segment][size]  count[segment][size]   free blocks kept for reuse │ seg_cache.c
  *   │ ra[128]   return address → decision          (direct-mapped)           │ seg_ident.c
- *   │ path[64]  hash of the walked return addresses → class and level       │ seg_ident.c
+ *   │ pfx[1024] a walk's prefix (return addresses ra0..raL) → the tree's    │ seg_ident.c
+ *   │           node there: a class, or "step on" with raL's unwind rule     │
+ *   │ path[256] hash of the walked return addresses (and size) → class      │ seg_ident.c
+ *   │ rules[64] return address → its unwind rule (the whole-context walk)   │ seg_ident.c
  *   │ pend, pend_cls   the class of the allocation on its way to the lock    │ segregated.c
  *   │ pops[c], pushes, hinted[c] ... counters; id: the identification's      │
  *   │ next      the registry of threads with caches (under the lock)         │
@@ -30,21 +33,26 @@
 #define SEG_NSIZES    64  /* cached block sizes: 32, 48, ... 1024 bytes (index size/16 - 2; 63 unused) */
 #define SEG_MAX_BLOCK 1024
 #define SEG_RA_SLOTS  128
-#define SEG_PATH_SLOTS 64
+#define SEG_PATH_SLOTS 256
 #define SEG_RULE_SLOTS 64
-#define SEG_MEMO_SLOTS 64
-#define SEG_MEMO_READS 6
+#define SEG_PFX_SLOTS 1024
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
 enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
 
+/* A slot of the return-address cache (ra[]) or of the prefix cache (pfx[]):
+ * a decision, and the unwind rule of the frame to step from when it walks on. */
 typedef struct seg_ra_slot {
-    uintptr_t ra;    /* the return address (0: empty) */
-    uint32_t dec;    /* SEG_DEC_* */
-    uint32_t rule;   /* SEG_RULE_*: how to step from the program's frame to its caller's */
+    uintptr_t ra;    /* ra[]: the return address; pfx[]: the mix of ra0 .. raL (0: empty) */
+    uint32_t dec;    /* SEG_DEC_*: a class and its counter, or walk on (SEG_DEC_WALK;
+                        with SEG_DEC_SIZE in pfx[]: STACK+size's last frame, the size decides) */
+    uint32_t rule;   /* SEG_RULE_*: how to step from the frame (ra0, or raL) to its caller's */
     int32_t cfa_off; /* the frame's CFA = (rbp if SEG_RULE_RBP, else sp) + cfa_off */
     int32_t rbp_off; /* the caller's rbp at CFA + rbp_off (SEG_RULE_RBP_SAVED) */
+    uint64_t fnv;    /* the tree's prefix hash (heaplab_site_hash's FNV state) after the keys */
 } seg_ra_slot_t;
+typedef seg_ra_slot_t seg_pfx_slot_t;
+_Static_assert(sizeof(seg_ra_slot_t) == 32, "a slot is half a cache line");
 
 /* hl_unwind's rule of a return address above the program's first frame
  * (seg_ident.c steps with it): the same fields as seg_ra_slot_t's. */
@@ -56,18 +64,6 @@ typedef struct seg_rule_slot {
     uint32_t pad_;
 } seg_rule_slot_t;
 
-/* A walk remembered (seg_ident.c): from (ra, sp, and bp where the walk used
- * the program's rbp) the walk read these stack words and decided cls; if the
- * words hold the same values again, the same walk would read the same words
- * and decide the same class (the rules depend on the return addresses only). */
-typedef struct seg_memo_slot {
-    uintptr_t ra, sp, bp; /* ra 0: empty */
-    size_t size;          /* STACK+size only */
-    uint8_t use_bp, nreads, cls, counter;
-    uint32_t pad_;
-    uintptr_t addr[SEG_MEMO_READS];
-    uintptr_t val[SEG_MEMO_READS];
-} seg_memo_slot_t;
 
 #define SEG_RULE_VALID     1u /* cfa_off, rbp_off hold hl_unwind's rule of ra */
 #define SEG_RULE_RBP       2u
@@ -84,6 +80,10 @@ typedef struct seg_path_slot {
  * counter it counts in, or walk `need` more frames (SP never walks). */
 #define SEG_DEC_WALK        0x100u
 #define SEG_DEC_UNKNOWN     0x200u /* the return address has no node ("other", or PATH's scan) */
+#define SEG_DEC_SIZE        0x400u /* (a prefix, STACK+size) its last frame: the size decides
+                                      (then SEG_DEC_NEED holds the prefix's level) */
+#define SEG_DEC_PFX         0x800u /* (a return address) walk a prefix at a time (seg_ident.c) */
+#define SEG_DEC_SCAN        0x1000u /* PATH: below a prefix with no node: look for a path point */
 #define SEG_DEC_CLASS(d)    ((d)&3u)
 #define SEG_DEC_NEED(d)     (((d) >> 16) & 0xffu)
 #define SEG_DEC_COUNTER(d)  ((d) >> 24) /* 0, or HL_SEG_LEVELS (no node) */
@@ -106,14 +106,14 @@ typedef struct seg_thread {
     seg_ra_slot_t ra[SEG_RA_SLOTS];
     seg_path_slot_t path[SEG_PATH_SLOTS];
     seg_rule_slot_t rules[SEG_RULE_SLOTS];
-    seg_memo_slot_t memo[SEG_MEMO_SLOTS];
+    seg_pfx_slot_t pfx[SEG_PFX_SLOTS];
     /* counters */
     uint64_t pops[HL_SEG_CLASSES]; /* new objects served from the caches, per segment */
     uint64_t pushes;               /* frees kept in the caches */
     uint64_t hinted[HL_SEG_CLASSES];
     /* the identification's counters (seg_ident.c) */
     uint64_t lv[2 * HL_SEG_LEVELS]; /* per seg_counter */
-    uint64_t ra_misses, path_hits, path_misses, frames, memo_hits;
+    uint64_t ra_misses, path_hits, path_misses, frames, pfx_misses;
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */
     unsigned last_n, last_cls;
     uint64_t last_sp;
@@ -140,6 +140,7 @@ extern uint64_t hl_seg_cache_key;           /* in a cached block's second word *
 extern int hl_seg_debug;                    /* HEAPLAB_SEG_DEBUG */
 extern int hl_seg_caching;                  /* per-thread decisions are kept (not in tests) */
 extern int hl_seg_by_size;                  /* STACK+size: a walk's class depends on the size */
+extern int hl_seg_prefix;                   /* STACK, STACK+size: walks step a prefix at a time */
 
 /* ---- seg_cache.c ---- */
 

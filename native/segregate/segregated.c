@@ -48,6 +48,7 @@ uint64_t hl_seg_cache_key;
 int hl_seg_debug;
 int hl_seg_caching;
 int hl_seg_by_size;
+int hl_seg_prefix;
 
 /* Objects that took the locked path, per segment (the caches count theirs);
  * and those whose class nobody predicted (the memalign family). */
@@ -121,6 +122,10 @@ static int segregated_init(void) {
     hl_seg_debug = hl_tunable("HEAPLAB_SEG_DEBUG", 0) != 0;
     hl_seg_caching = !(tb->flags & HL_SEG_FLAG_NO_CACHE) && !hl_seg_debug;
     hl_seg_by_size = tb->predictor == HL_SEG_STACK_SIZE;
+    /* the prefix cache (seg_ident.c); not for the tests' tables that walk every time */
+    hl_seg_prefix = hl_seg_caching && !(tb->flags & HL_SEG_FLAG_WALK_ALWAYS) &&
+                    (tb->predictor == HL_SEG_STACK || tb->predictor == HL_SEG_STACK_SIZE ||
+                     tb->predictor == HL_SEG_PATH);
     /* The caches: at most HEAPLAB_SEG_CACHE bytes per list (4096 by default),
      * 2 to 32 blocks; none under the pad layer or the shim's generic realloc
      * and memalign, whose blocks do not start with this allocator's header. */

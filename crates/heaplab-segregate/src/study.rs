@@ -300,6 +300,10 @@ pub struct Verdict {
     pub wall_vs_mimalloc: Option<f64>,
     pub identify_per_object: Option<f64>,
     pub per_malloc_vs_default: Option<f64>,
+    /// The whole program's instructions (callgrind) against DEFAULT's: what
+    /// a wall-time ratio on a loaded machine can be checked against.
+    #[serde(default)]
+    pub program_instructions_vs_default: Option<f64>,
     pub level0_share: Option<f64>,
     pub faster: bool,
     pub smaller: bool,
@@ -414,6 +418,8 @@ impl Study {
                 v.identify_per_object = r.identify_per_object;
                 v.per_malloc_vs_default =
                     (c.default.per_malloc > 0.0).then(|| r.per_malloc / c.default.per_malloc);
+                v.program_instructions_vs_default = (c.default.program_instructions > 0)
+                    .then(|| r.program_instructions as f64 / c.default.program_instructions as f64);
                 v.level0_share = r.report.as_ref().and_then(|r| r.level0_share());
             }
         }
@@ -428,6 +434,10 @@ impl Study {
             None => "no wall time measured (--run-test)".into(),
         };
         let pages = v.pages_relative.map_or(String::new(), |p| format!(", {p:.2}x its pages"));
+        let wall = match v.program_instructions_vs_default {
+            Some(i) => format!("{wall}, {i:.3}x its instructions"),
+            None => wall,
+        };
         v.why = if v.pays {
             format!(
                 "{best} pays: {}mean page faults {faults:.2}x DEFAULT's{pages}, {wall}",

@@ -296,6 +296,21 @@ __attribute__((noinline)) static void *via_b(size_t n) {
     __asm__ volatile("" ::: "memory");
     return p;
 }
+__attribute__((noinline)) static void *wrap2(size_t n) { /* a wrapper of the wrapper */
+    void *p = wrap(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *via_c(size_t n) { /* decided at the third frame */
+    void *p = wrap2(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+__attribute__((noinline)) static void *via_d(size_t n) { /* the second frame is in no node */
+    void *p = wrap(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
 __attribute__((noinline)) static void *direct(size_t n) { /* decided by its return address */
     void *p = malloc(n);
     __asm__ volatile("" ::: "memory");
@@ -318,22 +333,26 @@ static void last_keys(const char *what, uint64_t *k) {
 
 /* First run (the walking table): learn the keys, build the tree, run again. */
 static int levels(const char *lib, char **argv) {
-    uint64_t kd[3], ka[3], kb[3];
+    uint64_t kd[3], ka[3], kb[3], kc[3];
     free(direct(40));
     last_keys("direct", kd);
     free(via_a(40));
     last_keys("via_a", ka);
     free(via_b(40));
     last_keys("via_b", kb);
-    CHECK(ka[0] == kb[0], "the wrapper's return address has two keys: %#llx, %#llx",
-          (unsigned long long)ka[0], (unsigned long long)kb[0]);
+    free(via_c(40));
+    last_keys("via_c", kc);
+    CHECK(ka[0] == kb[0] && ka[0] == kc[0], "the wrapper's return address has several keys");
     CHECK(ka[1] != kb[1], "via_a and via_b return to the same key");
     static char nodes[512], preload[4096];
-    snprintf(nodes, sizeof nodes, "HEAPLAB_SEGTEST_NODES=%llx=%x,%llx=%x,%llx=%x,%llx=%x",
+    snprintf(nodes, sizeof nodes,
+             "HEAPLAB_SEGTEST_NODES=%llx=%x,%llx=%x,%llx=%x,%llx=%x,%llx=%x,%llx=%x",
              (unsigned long long)heaplab_site_hash(kd, 1), HL_SEG_LEAF(HL_SEG_HR),
-             (unsigned long long)heaplab_site_hash(ka, 1), HL_SEG_WALKS(1),
+             (unsigned long long)heaplab_site_hash(ka, 1), HL_SEG_WALKS(2),
              (unsigned long long)heaplab_site_hash(ka, 2), HL_SEG_LEAF(HL_SEG_SL),
-             (unsigned long long)heaplab_site_hash(kb, 2), HL_SEG_LEAF(HL_SEG_NOTHR));
+             (unsigned long long)heaplab_site_hash(kb, 2), HL_SEG_LEAF(HL_SEG_NOTHR),
+             (unsigned long long)heaplab_site_hash(kc, 2), HL_SEG_WALKS(1),
+             (unsigned long long)heaplab_site_hash(kc, 3), HL_SEG_LEAF(HL_SEG_HR));
     snprintf(preload, sizeof preload, "LD_PRELOAD=%s", lib);
     char *env[] = {nodes, preload, NULL};
     char *args[] = {argv[0], "levels-child", NULL};
@@ -347,39 +366,45 @@ static int levels(const char *lib, char **argv) {
 static int levels_child(void) {
     levels_fn levels_of = (levels_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_levels");
     CHECK(levels_of, "no heaplab_seg_levels export");
+    enum { SITES = 6, ROUNDS = 100 };
     uint64_t l0[4] = {0}, l1[4] = {0}, u0, u1;
-    enum { ROUNDS = 100 };
-    static void *p[ROUNDS][4];
+    static void *p[ROUNDS][SITES];
     uint64_t n0 = levels_of(l0, 4, &u0);
     for (int r = 0; r < ROUNDS; r++) {
         p[r][0] = direct(40);
         p[r][1] = via_a(40);
         p[r][2] = via_b(40);
         p[r][3] = unknown_site(40);
+        p[r][4] = via_c(40);
+        p[r][5] = via_d(40);
         if (r % 2) /* every other round from the caches */
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < SITES; i++)
                 free(p[r][i]);
     }
     uint64_t n1 = levels_of(l1, 4, &u1);
-    static const int want[4] = {HL_SEG_HR, HL_SEG_SL, HL_SEG_NOTHR, HL_SEG_OTHER};
-    static const char *site[4] = {"direct", "via_a", "via_b", "unknown_site"};
+    static const int want[SITES] = {HL_SEG_HR,    HL_SEG_SL, HL_SEG_NOTHR,
+                                    HL_SEG_OTHER, HL_SEG_HR, HL_SEG_OTHER};
+    static const char *site[SITES] = {"direct",       "via_a", "via_b",
+                                      "unknown_site", "via_c", "via_d"};
     for (int r = 0; r < ROUNDS; r += 2)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < SITES; i++)
             CHECK(class_of(p[r][i]) == want[i], "round %d: %s's object in segment %d, expected %d",
                   r, site[i], class_of(p[r][i]), want[i]);
-    CHECK(n1 - n0 == 4 * ROUNDS, "%llu identifications for %d allocations",
-          (unsigned long long)(n1 - n0), 4 * ROUNDS);
+    CHECK(n1 - n0 == SITES * ROUNDS, "%llu identifications for %d allocations",
+          (unsigned long long)(n1 - n0), SITES * ROUNDS);
     CHECK(l1[0] - l0[0] == 2 * ROUNDS, "%llu decided by the return address alone, expected %d",
           (unsigned long long)(l1[0] - l0[0]), 2 * ROUNDS);
-    CHECK(l1[1] - l0[1] == 2 * ROUNDS, "%llu decided at the second frame, expected %d",
-          (unsigned long long)(l1[1] - l0[1]), 2 * ROUNDS);
-    CHECK(u1 - u0 == ROUNDS, "%llu in no node, expected %d", (unsigned long long)(u1 - u0),
-          ROUNDS);
+    CHECK(l1[1] - l0[1] == 3 * ROUNDS, "%llu decided at the second frame, expected %d",
+          (unsigned long long)(l1[1] - l0[1]), 3 * ROUNDS);
+    CHECK(l1[2] - l0[2] == ROUNDS, "%llu decided at the third frame, expected %d",
+          (unsigned long long)(l1[2] - l0[2]), ROUNDS);
+    CHECK(u1 - u0 == 2 * ROUNDS, "%llu in no node, expected %d", (unsigned long long)(u1 - u0),
+          2 * ROUNDS);
     for (int r = 0; r < ROUNDS; r += 2)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < SITES; i++)
             free(p[r][i]);
     printf("PASS levels: the return address decides direct and unknown_site, the second frame "
-           "the wrapper's callers\n");
+           "the wrapper's callers, the third the wrapper's wrapper's\n");
     return 0;
 }
 

@@ -178,12 +178,14 @@ pub fn run(a: Args) -> Result<i32> {
             if v.get("table3").is_none() {
                 bail!("{}: not a `heaplab segregate --json` result (no table3)", p.display());
             }
-            let study: Study = serde_json::from_value(v).with_context(|| {
+            let mut study: Study = serde_json::from_value(v).with_context(|| {
                 format!(
                     "{}: a `heaplab segregate --json` result this version cannot read (written by an older one? run the study again)",
                     p.display()
                 )
             })?;
+            // the verdict by this version's rule, from the stored figures
+            study.verdict = Some(study.judge());
             entries.push(Entry { label: report::label_of(&study.program), study });
         }
         let all: Vec<&Study> = entries.iter().map(|e| &e.study).collect();
