@@ -7,6 +7,9 @@ figure: time and memory of stats with sites and the flame graph on a
   bench/memory-stats.py                    churn with 20 M steps (~100 M events)
   bench/memory-stats.py --steps 2000000    a quick run (~10 M events)
   bench/memory-stats.py --json out/bench/memory-stats.json
+  bench/memory-stats.py --steps 5000000 --baseline /path/to/older/heaplab
+                        (also times an older build's stats on the same trace,
+                        and checks that both give the same JSON)
 
 bench/progs/churn.c is built with -g -O2 into a private scratch directory;
 it is recorded once by `heaplab record` (8-frame stacks, the default) and
@@ -94,6 +97,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20_000_000, help="churn steps (20 M: ~100 M events)")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--json", help="write the figures here (a temporary name, then renamed)")
+    ap.add_argument("--baseline", help="an older heaplab binary to time beside this one (same trace, same runs)")
     a = ap.parse_args()
     heaplab = LAYOUT.heaplab
     for tool in ("heaptrack", "heaptrack_print", "cc"):
@@ -114,6 +118,8 @@ def main():
             "stats+report": [str(heaplab), "stats", str(trace), "--sites", "20", "--report", str(d / "rep")],
             "heaptrack_print": ["heaptrack_print", str(ht)],
         }
+        if a.baseline:
+            variants["stats (baseline)"] = [a.baseline, "stats", str(trace), "--sites", "20", "--json", str(d / "s0.json")]
         res = {k: {"wall": [], "cpu": [], "rss_kib": [], "load": []} for k in variants}
         outputs = {}
         for _ in range(a.runs):
@@ -126,6 +132,17 @@ def main():
                 res[k]["load"].append(load)
                 res[k]["rss_kib"].append(rss_of(argv))
                 print(f"  {k:16} {wall:7.1f} s wall {cpu:7.1f} s cpu (load {load:.1f})", flush=True)
+        if a.baseline:
+            docs = [json.loads((d / f).read_text()) for f in ("s.json", "s0.json")]
+            for doc in docs:
+                doc.pop("provenance", None)
+                doc.pop("schema_version", None)
+                for m in doc.get("memory", []):
+                    m.pop("over_time", None)  # newer than some baselines
+            same = docs[0] == docs[1]
+            print(f"stats and the baseline's stats give {'the same' if same else 'DIFFERENT'} JSON", flush=True)
+            if not same:
+                sys.exit("memory-stats: the baseline's answers differ")
         s = json.loads((d / "s.json").read_text())["memory"][0]["totals"]
         hp = outputs["heaptrack_print"]
         def grab(pat):

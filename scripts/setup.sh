@@ -30,6 +30,19 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# Parquet from the notebook package (tools/python) needs pyarrow, which Debian
+# does not package: a virtual environment under build/ with Debian's pandas
+# and numpy and pyarrow from PyPI (before 18: the last that takes numpy 1.x).
+# Without PyPI the Parquet test says so (HEAPLAB_ALLOW_SKIPS=parquet skips it).
+venv="$(cd "$(dirname "$0")/.." && pwd)/build/pyarrow-venv"
+if ! "$venv/bin/python" -c 'import pyarrow' 2>/dev/null; then
+    echo "setup: pyarrow from PyPI into $venv (for the Parquet test)" >&2
+    mkdir -p "$(dirname "$venv")"
+    { /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+        "$venv/bin/python" -m pip install -q 'pyarrow>=14,<18'; } ||
+        echo "setup: could not install pyarrow; the Parquet test will fail unless HEAPLAB_ALLOW_SKIPS=parquet" >&2
+fi
+
 if ! command -v cargo >/dev/null; then
     echo "setup: cargo is not on PATH; install Rust with rustup (https://rustup.rs) and retry" >&2
     exit 1

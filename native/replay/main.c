@@ -40,7 +40,7 @@
 static const char USAGE[] =
     "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
     "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf]\n"
-    "                      [--threads recorded|serial|unordered] TRACE\n"
+    "                      [--threads recorded|serial|unordered] [--footprint-every N] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -77,6 +77,11 @@ static const char USAGE[] =
     "  --threads unordered  for testing check mode: the threads' events one thread at a time,\n"
     "                  the last thread first, with no waits, so every cross-thread dependency\n"
     "                  breaks; check mode reports each release of an object not yet made\n"
+    "  --footprint-every N  after every N events (1..65536), take the allocator's exact\n"
+    "                  footprint from heaplab_alloc_stats (the zoo's allocators export it) and\n"
+    "                  report the series as footprint_series: [events, trace time, live bytes\n"
+    "                  requested, footprint now, footprint peak since the last sample];\n"
+    "                  replays serially and without the ops cache\n"
     "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
     "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
     "                  --site-hints)\n"
@@ -301,7 +306,7 @@ int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
     int threads = T_DEFAULT, no_edges = 0;
     const char *cache_dir = NULL;
-    uint64_t max_problems = 20;
+    uint64_t max_problems = 20, foot_every = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -363,6 +368,17 @@ int main(int argc, char **argv) {
                 if (*s < '0' || *s > '9') die_usage("--max-problems takes a number, not ", v);
                 max_problems = max_problems * 10 + (uint64_t)(*s - '0');
             }
+        } else if (!strcmp(a, "--footprint-every")) {
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            if (!v || !*v) die_usage("--footprint-every needs a number of events (1..65536)", NULL);
+            foot_every = 0;
+            for (const char *s = v; *s; s++) {
+                if (*s < '0' || *s > '9' || foot_every > RP_CHUNK)
+                    die_usage("--footprint-every takes a number of events from 1 to 65536, not ", v);
+                foot_every = foot_every * 10 + (uint64_t)(*s - '0');
+            }
+            if (foot_every < 1 || foot_every > RP_CHUNK)
+                die_usage("--footprint-every takes a number of events from 1 to 65536, not ", v);
         } else if (a[0] == '-' && a[1]) {
             die_usage("unknown option ", a);
         } else if (!path) {
@@ -378,6 +394,13 @@ int main(int argc, char **argv) {
     if ((threads == T_RECORDED || threads == T_UNORDERED) && !threads_ok)
         die_usage("--threads recorded and unordered replay serially only without --site-hints, "
                   "--vg-marks and --count; add --threads serial", NULL);
+    if (foot_every && (threads == T_RECORDED || threads == T_UNORDERED))
+        die_usage("--footprint-every samples between events in the trace's order; "
+                  "use --threads serial", NULL);
+    if (foot_every) {
+        threads = T_SERIAL;
+        cache_dir = NULL; /* the cache keeps no times */
+    }
 
     int fd = rp_open(path);
     if (fd < 0) {
@@ -501,6 +524,10 @@ int main(int argc, char **argv) {
     rp_on_crash(on_crash);
 
     uint64_t timed_ns = 0, chunks = 0;
+    /* --footprint-every: [events, time, live, footprint, peak] per sample */
+    vec_t foot = {NULL, 0, 0, 5 * sizeof(uint64_t)};
+    uint64_t foot_live = 0, foot_time = 0;
+    size_t chunk_max = foot_every ? (size_t)foot_every : RP_CHUNK;
     hl_item_t it;
     int rc = 1;
     if (threaded) {
@@ -525,9 +552,19 @@ int main(int argc, char **argv) {
             n = (size_t)got / sizeof *ops;
             rc = n == RP_CHUNK ? 1 : 0;
         }
-        while (cache_fd < 0 && n < RP_CHUNK && (rc = hl_reader_next(r, &it)) == 1) {
+        while (cache_fd < 0 && n < chunk_max && (rc = hl_reader_next(r, &it)) == 1) {
             if (it.kind != HL_ITEM_EVENT) continue;
             const hl_event_t *e = &it.u.event;
+            if (foot_every) { /* live bytes as the trace has them (the reader's sizes) */
+                foot_time = e->time;
+                if (e->failed) {
+                } else if (hl_kind_is_release(e->kind)) {
+                    foot_live -= e->size;
+                } else {
+                    if (e->kind == HL_REALLOC && e->has_old) foot_live -= e->old_size;
+                    foot_live += e->size;
+                }
+            }
             uint8_t b = e->kind;
             uint64_t x = 0;
             if (e->failed) b |= HL_OP_FAILED;
@@ -568,6 +605,15 @@ int main(int argc, char **argv) {
                 ctx.st.unexpected_null += ctx.obj[id] == NULL;
         ctx.event += n;
         chunks++;
+        if (foot_every && heaplab_alloc_stats) { /* outside the timed region */
+            heaplab_alloc_stats_t fs;
+            memset(&fs, 0, sizeof fs);
+            heaplab_alloc_stats(&fs, sizeof fs);
+            uint64_t row[5] = {ctx.event, foot_time, foot_live, fs.footprint_bytes,
+                               fs.footprint_peak_bytes};
+            vec_push(&foot, row);
+            if (heaplab_alloc_stats_reset_peak) heaplab_alloc_stats_reset_peak();
+        }
     }
     crash_ctx = NULL;
     if (cache_out >= 0)
@@ -688,6 +734,25 @@ int main(int argc, char **argv) {
         rp_key(&out, &g, "pad");
         rp_putu(&out, st1.pad);
         rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+
+    rp_key(&out, &f, "footprint_every");
+    rp_putu(&out, foot_every);
+    rp_key(&out, &f, "footprint_series");
+    if (foot_every && have_stats) {
+        rp_putc(&out, '[');
+        const uint64_t *row = foot.p;
+        for (size_t i = 0; i < foot.len; i++, row += 5) {
+            rp_puts(&out, i ? ",[" : "[");
+            for (int k = 0; k < 5; k++) {
+                if (k) rp_putc(&out, ',');
+                rp_putu(&out, row[k]);
+            }
+            rp_putc(&out, ']');
+        }
+        rp_putc(&out, ']');
     } else {
         rp_puts(&out, "null");
     }

@@ -1,7 +1,13 @@
 //! `report.html` for a comparison: the papers' figures (002 Figures 4 to 6,
 //! 000 Figure 1) drawn from the records, and the table of everything.
+//!
+//! Every bar chart numbers its allocators (legend and bar tops) and hatches
+//! those past the palette's nine colours (heaplab-report), so sixteen stay
+//! apart without colour; footprints measured from RSS (glibc and the peers)
+//! are drawn outlined, apart from the zoo's exact ones; wall times carry
+//! whiskers from the fastest to the slowest of the repeated runs.
 
-use crate::record::{bytes, Record};
+use crate::record::Record;
 use heaplab_report::{Bars, Cell, Report, Series, Table};
 
 /// The distinct values of a field, in first-seen order.
@@ -41,9 +47,43 @@ fn chart(records: &[Record], title: &str, y: &str, value: impl Fn(&Record) -> Op
     Bars { title: title.into(), y_label: y.into(), groups: names, series, ..Bars::default() }
 }
 
+/// Sets each bar's error bar and approximate flag from its record.
+fn decorate(
+    b: &mut Bars,
+    records: &[Record],
+    range: impl Fn(&Record) -> Option<(f64, f64)>,
+    approximate: impl Fn(&Record) -> bool,
+) {
+    let traces = distinct(records, |r| &r.trace);
+    for s in &mut b.series {
+        let cell = |t: &String| records.iter().find(|r| &r.trace == t && r.allocator == s.name);
+        s.ranges = traces.iter().map(|t| cell(t).and_then(&range)).collect();
+        s.approximate = traces.iter().map(|t| cell(t).is_some_and(&approximate)).collect();
+    }
+}
+
+/// Whether a record's footprint is an estimate (RSS growth), not the
+/// allocator's own exact accounting.
+pub fn approximate_footprint(r: &Record) -> bool {
+    r.footprint_source.as_deref().is_some_and(|s| s != "heaplab_alloc_stats")
+}
+
+/// The fastest and the slowest of a record's timing runs, relative to
+/// glibc's median on the same trace (the unit of `wall_ratio_glibc`).
+pub fn wall_range_vs_glibc(r: &Record) -> Option<(f64, f64)> {
+    let (ratio, median) = (r.wall_ratio_glibc?, r.wall_s?);
+    if r.wall_runs_s.len() < 2 || median <= 0.0 {
+        return None;
+    }
+    let lo = r.wall_runs_s.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = r.wall_runs_s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((lo * ratio / median, hi * ratio / median))
+}
+
 /// The page: what was compared, the figures, then every record.
 pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
     let mut page = Report::new("heaplab compare: what each allocator costs");
+    page.sortable_tables();
     let traces = distinct(records, |r| &r.trace);
     let allocs = distinct(records, |r| &r.allocator);
     page.paragraph(&format!(
@@ -115,18 +155,24 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
     });
     fp.reference = Some((1.0, "firstfit".into()));
     fp.clip = Some(4.0);
+    decorate(&mut fp, records, |_| None, approximate_footprint);
+    fp.approximate_label = "outlined: approximate (RSS growth, touch mode)".into();
     page.figure(
         &fp.to_svg(),
         "Figure 3. Maximum memory obtained from the OS, over firstfit's on the same trace. heaplab's allocators \
          report it exactly (heaplab_alloc_stats); glibc and the peers are measured as peak RSS growth in touch \
-         mode, where every object's bytes are written. Bars above 4× are cut, with their value written on top.",
+         mode, where every object's bytes are written: those bars are outlined and pale, apart from the exact ones. \
+         Bars above 4× are cut, with their value written on top.",
     );
-    let util = chart(records, "Utilization", "peak live bytes / peak footprint (%)", |r| {
+    let mut util = chart(records, "Utilization", "peak live bytes / peak footprint (%)", |r| {
         r.utilization.map(|u| u * 100.0)
     });
+    decorate(&mut util, records, |_| None, approximate_footprint);
+    util.approximate_label = "outlined: approximate (RSS growth, touch mode)".into();
     page.figure(
         &util.to_svg(),
-        "Figure 4. Utilization: the most bytes the program had live, over the peak footprint.",
+        "Figure 4. Utilization: the most bytes the program had live, over the peak footprint (outlined: \
+         over an RSS-based footprint).",
     );
 
     page.heading("Wall time");
@@ -134,10 +180,13 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
         chart(records, "Replay wall time relative to glibc", "× glibc", |r| r.wall_ratio_glibc);
     w.reference = Some((1.0, "glibc".into()));
     w.clip = Some(10.0);
+    decorate(&mut w, records, wall_range_vs_glibc, |_| false);
+    w.range_label = "whiskers: fastest to slowest run".into();
     page.figure(
         &w.to_svg(),
         "Figure 5. Median wall time of the replay's timed region (decoding excluded) over glibc's, measured in \
-         the same invocation, one run at a time. Bars above 10× are cut, with their value written on top.",
+         the same invocation, one run at a time; the whiskers span the fastest to the slowest of the repeated runs \
+         (--repeat), over the same glibc median. Bars above 10× are cut, with their value written on top.",
     );
 
     page.heading("Every measurement");
@@ -151,6 +200,8 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
             "instr/realloc",
             "share %",
             "wall ms",
+            "fastest ms",
+            "slowest ms",
             "× glibc",
             "footprint",
             "source",
@@ -173,15 +224,13 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
                     Cell::opt(r.instr_per_realloc, 1),
                     Cell::opt(r.alloc_instr_share.map(|s| s * 100.0), 2),
                     Cell::opt(r.wall_s.map(|s| s * 1e3), 2),
+                    Cell::opt(r.wall_runs_s.iter().copied().reduce(f64::min).map(|s| s * 1e3), 2),
+                    Cell::opt(r.wall_runs_s.iter().copied().reduce(f64::max).map(|s| s * 1e3), 2),
                     Cell::opt(r.wall_ratio_glibc, 2),
-                    r.peak_footprint_bytes
-                        .map(|b| Cell::text(bytes(b)))
-                        .unwrap_or(Cell::Missing("—".into())),
+                    r.peak_footprint_bytes.map(Cell::Bytes).unwrap_or(Cell::Missing("—".into())),
                     Cell::text(r.footprint_source.clone().unwrap_or_default()),
                     Cell::opt(r.footprint_vs_firstfit, 2),
-                    r.peak_live_bytes
-                        .map(|b| Cell::text(bytes(b)))
-                        .unwrap_or(Cell::Missing("—".into())),
+                    r.peak_live_bytes.map(Cell::Bytes).unwrap_or(Cell::Missing("—".into())),
                     Cell::opt(r.utilization.map(|u| u * 100.0), 1),
                     Cell::opt(r.internal_fragmentation.map(|u| u * 100.0), 1),
                 ]
@@ -189,4 +238,111 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
             .collect(),
     });
     page.to_html()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 16 allocators (12 of the zoo, exact; 4 from RSS) on two traces, each
+    /// timed three times.
+    fn records() -> Vec<Record> {
+        let mut v = Vec::new();
+        for t in 0..2 {
+            let glibc_median = 0.010 * (t + 1) as f64;
+            for a in 0..16 {
+                let peer = a >= 12;
+                let median = glibc_median * (1.0 + a as f64 / 8.0);
+                let runs = vec![median * 0.9, median, median * (1.2 + a as f64 / 100.0)];
+                v.push(Record {
+                    trace: format!("/t/{t}.hltrace"),
+                    trace_name: format!("trace{t}"),
+                    allocator: format!("alloc{a:02}"),
+                    status: "ok".into(),
+                    instr_per_malloc: Some(50.0 + a as f64),
+                    instr_per_free: Some(20.0 + a as f64),
+                    alloc_instr_share: Some(0.1),
+                    wall_s: Some(median),
+                    wall_runs_s: runs,
+                    wall_ratio_glibc: Some(median / glibc_median),
+                    peak_footprint_bytes: Some(1 << 20),
+                    footprint_source: Some(
+                        if peer { "rss_touch" } else { "heaplab_alloc_stats" }.into(),
+                    ),
+                    footprint_vs_firstfit: Some(1.0 + a as f64 / 10.0),
+                    peak_live_bytes: Some(1 << 19),
+                    utilization: Some(0.5),
+                    ..Record::default()
+                });
+            }
+        }
+        v
+    }
+
+    fn attr(tag: &str, name: &str) -> Option<String> {
+        let k = format!(" {name}=\"");
+        let i = tag.find(&k)? + k.len();
+        Some(tag[i..].split('"').next()?.to_string())
+    }
+
+    /// The tags `<NAME ...>` (up to the first `>`) whose text has `needle`.
+    fn tags<'a>(html: &'a str, name: &str, needle: &str) -> Vec<&'a str> {
+        html.split(&format!("<{name} "))
+            .skip(1)
+            .map(|t| &t[..t.find('>').unwrap_or(t.len())])
+            .filter(|t| t.contains(needle))
+            .collect()
+    }
+
+    #[test]
+    fn error_bars_span_the_runs_and_approximate_footprints_are_outlined() {
+        let rs = records();
+        let html = html(&rs, "heaplab compare", &[]);
+        // one error bar per record, spanning its fastest to slowest run over glibc's median
+        let bars = tags(&html, "path", "class=\"errbar\"");
+        assert_eq!(bars.len(), rs.len());
+        for r in &rs {
+            let glibc = rs
+                .iter()
+                .find(|g| g.trace == r.trace && g.allocator == "alloc00")
+                .and_then(|g| g.wall_s)
+                .unwrap();
+            let lo = r.wall_runs_s.iter().copied().fold(f64::INFINITY, f64::min) / glibc;
+            let hi = r.wall_runs_s.iter().copied().fold(0.0, f64::max) / glibc;
+            let found = bars.iter().any(|b| {
+                let (l, h): (f64, f64) = (
+                    attr(b, "data-lo").unwrap().parse().unwrap(),
+                    attr(b, "data-hi").unwrap().parse().unwrap(),
+                );
+                (l - lo).abs() < 1e-9 && (h - hi).abs() < 1e-9
+            });
+            assert!(found, "no error bar {lo}..{hi} for {} on {}", r.allocator, r.trace_name);
+        }
+        // whiskers go up the page from lo to hi: M x y_lo ... V y_hi with y_hi < y_lo
+        for b in &bars {
+            let d = attr(b, "d").unwrap();
+            let y_lo: f64 =
+                d.split_whitespace().nth(1).unwrap().split('h').next().unwrap().parse().unwrap();
+            let y_hi: f64 =
+                d.split('V').nth(1).unwrap().split('M').next().unwrap().parse().unwrap();
+            assert!(y_hi < y_lo, "{d}");
+        }
+        // approximate footprints: 4 peers × 2 traces in each of the two space figures,
+        // plus their legend keys; the rest exact
+        let approx = tags(&html, "rect", "class=\"approximate\"");
+        assert_eq!(approx.len(), 2 * (4 * 2 + 1), "{approx:#?}");
+        assert!(approx.iter().all(|t| t.contains("stroke-dasharray")));
+        assert_eq!(html.matches("outlined: approximate (RSS growth, touch mode)").count(), 2);
+        // sixteen different fills in a figure: nine colours, then hatched
+        let first = &html[..html.find("Instructions per free").unwrap()];
+        let fills: std::collections::BTreeSet<String> =
+            tags(first, "rect", "class=\"exact\"").iter().filter_map(|t| attr(t, "fill")).collect();
+        assert_eq!(fills.len(), 16, "{fills:?}");
+        assert_eq!(fills.iter().filter(|f| f.starts_with("url(#")).count(), 7);
+        // direct labels: every bar numbered, the legend says which number is which
+        assert!(first.contains(">16 alloc15</text>"));
+        assert_eq!(tags(first, "text", "class=\"barlabel\"").len(), 32);
+        // the tables sort
+        assert!(html.contains("aria-sort"));
+    }
 }

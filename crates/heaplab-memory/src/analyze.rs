@@ -221,6 +221,9 @@ pub struct Analysis {
     /// By thread index: the threads that allocated or freed.
     pub thread_stats: Vec<ThreadStats>,
     pub timeline: Timeline,
+    /// The first event's time, in nanoseconds of the trace's clock (the
+    /// timeline's zero).
+    pub first_ns: u64,
     pub options: Options,
 }
 
@@ -501,6 +504,7 @@ pub fn analyze(
         threads: r.threads().to_vec(),
         thread_stats,
         timeline,
+        first_ns: t0.unwrap_or(0),
         options: opts.clone(),
     })
 }

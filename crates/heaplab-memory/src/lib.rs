@@ -12,6 +12,8 @@
 //!   │           ▼
 //!   ├──▶ sites: grouped (stack, function, line), sorted ─▶ tables, JSON, CSV
 //!   ├──▶ flame: folded stacks ─▶ inferno SVG (allocations, peak, leaks; diff)
+//!   ├──▶ overtime: live bytes, top sites and zoo footprints (replayed
+//!   │             by heaplab-replay --footprint-every) over time
 //!   ├──▶ diff: two runs site by site
 //!   ├──▶ export: pprof (prost), Chrome trace JSON (Perfetto), massif
 //!   └──▶ report: report.html (heaplab-report)
@@ -44,6 +46,7 @@ pub mod diff;
 pub mod export;
 pub mod flame;
 pub mod hist;
+pub mod overtime;
 pub mod report;
 pub mod sites;
 pub mod symbols;

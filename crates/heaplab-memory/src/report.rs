@@ -6,13 +6,11 @@
 use crate::analyze::Analysis;
 use crate::diff::Diff;
 use crate::flame::{self, Weight};
+use crate::overtime::{self, Footprint};
 use crate::sites::Site;
 use crate::symbols::Symbolizer;
 use heaplab_report::human;
-use heaplab_report::{Cell, Report, StackedArea, Table};
-
-/// Sites drawn apart in the memory-over-time figure.
-const TOP_BANDS: usize = 8;
+use heaplab_report::{Cell, Overlay, Report, StackedArea, Table};
 
 fn provenance_table(rows: &[(String, String)]) -> Table {
     Table {
@@ -26,15 +24,16 @@ fn provenance_table(rows: &[(String, String)]) -> Table {
 }
 
 /// The memory-over-time figure: the top sites stacked, the rest as "other",
-/// the whole program's maximum per interval as a dashed line.
-pub fn timeline_svg(a: &Analysis, sites: &[Site]) -> String {
+/// the whole program's maximum per interval as a dashed line, and each
+/// replayed allocator's exact footprint as a line of its own.
+pub fn timeline_svg(a: &Analysis, sites: &[Site], footprints: &[Footprint]) -> String {
     // every series starts at 0 bytes at time 0, before the first event
     let points = a.timeline.points();
     let x: Vec<f64> =
         std::iter::once(0.0).chain(points.iter().map(|p| p.t_ns as f64 / 1e6)).collect();
     let mut bands: Vec<(String, Vec<f64>)> = Vec::new();
     let mut sum = vec![0.0; points.len()];
-    for s in sites.iter().filter(|s| s.max_bytes > 0).take(TOP_BANDS) {
+    for s in overtime::top_sites(sites, overtime::TOP_SITES) {
         let v: Vec<f64> = a.timeline.sum_of(&s.stack_ids).into_iter().map(|v| v as f64).collect();
         for (t, x) in sum.iter_mut().zip(&v) {
             *t += x;
@@ -55,9 +54,57 @@ pub fn timeline_svg(a: &Analysis, sites: &[Site]) -> String {
             "program, maximum in each interval".into(),
             points.iter().map(|p| p.max as f64).collect(),
         )),
+        overlays: footprints
+            .iter()
+            .map(|f| Overlay {
+                name: format!("{} footprint (exact)", f.allocator),
+                label: f.allocator.clone(),
+                x: std::iter::once(0.0)
+                    .chain(f.samples.iter().map(|s| s.t_ns as f64 / 1e6))
+                    .collect(),
+                y: std::iter::once(0.0)
+                    .chain(f.samples.iter().map(|s| s.footprint_peak_bytes as f64))
+                    .collect(),
+            })
+            .collect(),
         ..StackedArea::default()
     }
     .to_svg()
+}
+
+/// Each replayed allocator's footprint against the live bytes.
+fn footprint_table(a: &Analysis, footprints: &[Footprint]) -> Table {
+    Table {
+        caption: Some("Exact footprints from replay (click a header to sort)".into()),
+        header: [
+            "allocator",
+            "samples",
+            "every N events",
+            "peak footprint",
+            "peak live",
+            "footprint / live at the peaks",
+            "footprint at the end",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows: footprints
+            .iter()
+            .map(|f| {
+                let peak = f.samples.iter().map(|s| s.footprint_peak_bytes).max().unwrap_or(0);
+                let live = a.totals.peak_bytes;
+                vec![
+                    Cell::text(f.allocator.clone()),
+                    Cell::Int(f.samples.len() as u64),
+                    Cell::Int(f.every),
+                    Cell::Bytes(peak),
+                    Cell::Bytes(live),
+                    Cell::Num(if live == 0 { 0.0 } else { peak as f64 / live as f64 }, 3),
+                    Cell::Bytes(f.samples.last().map_or(0, |s| s.footprint_bytes)),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// The sites as a table (at most `n`).
@@ -115,6 +162,7 @@ pub fn page(
     sym: &mut Symbolizer,
     provenance: &[(String, String)],
     frames: usize,
+    footprints: &[Footprint],
 ) -> String {
     let mut r = Report::new(&format!("Where the memory goes: {}", a.trace));
     r.sortable_tables();
@@ -156,11 +204,29 @@ pub fn page(
     }
     r.heading("Memory over time");
     r.figure(
-        &timeline_svg(a, sites),
-        "Live heap bytes (requested sizes): the sites with the most bytes at the peak stacked, \
-         sampled at the end of each interval; the dashed line is the program's maximum within \
-         each interval, so it reaches the peak.",
+        &timeline_svg(a, sites, footprints),
+        &format!(
+            "Live heap bytes (requested sizes): the sites with the most bytes at the peak \
+             stacked, sampled at the end of each interval; the dashed line is the program's \
+             maximum within each interval, so it reaches the peak.{}",
+            if footprints.is_empty() {
+                " (heaplab stats --footprint ALLOCATOR adds a zoo allocator's exact footprint \
+                 from a replay of the trace.)"
+                    .to_string()
+            } else {
+                format!(
+                    " The other lines are the exact footprints (heap + mapped bytes, from the \
+                     allocator's own accounting) of {} replaying this trace, the highest in \
+                     each sampling interval; the gap above the live bytes is what the allocator \
+                     costs in space.",
+                    footprints.iter().map(|f| f.allocator.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            }
+        ),
     );
+    if !footprints.is_empty() {
+        r.table(&footprint_table(a, footprints));
+    }
     r.heading("Flame graphs");
     for (w, what) in [
         (Weight::Peak, "bytes live at the program's peak"),

@@ -1,7 +1,10 @@
 //! Stacked areas over a shared x axis (memory over time: the top call sites
 //! stacked, the rest on top), with an optional line drawn over them (the
 //! whole program's maximum) and each band labelled directly at its right
-//! end where it is tall enough, so colour is never the only key.
+//! end where it is tall enough, so colour is never the only key. Overlays
+//! are further lines with x values of their own (an allocator's footprint,
+//! sampled every N events), each in its own dash pattern and labelled at
+//! its right end.
 //!
 //! ```text
 //!   y ▲            ___ line (e.g. max live bytes per interval)
@@ -27,6 +30,8 @@ pub struct StackedArea {
     pub bands: Vec<(String, Vec<f64>)>,
     /// A line over the bands: (name, one value per x).
     pub line: Option<(String, Vec<f64>)>,
+    /// Lines with their own x values, drawn over everything.
+    pub overlays: Vec<Overlay>,
     pub width: f64,
     pub height: f64,
 }
@@ -40,10 +45,31 @@ impl Default for StackedArea {
             x: Vec::new(),
             bands: Vec::new(),
             line: None,
+            overlays: Vec::new(),
             width: 760.0,
             height: 420.0,
         }
     }
+}
+
+/// A line with x values of its own (same units as the chart's x).
+#[derive(Debug, Clone, Default)]
+pub struct Overlay {
+    /// In the legend and the tooltip.
+    pub name: String,
+    /// The direct label at the line's right end (short: it has 150 px).
+    pub label: String,
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+}
+
+/// Stroke colour and dash pattern of overlay `i`: dark colours from the
+/// Okabe-Ito set, and a dash pattern of their own, so that no two overlays
+/// differ by colour alone.
+fn overlay_style(i: usize) -> (&'static str, &'static str) {
+    const COLORS: [&str; 4] = ["#000000", "#d55e00", "#0072b2", "#009e73"];
+    const DASHES: [&str; 5] = ["", "8 3", "2 2", "8 3 2 3", "12 2 2 2 2 2"];
+    (COLORS[i % COLORS.len()], DASHES[i % DASHES.len()])
 }
 
 impl StackedArea {
@@ -52,6 +78,9 @@ impl StackedArea {
         let mut names: Vec<&str> = self.bands.iter().map(|b| b.0.as_str()).collect();
         if let Some((n, _)) = &self.line {
             names.push(n);
+        }
+        for ov in &self.overlays {
+            names.push(&ov.name);
         }
         let (left, right) = (70.0, 150.0);
         let plot_w = self.width - left - right;
@@ -70,6 +99,9 @@ impl StackedArea {
         let mut ymax = cum.last().map_or(0.0, |c| c.iter().cloned().fold(0.0, f64::max));
         if let Some((_, l)) = &self.line {
             ymax = l.iter().cloned().fold(ymax, f64::max);
+        }
+        for ov in &self.overlays {
+            ymax = ov.y.iter().cloned().fold(ymax, f64::max);
         }
         let (x0, x1) = match (self.x.first(), self.x.last()) {
             (Some(a), Some(b)) if b > a => (*a, *b),
@@ -96,8 +128,17 @@ impl StackedArea {
         );
         for (i, (x, row)) in legend.iter().enumerate() {
             let (lx, ly) = (left + x, 34.0 + *row as f64 * 16.0);
-            let is_line = i == self.bands.len();
-            let mark = if is_line {
+            let is_line = i == self.bands.len() && self.line.is_some();
+            let ov = i.checked_sub(self.bands.len() + usize::from(self.line.is_some()));
+            let mark = if let Some(k) = ov {
+                let (c, d) = overlay_style(k);
+                format!(
+                    r#"<line x1="{lx}" x2="{}" y1="{}" y2="{}" stroke="{c}" stroke-width="2" stroke-dasharray="{d}"/>"#,
+                    lx + 12.0,
+                    ly - 4.0,
+                    ly - 4.0
+                )
+            } else if is_line {
                 format!(
                     r##"<line x1="{lx}" x2="{}" y1="{}" y2="{}" stroke="#222" stroke-width="1.5" stroke-dasharray="4 2"/>"##,
                     lx + 12.0,
@@ -181,6 +222,31 @@ impl StackedArea {
                 pts.join(" "),
                 esc(name)
             );
+        }
+        for (k, ov) in self.overlays.iter().enumerate() {
+            let (c, d) = overlay_style(k);
+            let m = ov.x.len().min(ov.y.len());
+            let pts: Vec<String> = (0..m)
+                .map(|j| {
+                    format!("{:.1},{:.1}", left + xs.px(ov.x[j]), base - ys.px(ov.y[j].max(0.0)))
+                })
+                .collect();
+            let _ = write!(
+                o,
+                r#"<polyline class="overlay" fill="none" stroke="{c}" stroke-width="2" stroke-dasharray="{d}" points="{}"><title>{}</title></polyline>"#,
+                pts.join(" "),
+                esc(&ov.name)
+            );
+            if m > 0 {
+                let short: String = ov.label.chars().take(24).collect();
+                let _ = write!(
+                    o,
+                    r#"<text x="{:.1}" y="{:.1}" font-size="10" fill="{c}">{}</text>"#,
+                    left + plot_w + 4.0,
+                    base - ys.px(ov.y[m - 1].max(0.0)) - 3.0,
+                    esc(&short)
+                );
+            }
         }
         crate::axis::frame(
             &mut o,

@@ -1,9 +1,17 @@
 //! Grouped bar charts: one group per category on the x axis (a program), one
 //! bar per series in each group (an allocator), as paper 002 draws its
 //! Figures 4, 5 and 6.
+//!
+//! ```text
+//!        3      ┬  error bar: (lo, hi), e.g. the fastest and slowest run
+//!   1  ┌──┐2  ┌┼┐   numbers: series i's direct label (the legend says
+//!   ┌─┐│  │┌┐ │││   "3 name"), so colour is never the only key
+//!   │ ││//││┆┆ │┴│   series 9 and on: the palette again, hatched
+//!   └─┘└──┘└┘ └─┘   dashed outline, pale fill: an approximate value
+//! ```
 
 use crate::axis::{fmt_num, Scale};
-use crate::{color, esc};
+use crate::{esc, swatch, swatch_defs};
 use std::fmt::Write as _;
 
 /// One series: a value per group (`None`: no value, drawn as a small cross).
@@ -11,11 +19,16 @@ use std::fmt::Write as _;
 pub struct Series {
     pub name: String,
     pub values: Vec<Option<f64>>,
+    /// Per group, an error bar (lo, hi) in the chart's units; empty: none.
+    pub ranges: Vec<Option<(f64, f64)>>,
+    /// Per group, whether the value is approximate (drawn outlined and
+    /// pale); empty: all exact.
+    pub approximate: Vec<bool>,
 }
 
 impl Series {
     pub fn new(name: &str, values: Vec<Option<f64>>) -> Series {
-        Series { name: name.to_string(), values }
+        Series { name: name.to_string(), values, ..Series::default() }
     }
 }
 
@@ -34,6 +47,11 @@ pub struct Bars {
     /// Values above this are drawn cut at it, with the value written on top
     /// (as paper 002 truncates its largest bars).
     pub clip: Option<f64>,
+    /// The legend's words for an outlined (approximate) bar, shown when a
+    /// bar is approximate.
+    pub approximate_label: String,
+    /// The legend's words for an error bar, shown when a bar has one.
+    pub range_label: String,
     pub width: f64,
     pub height: f64,
 }
@@ -48,6 +66,8 @@ impl Default for Bars {
             log_y: false,
             reference: None,
             clip: None,
+            approximate_label: "outlined: approximate".into(),
+            range_label: "whiskers: range".into(),
             width: 960.0,
             height: 380.0,
         }
@@ -74,16 +94,43 @@ impl Bars {
     /// The chart as an `<svg>` element.
     pub fn to_svg(&self) -> String {
         let single = self.groups.len() == 1;
-        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+        // numbered legend entries: the number is each bar's direct label
+        let numbered = !single && self.series.len() > 1;
+        let mut labels: Vec<String> = self
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if numbered { format!("{} {}", i + 1, s.name) } else { s.name.clone() })
+            .collect();
+        let any_approx = self.series.iter().any(|s| s.approximate.iter().any(|a| *a));
+        let any_range = self.series.iter().any(|s| s.ranges.iter().any(|r| r.is_some()));
+        let n_series = labels.len();
+        if any_approx {
+            labels.push(self.approximate_label.clone());
+        }
+        if any_range {
+            labels.push(self.range_label.clone());
+        }
+        let names: Vec<&str> = labels.iter().map(|s| s.as_str()).collect();
         let (left, right) = (70.0, 20.0);
         let plot_w = self.width - left - right;
-        let (legend, rows) = if single { (Vec::new(), 0) } else { legend_layout(&names, plot_w) };
+        let (legend, rows) = if single && !any_approx && !any_range {
+            (Vec::new(), 0)
+        } else {
+            legend_layout(&names, plot_w)
+        };
         let top = 34.0 + rows as f64 * 16.0 + 8.0;
         let bottom = if single { 90.0 } else { 40.0 };
         let plot_h = (self.height - top - bottom).max(60.0);
         let height = top + plot_h + bottom;
 
-        let vals = self.series.iter().flat_map(|s| s.values.iter().flatten().copied());
+        let vals = self.series.iter().flat_map(|s| {
+            s.values
+                .iter()
+                .flatten()
+                .copied()
+                .chain(s.ranges.iter().flatten().flat_map(|&(a, b)| [a, b]))
+        });
         let vals: Vec<f64> = vals.filter(|v| v.is_finite() && (!self.log_y || *v > 0.0)).collect();
         let mut hi = vals.iter().copied().fold(f64::MIN, f64::max);
         let lo = vals.iter().copied().fold(f64::MAX, f64::min);
@@ -106,6 +153,7 @@ impl Bars {
             h = height,
             t = esc(&self.title)
         );
+        let ids = swatch_defs(&mut o, self.series.len());
         let title = match (single, self.groups.first()) {
             (true, Some(g)) if !g.is_empty() => format!("{} — {g}", self.title),
             _ => self.title.clone(),
@@ -119,11 +167,29 @@ impl Bars {
         for (i, (x, row)) in legend.iter().enumerate() {
             let lx = left + x;
             let ly = 34.0 + *row as f64 * 16.0;
+            let mark = if i < n_series {
+                format!(
+                    r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/>"#,
+                    ly - 10.0,
+                    swatch(&ids, i)
+                )
+            } else if any_approx && i == n_series {
+                format!(
+                    r##"<rect class="approximate" x="{lx}" y="{}" width="11" height="11" fill="#ccc" fill-opacity="0.35" stroke="#333" stroke-width="1.5" stroke-dasharray="3 2"/>"##,
+                    ly - 9.5
+                )
+            } else {
+                format!(
+                    r##"<path d="M{a} {t}h6M{b} {t}v10M{a} {u}h6" stroke="#222" stroke-width="1.2" fill="none"/>"##,
+                    a = lx + 3.0,
+                    b = lx + 6.0,
+                    t = ly - 10.0,
+                    u = ly
+                )
+            };
             let _ = write!(
                 o,
-                r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}" font-size="11">{}</text>"#,
-                ly - 10.0,
-                color(i),
+                r#"{mark}<text x="{}" y="{}" font-size="11">{}</text>"#,
                 lx + 16.0,
                 ly,
                 esc(names[i])
@@ -173,14 +239,62 @@ impl Bars {
                     Some(v) if v.is_finite() && (!self.log_y || v > 0.0) => {
                         let clipped = self.clip.is_some_and(|c| v > c);
                         let hpx = y.px(v);
+                        let approx = series.approximate.get(g).copied().unwrap_or(false);
+                        let style = if approx {
+                            format!(
+                                r#" class="approximate" fill-opacity="0.35" stroke="{}" stroke-width="1.5" stroke-dasharray="3 2""#,
+                                crate::color(s)
+                            )
+                        } else {
+                            r#" class="exact""#.to_string()
+                        };
                         let _ = write!(
                             o,
-                            r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{hpx:.1}" fill="{}"><title>{}</title></rect>"#,
+                            r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{hpx:.1}" fill="{}"{style}><title>{}{}</title></rect>"#,
                             base - hpx,
                             (bar_w - 1.0).max(0.8),
-                            color(s),
-                            esc(&tip)
+                            swatch(&ids, s),
+                            esc(&tip),
+                            if approx { " (approximate)" } else { "" }
                         );
+                        let mut label_y = base - hpx - if clipped { 13.0 } else { 3.0 };
+                        if let Some(Some((lo, hi))) = series.ranges.get(g) {
+                            let top = self.clip.map_or(*hi, |c| hi.min(c));
+                            let (y1, y2) = (base - y.px(*lo), base - y.px(top));
+                            let cx = bx + bar_w / 2.0;
+                            let cap = (bar_w * 0.3).clamp(1.0, 4.0);
+                            label_y = label_y.min(y2 - 3.0);
+                            let _ = write!(
+                                o,
+                                r##"<path class="errbar" data-lo="{lo}" data-hi="{hi}" d="M{:.1} {y1:.1}h{:.1}M{cx:.1} {y1:.1}V{y2:.1}M{:.1} {y2:.1}h{:.1}" stroke="#222" stroke-width="1.2" fill="none"><title>{}: {} to {}</title></path>"##,
+                                cx - cap,
+                                2.0 * cap,
+                                cx - cap,
+                                2.0 * cap,
+                                esc(&series.name),
+                                fmt_num(*lo),
+                                fmt_num(*hi)
+                            );
+                        }
+                        if numbered {
+                            // the series' number above its bar (its direct label)
+                            let ty = label_y;
+                            let _ = if bar_w >= 11.0 {
+                                write!(
+                                    o,
+                                    r#"<text class="barlabel" x="{:.1}" y="{ty:.1}" font-size="9" text-anchor="middle">{}</text>"#,
+                                    bx + bar_w / 2.0,
+                                    s + 1
+                                )
+                            } else {
+                                write!(
+                                    o,
+                                    r#"<text class="barlabel" transform="translate({:.1},{ty:.1}) rotate(-90)" font-size="8">{}</text>"#,
+                                    bx + bar_w / 2.0 + 3.0,
+                                    s + 1
+                                )
+                            };
+                        }
                         if clipped {
                             let _ = write!(
                                 o,

@@ -42,23 +42,54 @@ mod lines;
 pub mod num;
 mod table;
 
-pub use area::StackedArea;
+pub use area::{Overlay, StackedArea};
 pub use axis::{fmt_num, Scale};
 pub use bars::{Bars, Series};
 pub use lines::{LineSeries, Lines};
 pub use table::{Cell, Table};
 
-/// Colours for series, chosen to stay apart from each other for up to about
-/// twenty series (after that they repeat, lightened).
-pub const PALETTE: [&str; 20] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#8c6d31", "#843c39", "#7b4173",
-    "#3182bd", "#e6550d", "#31a354", "#756bb1",
+/// Colours for series: Paul Tol's "muted" scheme, whose nine colours stay
+/// apart for readers with any common colour-vision deficiency (and in grey).
+/// Past nine, bars repeat them hatched ([`swatch`]), so sixteen allocators
+/// get sixteen keys; charts also label bars directly.
+pub const PALETTE: [&str; 9] = [
+    "#332288", "#88ccee", "#44aa99", "#117733", "#999933", "#ddcc77", "#cc6677", "#882255",
+    "#aa4499",
 ];
 
 /// The colour of series `i`.
 pub fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
+}
+
+/// Writes the `<defs>` of hatched fills for series past the palette (when
+/// `n` needs them) into `o`, and returns their id prefix, unique in the
+/// process, so that several charts inline in one page do not share ids.
+pub fn swatch_defs(o: &mut String, n: usize) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let id = format!("hlp{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    if n > PALETTE.len() {
+        o.push_str("<defs>");
+        for i in PALETTE.len()..n {
+            o.push_str(&format!(
+                r#"<pattern id="{id}-{i}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="{}"/><rect width="2.2" height="6" fill="white"/></pattern>"#,
+                color(i)
+            ));
+        }
+        o.push_str("</defs>");
+    }
+    id
+}
+
+/// The fill of series `i`: its colour, hatched past the palette (ids from
+/// [`swatch_defs`]).
+pub fn swatch(ids: &str, i: usize) -> String {
+    if i < PALETTE.len() {
+        color(i).to_string()
+    } else {
+        format!("url(#{ids}-{i})")
+    }
 }
 
 /// Escapes text for XML and HTML (element content and attribute values).

@@ -519,6 +519,9 @@ impl Merge {
     }
 
     fn wake(&mut self, u: u32) {
+        if self.streams[u as usize].waiters.is_empty() {
+            return; // the common case: nobody waits on u
+        }
         let list = std::mem::take(&mut self.streams[u as usize].waiters);
         let done = self.streams[u as usize].steps_done;
         let mut keep = Vec::new();

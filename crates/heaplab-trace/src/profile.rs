@@ -17,9 +17,11 @@
 //! Several runs merge into one profile ([`Profile::merge`]); see
 //! [`Weighting`] for how runs are weighted.
 
+use crate::merge::{AddrHasher, AddrMap};
 use crate::model::{Event, Frame, Kind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 /// A log2 histogram with exact count, mean and maximum.
 /// Bucket 0 holds the value 0; bucket k > 0 holds values in [2^(k-1), 2^k).
@@ -242,8 +244,8 @@ struct Obj {
 pub struct ProfileBuilder {
     unit: u64,
     time_unit_ns: u64,
-    classes: HashMap<u64, ClassAcc>,
-    live: HashMap<u64, Obj>,
+    classes: AddrMap<ClassAcc>,
+    live: AddrMap<Obj>,
     live_bytes: u64,
     peak_live_bytes: u64,
     peak_live_objects: u64,
@@ -253,11 +255,13 @@ pub struct ProfileBuilder {
     reallocs: u64,
     failed: u64,
     events: u64,
-    calls: BTreeMap<String, u64>,
+    /// Calls by kind code (named in `finish`: a String per event cost more
+    /// than the rest of `add`).
+    calls: [u64; 256],
     life_events: HistAcc,
     life_bytes: HistAcc,
     life_ns: HistAcc,
-    sites: HashMap<u32, (u64, u64)>,
+    sites: HashMap<u32, (u64, u64), BuildHasherDefault<AddrHasher>>,
     threads: u64,
     first_time: Option<u64>,
     last_time: u64,
@@ -271,8 +275,8 @@ impl ProfileBuilder {
         ProfileBuilder {
             unit,
             time_unit_ns,
-            classes: HashMap::new(),
-            live: HashMap::new(),
+            classes: AddrMap::default(),
+            live: AddrMap::default(),
             live_bytes: 0,
             peak_live_bytes: 0,
             peak_live_objects: 0,
@@ -282,11 +286,11 @@ impl ProfileBuilder {
             reallocs: 0,
             failed: 0,
             events: 0,
-            calls: BTreeMap::new(),
+            calls: [0; 256],
             life_events: HistAcc::default(),
             life_bytes: HistAcc::default(),
             life_ns: HistAcc::default(),
-            sites: HashMap::new(),
+            sites: HashMap::default(),
             threads: 0,
             first_time: None,
             last_time: 0,
@@ -360,7 +364,7 @@ impl ProfileBuilder {
         self.first_time.get_or_insert(ev.time);
         self.last_time = ev.time;
         self.threads = self.threads.max(u64::from(ev.thread) + 1);
-        *self.calls.entry(ev.kind.name().to_string()).or_default() += 1;
+        self.calls[ev.kind.code() as usize] += 1;
         if ev.failed {
             self.failed += 1;
         } else {
@@ -434,7 +438,12 @@ impl ProfileBuilder {
             frees: self.frees,
             reallocs: self.reallocs,
             failed: self.failed,
-            calls: self.calls,
+            calls: (0..=255u8)
+                .filter(|&k| self.calls[k as usize] > 0)
+                .filter_map(|k| {
+                    Some((Kind::from_code(k)?.name().to_string(), self.calls[k as usize]))
+                })
+                .collect(),
             bytes_allocated: self.bytes_allocated,
             peak_live_bytes: self.peak_live_bytes,
             peak_live_objects: self.peak_live_objects,

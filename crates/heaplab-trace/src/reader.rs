@@ -381,6 +381,15 @@ impl<R: Read> TraceReader<R> {
     /// The next event, skipping definitions. Same end rules as [`Self::next_item`].
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
+            // version 2's common case, as next_item begins, without the
+            // event going into an Item and out again
+            if self.version >= 2 && self.queue.is_empty() {
+                if let Some(mut e) = self.merge.next_event() {
+                    e.index = self.handed;
+                    self.handed += 1;
+                    return Ok(Some(e));
+                }
+            }
             match self.next_item()? {
                 Some(Item::Event(e)) => return Ok(Some(e)),
                 Some(_) => {}

@@ -602,15 +602,21 @@ def test_threads_prodcons():
 
 def test_threads_instructions(trace):
     """The threaded lean loop's own instructions per event, under callgrind
-    with the bump allocator (whose calls are not counted): at most 15."""
+    with the bump allocator (whose calls are not counted): at most 15.  The
+    loop and wait_for's check are the replayer's cost; wait_spin (with
+    rp_relax) is time spent waiting for another thread, which depends on the
+    scheduler and the machine's load, so it is reported apart, not judged."""
     if not shutil.which("valgrind"):
         return  # test_instructions reports the missing tool
     selfc, calls = callgrind([trace], lib("bump"))
     events = len(threaded_spec(4000, 7))
-    loop = sum(c for f, c in selfc.items() if f in ("rp_thread_lean", "run_stream", "wait_for", "rp_relax"))
+    base = lambda f: f.split(".")[0]  # gcc's .constprop/.isra clones
+    loop = sum(c for f, c in selfc.items() if base(f) in ("rp_thread_lean", "run_stream", "wait_for"))
+    spin = sum(c for f, c in selfc.items() if base(f) in ("wait_spin", "rp_relax"))
     per_event = loop / events
     check(0 < per_event <= 15, f"threads: {per_event:.2f} replayer instructions per event, threaded (<= 15)")
-    print(f"  threaded harness: {per_event:.2f} instructions per event on {events} events, 4 threads")
+    print(f"  threaded harness: {per_event:.2f} instructions per event on {events} events, 4 threads"
+          f" (+ {spin / events:.2f} spent waiting, not judged)")
 
 
 def test_missing_entries():

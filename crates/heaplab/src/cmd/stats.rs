@@ -8,6 +8,7 @@ use crate::human;
 use anyhow::Result;
 use clap::ValueEnum;
 use heaplab_memory::analyze::Analysis;
+use heaplab_memory::overtime::{self, Footprint, OverTime};
 use heaplab_memory::sites::{self, Site};
 use heaplab_memory::symbols::Symbolizer;
 use heaplab_trace::profile::{Profile, ProfileBuilder, Weighting};
@@ -40,6 +41,8 @@ Examples:
   heaplab stats t.hltrace --group-by line --function parse --from 2s --to 3s
   heaplab stats t.hltrace --report out/mem     (report.html: flame graphs, memory over time)
   heaplab stats t.hltrace --json t.json --sites-csv sites.csv
+  heaplab stats t.hltrace --footprint firstfit,bsd --report out/mem --timeline-csv t.csv
+                        (memory over time with two zoo allocators' exact footprints)
 
 Columns, per size class (a request for B bytes is in class R*ceil(B/R)):
   allocs, frees     calls, a realloc counting as a free and an allocation
@@ -81,12 +84,25 @@ pub struct Args {
     /// peak, allocations, leaks) and the sites, one self-contained page.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Replay the trace under these zoo allocators (comma-separated names,
+    /// as `heaplab allocators` lists them) and add each one's exact
+    /// footprint over time (heap + mapped bytes, from its own accounting,
+    /// sampled about 2048 times) to the memory over time in the JSON, the
+    /// CSV and the report.
+    #[arg(long, value_name = "ALLOCATORS", value_delimiter = ',')]
+    footprint: Vec<String>,
+    /// Write memory over time as CSV to FILE (no FILE, or -: standard
+    /// output), one value a row: trace,series,t_ns,bytes,max_bytes with
+    /// series `live`, `site #R NAME` or `footprint ALLOCATOR`.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    timeline_csv: Option<PathBuf>,
     #[command(flatten)]
     mem: MemArgs,
 }
 
-/// The JSON schema version of `heaplab stats --json` (2: `memory` added).
-pub const SCHEMA_VERSION: u32 = 2;
+/// The JSON schema version of `heaplab stats --json` (2: `memory` added;
+/// 3: `memory[].over_time` added).
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum WeightArg {
@@ -142,14 +158,75 @@ struct MemoryJson<'a> {
     sites_options: &'a heaplab_memory::sites::SiteOptions,
     modules: &'a [heaplab_memory::symbols::ModuleReport],
     sites: &'a [Site],
+    /// Live bytes per interval, the top sites' and the replayed footprints.
+    over_time: &'a heaplab_memory::overtime::OverTime,
+}
+
+/// Replays `path` under each allocator of `spec` with `heaplab-replay
+/// --footprint-every`, for its exact footprint over time.
+fn footprints(spec: &[String], path: &Path, an: &Analysis) -> Result<Vec<Footprint>> {
+    if spec.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tools = heaplab_plumb::tools::Tools::discover()?;
+    tools.check_replay()?;
+    let every = overtime::every_for(an.totals.events);
+    let allocs = heaplab_plumb::alloc::resolve(spec, &tools)?;
+    // every name checked before the first replay
+    for al in &allocs {
+        if let Some(why) = &al.missing {
+            anyhow::bail!("--footprint {}: {why}", al.name);
+        }
+        use heaplab_plumb::alloc::Source;
+        if al.preload.is_none() || matches!(al.source, Source::Glibc | Source::Peer) {
+            anyhow::bail!(
+                "--footprint {}: only the zoo's allocators report an exact footprint \
+                 (heaplab compare measures the others' from RSS)",
+                al.name
+            );
+        }
+    }
+    let mut out = Vec::new();
+    for al in allocs {
+        eprintln!("heaplab stats: replaying {} under {} for its footprint", an.trace, al.name);
+        let mut c = std::process::Command::new(&tools.replay);
+        c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
+        if let Some(p) = &al.preload {
+            c.env("LD_PRELOAD", p);
+        }
+        for (k, v) in &al.env {
+            c.env(k, v);
+        }
+        c.stdin(std::process::Stdio::null());
+        c.args(["--footprint-every", &every.to_string(), "--threads", "serial"]).arg(path);
+        let o = heaplab_plumb::process::capture_until(&mut c, tools.timeout, None)?;
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let line = stdout.lines().find(|l| l.starts_with('{'));
+        let Some(j) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()) else {
+            anyhow::bail!(
+                "--footprint {}: the replay printed no result ({}): {}",
+                al.name,
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        };
+        let f = overtime::from_replay(&al.name, &j, an.first_ns, an.meta.time_unit_ns)
+            .map_err(|e| anyhow::anyhow!("--footprint {}: {e}", al.name))?;
+        out.push(f);
+    }
+    Ok(out)
 }
 
 pub fn run(a: Args) -> Result<i32> {
     let json = cli::dest("json", &a.json, &a.traces)?;
     let csv = cli::dest("csv", &a.csv, &a.traces)?;
     let sites_csv = cli::dest("sites-csv", &a.sites_csv, &a.traces)?;
-    if [&json, &csv, &sites_csv].iter().filter(|d| cli::any_stdout(&[d])).count() > 1 {
-        anyhow::bail!("only one of --json, --csv and --sites-csv can go to standard output");
+    let timeline_csv = cli::dest("timeline-csv", &a.timeline_csv, &a.traces)?;
+    if [&json, &csv, &sites_csv, &timeline_csv].iter().filter(|d| cli::any_stdout(&[d])).count() > 1
+    {
+        anyhow::bail!(
+            "only one of --json, --csv, --sites-csv and --timeline-csv can go to standard output"
+        );
     }
     let opts = a.mem.options()?;
     let site_opts = a.mem.site_options();
@@ -158,6 +235,7 @@ pub fn run(a: Args) -> Result<i32> {
     let mut code = 0;
     let mut headers = Vec::new();
     let mut analyses: Vec<(Analysis, Vec<Site>, Vec<PathBuf>, Symbolizer)> = Vec::new();
+    let mut over: Vec<(OverTime, Vec<Footprint>)> = Vec::new();
     for (t, path) in a.traces.iter().zip(&inputs.paths) {
         let m = TraceReader::open(path)?.meta().clone();
         let mut b = ProfileBuilder::new(a.unit, m.time_unit_ns);
@@ -188,6 +266,8 @@ pub fn run(a: Args) -> Result<i32> {
         ));
         let siblings = heaplab_plumb::record::siblings(t);
         let list = sites::sites(&an, &site_opts, &mut sym);
+        let foot = footprints(&a.footprint, path, &an)?;
+        over.push((overtime::over_time(&an, &list, &foot), foot));
         profiles.push(p);
         analyses.push((an, list, siblings, sym));
     }
@@ -223,11 +303,19 @@ pub fn run(a: Args) -> Result<i32> {
         }
         d.write(&v)?;
     }
+    if let Some(d) = &timeline_csv {
+        let mut v = String::new();
+        for (i, ((an, ..), (o, _))) in analyses.iter().zip(&over).enumerate() {
+            v.push_str(&overtime::csv(&an.trace, o, i == 0));
+        }
+        d.write(&v)?;
+    }
     if let Some(d) = &json {
         let mut doc = serde_json::to_value(&p)?;
         let memory: Vec<serde_json::Value> = analyses
             .iter()
-            .map(|(an, list, sib, sym)| {
+            .zip(&over)
+            .map(|((an, list, sib, sym), (o, _))| {
                 serde_json::to_value(MemoryJson {
                     trace: &an.trace,
                     siblings: sib.iter().map(|s| s.display().to_string()).collect(),
@@ -240,6 +328,7 @@ pub fn run(a: Args) -> Result<i32> {
                     sites_options: &site_opts,
                     modules: sym.reports(),
                     sites: &list[..list.len().min(a.sites.max(1000))],
+                    over_time: o,
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -253,12 +342,13 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(dir) = &a.report {
         let prov = memargs::provenance().rows();
         let (an, list, _, sym) = analyses.first_mut().expect("at least one trace");
-        let page = heaplab_memory::report::page(an, list, sym, &prov, a.mem.frames());
+        let foot = &over[0].1;
+        let page = heaplab_memory::report::page(an, list, sym, &prov, a.mem.frames(), foot);
         let path = cli::write_report(dir, &page)?;
         let mut err = std::io::stderr();
         writeln!(err, "report: {}", path.display())?;
     }
-    if !cli::any_stdout(&[&json, &csv, &sites_csv]) {
+    if !cli::any_stdout(&[&json, &csv, &sites_csv, &timeline_csv]) {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         print_table(&mut out, &p, &headers, a.classes)?;
