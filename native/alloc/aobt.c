@@ -27,11 +27,13 @@
  *                        \
  *                [0x2008 | 48 | 0 | 0]
  *
- *   Balance: a treap.  Each node's priority is a fixed hash of its address
- *   (a bijective 64-bit mix), kept in heap order (a parent's priority is at
- *   least its children's), which gives expected O(log n) depth with no
- *   priority field, no random state, and the same tree for the same heap
- *   in every run.
+ *   Balance: a treap.  Each node's priority is a fixed hash of its offset
+ *   from the heap's first block (a bijective 64-bit mix), kept in heap order
+ *   (a parent's priority is at least its children's), which gives expected
+ *   O(log n) depth with no priority field, no random state, and the same
+ *   tree for the same calls in every run wherever the heap is mapped (the
+ *   absolute address would give another shape, hence other instruction
+ *   counts, under each Valgrind tool and each ASLR layout).
  *
  * Invariants: btag.h's (blocks tile the heap, no two free blocks touch, the
  * tags agree) with BT_MINBLOCK = 48, aotreap.h's for the one tree, and
@@ -70,9 +72,10 @@
 #define BT_MINBLOCK    48 /* header, left, right, lmax, rmax, footer */
 #define BT_REALLOC_TOP BT_GROW_KEEP
 #include "btag.h"
+static bt_heap_t heap;
+#define AOT_BASE heap.lo /* priorities hash the offset in the heap */
 #include "aotreap.h"
 
-static bt_heap_t heap;
 static aot_node_t *root;
 
 /* ------------------------------------------------------------------------ */

@@ -17,8 +17,13 @@
  *   x in l(y)  =>  x + size(x) <= y;   x in r(y)  =>  y + size(y) <= x
  *                                                  (in-order is address order)
  *   prio(x) <= prio(parent(x))                     (a treap; prio is a fixed hash of
- *                                                   the address, so the shape depends
- *                                                   only on the set of free blocks)
+ *                                                   x - AOT_BASE, the offset in the
+ *                                                   heap, so the shape depends only
+ *                                                   on the set of free blocks, not on
+ *                                                   where the heap was mapped: the
+ *                                                   same tree, hence the same
+ *                                                   instruction counts, under every
+ *                                                   Valgrind tool and every ASLR)
  *   lmax(y) == max(size(x) for x in l(y)), 0 if l(y) is empty; rmax likewise
  *   smin <= size(x) <= smax                        (the range the caller gives)
  *   nodes == the caller's count of free blocks     (with *seen)
@@ -30,6 +35,10 @@
 #include <stdint.h>
 
 #include "hl_alloc.h"
+
+#ifndef AOT_BASE
+#error "define AOT_BASE (the heap's first block, as a char *) before including aotreap.h"
+#endif
 
 static inline size_t bsize(const void *b); /* btag.h's */
 
@@ -48,8 +57,10 @@ typedef struct aot_node {
 /* The treap (recursive: the expected depth is O(log n))                     */
 /* ------------------------------------------------------------------------ */
 
-static inline uint64_t prio(const aot_node_t *x) { /* splitmix64's finaliser: a bijection */
-    uint64_t z = (uintptr_t)x;
+/* splitmix64's finaliser (a bijection) of the node's offset from AOT_BASE:
+ * a node exists only once the heap has started, so AOT_BASE is set. */
+static inline uint64_t prio(const aot_node_t *x) {
+    uint64_t z = (uint64_t)((const char *)x - (const char *)(AOT_BASE));
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);

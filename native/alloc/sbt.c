@@ -25,7 +25,7 @@
  *   Each tree is a binary search tree on block addresses with lmax/rmax in
  *   every node (the largest sizes in its left and right subtrees, 0 when
  *   empty), balanced as a treap whose priorities are a fixed hash of the
- *   node's address (see aobt.c).
+ *   node's offset in the heap (see aobt.c).
  *
  * Invariants: btag.h's (blocks tile the heap, no two free blocks touch, the
  * tags agree) with BT_MINBLOCK = 48, aotreap.h's for each tree, and
@@ -72,12 +72,13 @@
 #define BT_MINBLOCK    48 /* header, left, right, lmax, rmax, footer */
 #define BT_REALLOC_TOP BT_GROW_KEEP
 #include "btag.h"
+static bt_heap_t heap;
+#define AOT_BASE heap.lo /* priorities hash the offset in the heap */
 #include "aotreap.h"
 
 #define NTREES 8  /* 003 §4 */
 #define RANGE  64 /* bytes of block size per tree */
 
-static bt_heap_t heap;
 static aot_node_t *tree[NTREES]; /* tree[i]: free blocks of size in [64i, 64i+64), the last open */
 
 /* The tree that holds free blocks of size sz. */

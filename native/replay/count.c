@@ -34,6 +34,8 @@
 #define _GNU_SOURCE
 #include "rp.h"
 
+#include <errno.h>
+
 #include "../vgtool/heaplab_vg.h"
 
 #include <linux/perf_event.h>
@@ -261,6 +263,12 @@ static void calibrate(void) {
     rp_pc_real = saved;
 }
 
+/* posix_memalign's signature over exec.c's emulating wrapper */
+static int emulated_posix_memalign(void **p, size_t a, size_t n) {
+    *p = ((void *(*)(size_t, size_t))rp_api_wrappers.fn[RP_W_POSIX_MEMALIGN])(a, n);
+    return *p ? 0 : ENOMEM;
+}
+
 static void perf_init(void) {
     char why[512];
     void *page = rp_perf_open(why, sizeof why);
@@ -270,6 +278,16 @@ static void perf_init(void) {
     pc = page;
     rp_pc_real = (real_t){malloc,  calloc, memalign, posix_memalign, aligned_alloc,
                           valloc,  pvalloc, free,    realloc};
+    /* the entry points the allocator lacks: exec.c's emulating wrappers */
+    const rp_api_t *w = &rp_api_wrappers;
+    typedef void *(*f2_t)(size_t, size_t);
+    typedef void *(*f1_t)(size_t);
+    if (rp_emulated & RP_EMU_MEMALIGN) rp_pc_real.memalign = (f2_t)w->fn[RP_W_MEMALIGN];
+    if (rp_emulated & RP_EMU_POSIX_MEMALIGN) rp_pc_real.posix_memalign = emulated_posix_memalign;
+    if (rp_emulated & RP_EMU_ALIGNED_ALLOC)
+        rp_pc_real.aligned_alloc = (f2_t)w->fn[RP_W_ALIGNED_ALLOC];
+    if (rp_emulated & RP_EMU_VALLOC) rp_pc_real.valloc = (f1_t)w->fn[RP_W_VALLOC];
+    if (rp_emulated & RP_EMU_PVALLOC) rp_pc_real.pvalloc = (f1_t)w->fn[RP_W_PVALLOC];
     calibrate();
     rp_use_api(&pc_api);
 }

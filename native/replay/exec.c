@@ -20,6 +20,8 @@
  *   - malloc, calloc(1, n), realloc, memalign, posix_memalign, aligned_alloc,
  *     valloc and pvalloc are called as recorded, free as free, and
  *     realloc_free as realloc(p, 0); if that returns a block, it is freed.
+ *     An entry point of the memalign family that the loaded malloc lacks is
+ *     emulated with its memalign (rp_emulated; the report says which).
  *   - A FAILED allocation is replayed as the same call; if it succeeds now
  *     the block is freed at once (the program never had it).  A FAILED
  *     realloc is skipped: replaying it could move or shrink an object that
@@ -61,31 +63,108 @@ NOINLINE void *rp_call_realloc_free(void *q) {
     AFTER_CALL();
     return p;
 }
+/* The memalign family: each wrapper calls the allocator's own entry point,
+ * or, where the allocator lacks it (rp_emulated, rp_resolve_entries below),
+ * emulates it here with the allocator's memalign or aligned_alloc, so that
+ * the counters still see one call of that kind, inclusive of what it costs
+ * the allocator, and the block comes from the allocator's heap. */
+unsigned rp_emulated;
+static void *(*aligned_base)(size_t, size_t); /* memalign, or aligned_alloc */
+static int base_rounds; /* aligned_base is aligned_alloc: sizes go up to a multiple */
+static size_t page_size = 4096;
+#define EMULATED(bit) __builtin_expect(!!(rp_emulated & (bit)), 0)
+
+static inline void *emulate_aligned(size_t a, size_t n) {
+    if (base_rounds && a) {
+        size_t r = (n + a - 1) / a * a;
+        if (r < n) return NULL; /* overflow: as the real call would fail */
+        n = r;
+    }
+    return aligned_base(a, n);
+}
 NOINLINE void *rp_call_memalign(size_t a, size_t n) {
-    void *p = memalign(a, n);
+    void *p = EMULATED(RP_EMU_MEMALIGN) ? emulate_aligned(a, n) : memalign(a, n);
     AFTER_CALL();
     return p;
 }
 NOINLINE void *rp_call_posix_memalign(size_t a, size_t n) {
     void *p = NULL;
-    if (posix_memalign(&p, a, n) != 0) p = NULL;
+    if (EMULATED(RP_EMU_POSIX_MEMALIGN)) {
+        /* posix_memalign's EINVAL: a power of two, a multiple of sizeof(void *) */
+        if (a >= sizeof(void *) && !(a & (a - 1))) p = emulate_aligned(a, n);
+    } else if (posix_memalign(&p, a, n) != 0) {
+        p = NULL;
+    }
     AFTER_CALL();
     return p;
 }
 NOINLINE void *rp_call_aligned_alloc(size_t a, size_t n) {
-    void *p = aligned_alloc(a, n);
+    void *p = EMULATED(RP_EMU_ALIGNED_ALLOC) ? emulate_aligned(a, n)
+                                                             : aligned_alloc(a, n);
     AFTER_CALL();
     return p;
 }
 NOINLINE void *rp_call_valloc(size_t n) {
-    void *p = valloc(n);
+    void *p = EMULATED(RP_EMU_VALLOC) ? emulate_aligned(page_size, n) : valloc(n);
     AFTER_CALL();
     return p;
 }
 NOINLINE void *rp_call_pvalloc(size_t n) {
-    void *p = pvalloc(n);
+    void *p;
+    if (EMULATED(RP_EMU_PVALLOC)) {
+        /* glibc's pvalloc: the size rounded up to whole pages, at least one */
+        size_t r = n ? (n + page_size - 1) & ~(page_size - 1) : page_size;
+        p = r >= n ? emulate_aligned(page_size, r) : NULL;
+    } else {
+        p = pvalloc(n);
+    }
     AFTER_CALL();
     return p;
+}
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} family[] = {
+    {"memalign", RP_EMU_MEMALIGN},
+    {"posix_memalign", RP_EMU_POSIX_MEMALIGN},
+    {"aligned_alloc", RP_EMU_ALIGNED_ALLOC},
+    {"valloc", RP_EMU_VALLOC},
+    {"pvalloc", RP_EMU_PVALLOC},
+};
+
+int rp_resolve_entries(void) {
+    page_size = rp_os_page_size();
+    rp_emulated = 0;
+    const void *m = rp_os_definer("malloc");
+    if (!m) return 0;
+    unsigned lack = 0;
+    for (size_t i = 0; i < sizeof family / sizeof family[0]; i++)
+        if (rp_os_definer(family[i].name) != m) lack |= family[i].bit;
+    if (!lack) return 0;
+    if (!(lack & RP_EMU_MEMALIGN)) {
+        aligned_base = memalign; /* binds to the allocator's: it defines it */
+        base_rounds = 0;
+    } else if (!(lack & RP_EMU_ALIGNED_ALLOC)) {
+        aligned_base = aligned_alloc;
+        base_rounds = 1;
+    } else {
+        return -1; /* nothing of its own to emulate with */
+    }
+    rp_emulated = lack;
+    return 0;
+}
+
+void rp_emulated_report(rp_buf_t *out, int *first) {
+    rp_key(out, first, "emulated");
+    rp_putc(out, '[');
+    int n = 0;
+    for (size_t i = 0; i < sizeof family / sizeof family[0]; i++) {
+        if (!(rp_emulated & family[i].bit)) continue;
+        if (n++) rp_putc(out, ',');
+        rp_put_jstr(out, family[i].name);
+    }
+    rp_putc(out, ']');
 }
 NOINLINE void rp_call_free(void *p) {
     free(p);

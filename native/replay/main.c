@@ -472,6 +472,14 @@ int main(int argc, char **argv) {
     int lean = mode == RP_PLAIN && !ctx.hints && !general && !vgmarks;
     if (vgmarks && !rp_refs_init())
         die_usage("--vg-marks: not running under valgrind --tool=heaplab-measure", NULL);
+    if (rp_resolve_entries() != 0) {
+        rp_buf_t b;
+        rp_buf_init(&b, 512);
+        rp_puts(&b, "heaplab-replay: warning: the loaded malloc lacks part of the memalign family "
+                    "and has neither memalign nor aligned_alloc to emulate it with; those calls "
+                    "go to whichever library defines them\n");
+        rp_flush(&b, 2);
+    }
     if (counter) rp_count_init(counter);
 
     /* pass 2: from the cache, or decoding again (and filling the cache) */
@@ -814,6 +822,7 @@ int main(int argc, char **argv) {
     }
 
     rp_count_report(&out, &f);
+    rp_emulated_report(&out, &f);
 
     rp_key(&out, &f, "check");
     if (mode == RP_CHECK) {

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "rp.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -357,4 +358,22 @@ void rp_relax(unsigned n) {
         return;
     }
     sched_yield();
+}
+
+/* ---------------------------------------------------------------- which object defines a symbol */
+
+/* The base address of the object whose definition of `name` this process's
+ * calls bind to (the global lookup order: the executable, LD_PRELOAD, then
+ * libc ...); NULL if none.  dlsym and dladdr succeed here (the names asked
+ * are libc's, always defined), so neither takes its malloc'ing error path. */
+const void *rp_os_definer(const char *name) {
+    void *f = dlsym(RTLD_DEFAULT, name);
+    Dl_info di;
+    if (!f || !dladdr(f, &di)) return NULL;
+    return di.dli_fbase;
+}
+
+size_t rp_os_page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
 }

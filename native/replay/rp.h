@@ -342,6 +342,40 @@ void rp_count_report(rp_buf_t *out, int *first);
  * a reason in why. */
 void *rp_perf_open(char *why, size_t why_len);
 
+/* ---------------------------------------------------------------- os.c: the loaded malloc */
+
+/* The base address of the object that defines the `name` this process's
+ * calls bind to, or NULL (dlsym(RTLD_DEFAULT) then dladdr). */
+const void *rp_os_definer(const char *name);
+size_t rp_os_page_size(void);
+
+/* ---------------------------------------------------------------- exec.c: entry points the allocator lacks */
+
+/* Bits of rp_emulated: the entry points of the memalign family that the
+ * loaded malloc does not define (Debian's jemalloc has no pvalloc), so that
+ * the name binds to glibc's, which would allocate from glibc's heap a block
+ * the allocator's free cannot take.  Their wrappers (rp_call_pvalloc, ...)
+ * emulate them with the allocator's own memalign (or aligned_alloc):
+ * valloc(n) = memalign(page, n); pvalloc(n) = memalign(page, n rounded up to
+ * a page, at least one); memalign(a, n) = aligned_alloc(a, n rounded up to
+ * a); aligned_alloc(a, n) and posix_memalign(a, n) = memalign(a, n) (posix's
+ * EINVAL checks kept). The JSON report lists them ("emulated"). */
+enum {
+    RP_EMU_MEMALIGN = 1,
+    RP_EMU_POSIX_MEMALIGN = 2,
+    RP_EMU_ALIGNED_ALLOC = 4,
+    RP_EMU_VALLOC = 8,
+    RP_EMU_PVALLOC = 16
+};
+extern unsigned rp_emulated;
+/* Decide rp_emulated for the malloc this process has loaded (call once,
+ * before any replay). Returns 0, or -1 when an entry point is missing and
+ * the allocator has neither memalign nor aligned_alloc to emulate it with
+ * (then the names stay bound as they are). */
+int rp_resolve_entries(void);
+/* `"emulated":["pvalloc",...]` into the JSON report. */
+void rp_emulated_report(rp_buf_t *out, int *first);
+
 /* ---------------------------------------------------------------- refs.c */
 
 /* --vg-marks: tell heaplab's Valgrind tool where the replayer's code is;

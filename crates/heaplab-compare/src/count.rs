@@ -18,6 +18,7 @@ use crate::callgrind::{self, AllocCosts, KindCost, REPLAY_WRAPPERS};
 use crate::replay::{self, Outcome};
 use crate::tools::Tools;
 use anyhow::{bail, Result};
+use heaplab_plumb::AllocSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -81,6 +82,40 @@ pub struct Counts {
     /// Every instruction counted in the replay's timed region (the
     /// allocator's and the replayer's loop), when the counter knows it.
     pub replay_instructions: Option<u64>,
+    /// Environment the counted replay had beside the allocator's own
+    /// ([`counting_env`]), VAR=VALUE; the records' `count_env`.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+/// jemalloc's setting for counted replays: no purging driven by the clock.
+pub const JEMALLOC_COUNT_CONF: &str = "dirty_decay_ms:-1,muzzy_decay_ms:-1";
+
+/// Environment a counted replay of `alloc` gets beside the allocator's own,
+/// so that its counts depend on the calls alone, whatever the counter.
+///
+/// jemalloc purges unused dirty pages by the clock (decay over
+/// `dirty_decay_ms`, 10 s by default, checked every so many frees), so the
+/// work it does in free depends on how fast the replay runs: under callgrind,
+/// ten times slower than under vgcount, it purged more, and the two counts of
+/// a python trace's frees differed by 2% from run to run. With clock-driven
+/// purging off (`MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1`) every
+/// counter gives the same count to the instruction. The counts then leave out
+/// the purging a native run does at a rate set by wall time; the touch and
+/// timing replays keep jemalloc's defaults. A MALLOC_CONF of the user's (in
+/// heaplab's environment) comes first, so only the decay is overridden.
+pub fn counting_env(alloc: &AllocSpec) -> Vec<(String, String)> {
+    if alloc.name != "jemalloc" || alloc.source != "peer" {
+        return vec![];
+    }
+    if alloc.env.iter().any(|(k, _)| k == "MALLOC_CONF") {
+        return vec![]; // the user chose it for this allocator
+    }
+    let conf = match std::env::var("MALLOC_CONF") {
+        Ok(user) if !user.is_empty() => format!("{user},{JEMALLOC_COUNT_CONF}"),
+        _ => JEMALLOC_COUNT_CONF.to_string(),
+    };
+    vec![("MALLOC_CONF".into(), conf)]
 }
 
 impl Counts {
@@ -117,7 +152,12 @@ impl Counts {
                 Entry { entry: w.to_string(), calls, instructions }
             })
             .collect();
-        Counts { counter: Counter::Callgrind, entries, replay_instructions: Some(p.total) }
+        Counts {
+            counter: Counter::Callgrind,
+            entries,
+            replay_instructions: Some(p.total),
+            env: vec![],
+        }
     }
 
     /// The `counts` object of the replayer's JSON (`--count vgcount|perf`).
@@ -130,7 +170,12 @@ impl Counts {
         let c: C = serde_json::from_value(raw["counts"].clone()).map_err(|e| {
             anyhow::anyhow!("the replayer's JSON has no counts it can read ({e}); is it older than this heaplab?")
         })?;
-        Ok(Counts { counter, entries: c.entries, replay_instructions: c.replay_instructions })
+        Ok(Counts {
+            counter,
+            entries: c.entries,
+            replay_instructions: c.replay_instructions,
+            env: vec![],
+        })
     }
 }
 

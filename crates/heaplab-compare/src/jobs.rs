@@ -167,6 +167,10 @@ impl Study {
                         extra.push(("vg-lib".into(), self.vg_lib().display().to_string()));
                         more.push(Input::of(&tool).context("the counting tool")?);
                     }
+                    // in the parameters, so that it is part of the job's id
+                    for (k, v) in count::counting_env(a) {
+                        extra.push(("count-env".into(), format!("{k}={v}")));
+                    }
                     jobs.push(job(Measure::Count, extra, more, 0.5 + c.slowdown() * native));
                 }
                 if self.repeat > 0 {
@@ -264,9 +268,19 @@ fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<
         }
         Some(Measure::Count) => {
             let counter = Counter::parse(param(job, "counter")?)?;
-            let (o, counts) = count::run(tools, alloc, trace, counter)?;
+            let mut alloc = alloc.clone();
+            let mut env = vec![];
+            for (k, v) in job.params.iter().filter(|(k, _)| k == "count-env") {
+                let (var, val) = v
+                    .split_once('=')
+                    .with_context(|| format!("--{k} {v:?}: expected VAR=VALUE"))?;
+                alloc.env.push((var.to_string(), val.to_string()));
+                env.push(v.clone());
+            }
+            let (o, counts) = count::run(tools, &alloc, trace, counter)?;
             failed(&format!("{} replay", counter.name()), &o)?;
-            let counts = counts.context("the count replay gave no counts")?;
+            let mut counts = counts.context("the count replay gave no counts")?;
+            counts.env = env;
             Ok(json!({"replay": o.raw, "counts": counts}))
         }
         Some(Measure::Time) => {
@@ -424,6 +438,7 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.frees = Some(o.frees());
                 r.reallocs = Some(o.reallocs());
                 r.peak_live_bytes = Some(o.peak_live_bytes);
+                r.emulated = (!o.emulated.is_empty()).then(|| o.emulated.join(","));
             }
             if let Some(o) = c.timed.as_ref().or(c.touch.as_ref()) {
                 r.threads_mode = o.threads_mode.clone();
@@ -457,6 +472,7 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.alloc_instructions = Some(costs.total);
                 r.replay_instructions = counts.replay_instructions;
                 r.counter = Some(counts.counter.name().to_string());
+                r.count_env = (!counts.env.is_empty()).then(|| counts.env.join(" "));
                 let al = costs.total as f64;
                 match (&study.programs[t], counts.replay_instructions) {
                     (Some(p), _) => {

@@ -239,6 +239,9 @@ pub fn compare(
     if !opts.keep_scratch {
         tools.clean();
     }
+    if let Some(store) = &store {
+        store.prune_after_run(&jobs, "heaplab compare");
+    }
     let states: Vec<JobState> =
         jobs.iter().map(|j| by_id.remove(&j.id).unwrap_or(JobState::Missing)).collect();
     let interrupted = cancel::requested();

@@ -36,6 +36,14 @@ pub struct Record {
     pub alloc_instr_share: Option<f64>,
     pub share_basis: Option<String>,
     pub counter: Option<String>,
+    /// Environment the counted replay had beside the allocator's own
+    /// (jemalloc's clock-driven purging off; count.rs's `counting_env`).
+    #[serde(default)]
+    pub count_env: Option<String>,
+    /// Entry points the allocator lacks, emulated by the replayer with its
+    /// memalign (e.g. `pvalloc` under Debian's jemalloc), comma-separated.
+    #[serde(default)]
+    pub emulated: Option<String>,
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
@@ -52,7 +60,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 36] = [
+pub const CSV_COLUMNS: [&str; 38] = [
     "trace",
     "trace_name",
     "allocator",
@@ -77,6 +85,8 @@ pub const CSV_COLUMNS: [&str; 36] = [
     "alloc_instr_share",
     "share_basis",
     "counter",
+    "count_env",
+    "emulated",
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",

@@ -87,6 +87,10 @@ pub struct ReplayOut {
     pub threads_mode: Option<String>,
     #[serde(default)]
     pub replay_threads: Option<u64>,
+    /// Entry points the loaded malloc lacks, which the replayer emulated
+    /// (`pvalloc` under Debian's jemalloc); absent from an older replayer.
+    #[serde(default)]
+    pub emulated: Vec<String>,
     pub timed_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,

@@ -46,4 +46,4 @@ pub use eta::Eta;
 pub use job::{Input, Job};
 pub use plan::Plan;
 pub use run::{Observer, Runner};
-pub use store::{JobState, Outcome, Store};
+pub use store::{JobState, Limits, Outcome, Pruned, Store};

@@ -79,6 +79,8 @@ enum Command {
     Synth(cmd::synth::Args),
     #[command(about = "Run one job of a plan (a line of DIR/jobs*.txt from compare --plan DIR)")]
     Job(cmd::job::Args),
+    #[command(about = "Look after kept job outcomes: `heaplab jobs prune` removes old ones")]
+    Jobs(cmd::jobs::Args),
     #[command(about = "Print a shell completion script (bash, zsh, fish, elvish, powershell)")]
     Completions(cmd::completions::Args),
     #[command(
@@ -117,6 +119,7 @@ fn main() {
         Command::Segregate(a) => cmd::segregate::run(a),
         Command::Synth(a) => cmd::synth::run(a),
         Command::Job(a) => cmd::job::run(a),
+        Command::Jobs(a) => cmd::jobs::run(a),
         Command::Completions(a) => cmd::completions::run(a),
         Command::Man(a) => cmd::completions::man(a),
     };

@@ -13,7 +13,11 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ALLOCATORS: &str = "glibc,firstfit,bsd,gnugpp,quickfit,buddy,jemalloc,mimalloc,tcmalloc";
+// aobt and sbt: their treaps hash node offsets; hashing absolute addresses
+// gave each Valgrind tool (whose heaps start at different addresses) a
+// different tree shape, and counts 1.8% apart (aobt, generated trace).
+const ALLOCATORS: &str =
+    "glibc,firstfit,bsd,gnugpp,quickfit,buddy,aobt,sbt,jemalloc,mimalloc,tcmalloc";
 
 fn perl_trace(d: &Path) -> PathBuf {
     let out = heaplab(
@@ -103,12 +107,17 @@ fn vgcount_equals_callgrind_on_small_traces() {
                 "{cell}: {f} vgcount {x} vs callgrind {y} ({:+.3}%)",
                 100.0 * (x - y) / y
             );
-            if a["source"] == "heaplab" {
-                assert_eq!(
-                    x, y,
-                    "{cell}: {f}: a heaplab allocator's count depends on the calls alone"
-                );
+            // jemalloc's clock-driven purging is off in counted replays, so
+            // its count depends on the calls alone too (with it on, frees
+            // differed by up to 2.6% on python)
+            if a["source"] == "heaplab" || a["allocator"] == "jemalloc" {
+                assert_eq!(x, y, "{cell}: {f}: this allocator's count depends on the calls alone");
             }
+        }
+        let want_env = (a["allocator"] == "jemalloc")
+            .then_some("MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1");
+        for r in [a, b] {
+            assert_eq!(r["count_env"].as_str(), want_env, "{cell}: count_env");
         }
         checked += 1;
     }

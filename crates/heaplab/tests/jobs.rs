@@ -226,6 +226,39 @@ fn an_interrupted_compare_keeps_what_it_finished_and_resume_does_the_rest() {
         "{}",
         show(&out)
     );
+
+    // Pruning: an outcome of another study written 60 days ago goes when a
+    // run finishes (30 days by default), the run's own stay, and files
+    // heaplab did not write stay whatever the limits.
+    let own: Vec<_> = std::fs::read_dir(&state).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut old: Value = serde_json::from_slice(&std::fs::read(&own[0]).unwrap()).unwrap();
+    old["job"] = "compare-count-00000000000000aa".into();
+    let old_path = state.join("compare-count-00000000000000aa.json");
+    std::fs::write(&old_path, old.to_string()).unwrap();
+    let aged = std::time::SystemTime::now() - Duration::from_secs(60 * 86400);
+    std::fs::File::options().write(true).open(&old_path).unwrap().set_modified(aged).unwrap();
+    let notes = state.join("notes.txt");
+    std::fs::write(&notes, "not heaplab's").unwrap();
+    let dry = heaplab(&["jobs", "prune", "--state", state.to_str().unwrap(), "--dry-run"], &d.0);
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success() && said.contains("would remove 1 files"), "{}", show(&dry));
+    assert!(old_path.exists(), "a dry run removes nothing");
+    let out = heaplab(&resumed, &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("removed 1 old outcomes"),
+        "a run prunes when it finishes: {}",
+        show(&out)
+    );
+    assert!(!old_path.exists() && own.iter().all(|p| p.exists()) && notes.exists());
+    let out =
+        heaplab(&["jobs", "prune", "--state", state.to_str().unwrap(), "--max-mb", "0"], &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 18 files"), "{}", show(&out));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "not heaplab's");
+    assert_eq!(kept(), 1, "only the file heaplab did not write is left");
+    let bad = heaplab(&["jobs", "prune", "--state", state.to_str().unwrap(), "--max-mb=-1"], &d.0);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--max-mb"));
 }
 
 /// Every value of two JSON documents, paths where they differ (keys named in

@@ -162,6 +162,7 @@ pub fn run(a: Args) -> Result<i32> {
     };
     let states = runner.run(&jobs, &jobs::run_job);
     progress.finish();
+    store.prune_after_run(&jobs, "heaplab locality");
     let interrupted = heaplab_jobs::cancel::requested();
     let result = jobs::merge(&study, &jobs, &states, &|j: &Job| {
         if interrupted {

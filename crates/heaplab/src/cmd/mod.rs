@@ -8,6 +8,7 @@ pub mod demo;
 pub mod diff;
 pub mod export;
 pub mod job;
+pub mod jobs;
 pub mod lab;
 pub mod locality;
 pub mod memargs;
