@@ -8,7 +8,8 @@
  *   |<- 16 bytes ->|              |<- 16 bytes ->|
  *
  * Every block is 16-aligned with its requested size in the 8 bytes before
- * the payload.  malloc's fast path is straight-line code ending in the first
+ * the payload.  cur moves by an atomic add (malloc) or a compare-and-swap
+ * (the memalign family), so threads never share bytes.  malloc's fast path is straight-line code ending in the first
  * `ret` of the function; the replayer's tests count its instructions with
  * objdump and expect callgrind to report exactly that many per malloc.
  *
@@ -41,11 +42,14 @@ __attribute__((noinline, cold)) static void *bump_oom(void) {
 }
 
 BUMP_DECL void *BUMP(malloc)(size_t n) {
-    char *p = cur;
     size_t step = (n + 31) & ~(size_t)15;
-    if (__builtin_expect(n > BUMP_HEAP || step > (size_t)(heap + BUMP_HEAP - p), 0))
+    if (__builtin_expect(n > BUMP_HEAP, 0)) return bump_oom();
+    /* One atomic add, so that threads (the threaded replay runs the recorded
+     * threads at once) never carve the same bytes; past the end, cur stays
+     * past it and every later call fails. */
+    char *p = __atomic_fetch_add(&cur, step, __ATOMIC_RELAXED);
+    if (__builtin_expect(step > (size_t)(heap + BUMP_HEAP - p) || p > heap + BUMP_HEAP, 0))
         return bump_oom();
-    cur = p + step;
     *(size_t *)p = n;
     BUMP_HOOK_MALLOC(p + 16, n);
     return p + 16;
@@ -81,11 +85,22 @@ BUMP_DECL void *BUMP(realloc)(void *p, size_t n) {
 
 BUMP_DECL void *BUMP(memalign)(size_t align, size_t n) {
     if (align < 16) align = 16;
-    /* Pad the bump pointer so that the payload lands on the alignment. */
-    uintptr_t payload = ((uintptr_t)cur + 16 + align - 1) & ~(uintptr_t)(align - 1);
-    if (payload - 16 > (uintptr_t)(heap + BUMP_HEAP)) return bump_oom();
-    cur = (char *)payload - 16;
-    return BUMP(malloc)(n);
+    if (n > BUMP_HEAP || align > BUMP_HEAP) return bump_oom();
+    size_t step = (n + 31) & ~(size_t)15;
+    /* Pad the bump pointer so that the payload lands on the alignment: the
+     * pad and the block taken in one compare-and-swap (threads, as malloc). */
+    char *old = __atomic_load_n(&cur, __ATOMIC_RELAXED);
+    uintptr_t payload;
+    do {
+        if (old > heap + BUMP_HEAP) return bump_oom();
+        payload = ((uintptr_t)old + 16 + align - 1) & ~(uintptr_t)(align - 1);
+        if (payload - 16 + step > (uintptr_t)(heap + BUMP_HEAP)) return bump_oom();
+    } while (!__atomic_compare_exchange_n(&cur, &old, (char *)payload - 16 + step, 1,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    char *p = (char *)payload - 16;
+    *(size_t *)p = n;
+    BUMP_HOOK_MALLOC(p + 16, n);
+    return p + 16;
 }
 
 BUMP_DECL int BUMP(posix_memalign)(void **out, size_t align, size_t n) {
