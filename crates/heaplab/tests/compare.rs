@@ -21,10 +21,11 @@ fn built(rel: &str) -> PathBuf {
 
 fn heaplab(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_heaplab"));
-    // compare keeps each measurement's outcome (for --resume) under the cache directory
+    // compare keeps each measurement's outcome (for --resume) under the cache
+    // directory: this process's own, shared by its tests and removed at exit
     c.args(args)
         .env_remove("LD_PRELOAD")
-        .env("XDG_CACHE_HOME", std::env::temp_dir().join("heaplab-test-cache"));
+        .env("XDG_CACHE_HOME", common::process_tmp().join("cache"));
     for (k, v) in env {
         c.env(k, v);
     }

@@ -9,29 +9,9 @@ use std::sync::OnceLock;
 mod common;
 use common::root;
 
-/// This process's scratch directory, made fresh and private (mkdtemp) on
-/// first use and shared by the tests, which share one recorded trace. A
-/// static is never dropped, so it is removed at exit.
+/// This process's scratch directory (the tests share one recorded trace).
 fn dir() -> PathBuf {
-    static D: OnceLock<PathBuf> = OnceLock::new();
-    D.get_or_init(|| {
-        let d = common::tmp("locality");
-        extern "C" fn remove() {
-            if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
-                if let Some(d) = D.get() {
-                    let _ = std::fs::remove_dir_all(d);
-                }
-            }
-        }
-        // SAFETY: `remove` is a plain extern "C" function with no arguments
-        // that touches only the directory this process made; atexit keeps
-        // only its address.
-        unsafe { libc::atexit(remove) };
-        let p = d.0.clone();
-        std::mem::forget(d);
-        p
-    })
-    .clone()
+    common::process_tmp()
 }
 
 /// The counts program recorded once with `heaplab record --refs`.
