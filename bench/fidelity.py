@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -269,11 +269,8 @@ def main():
         for r in results:  # the traces go with the scratch directory
             r["trace"] = os.path.basename(r["trace"])
         out = os.path.join(a.out, "fidelity.json")
-        tmp = out + f".tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump({"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
-                       "threads": a.threads, "programs": results}, f, indent=1)
-        os.replace(tmp, out)
+        write_json(out, {"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
+                         "threads": a.threads, "programs": results})
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out}", file=sys.stderr)
 

@@ -1,10 +1,11 @@
 """Where heaplab's files are, for the bench scripts: the Python twin of
 crates/heaplab-plumb/src/layout.rs (keep the two in step).
 
-    from heaplab_layout import LAYOUT, zoo_names
+    from heaplab_layout import LAYOUT, zoo_names, write_json
     LAYOUT.heaplab            # the heaplab binary
     LAYOUT.lib("libheaplab-record.so"), LAYOUT.bin("heaplab-replay")
     zoo_names()               # the allocators of native/alloc/registry.txt, in order
+    write_json(path, obj)     # a temporary name beside path, then a rename
 
 $HEAPLAB_HOME (a checkout, or a prefix `make install` filled) wins; else the
 checkout this file is in. From a shell: `python3 bench/heaplab_layout.py
@@ -70,6 +71,26 @@ def zoo_names(layout=LAYOUT):
             if line and not line.startswith("#"):
                 names.append(line.split("|")[0].strip())
     return names
+
+
+def write_json(path, obj, indent=1):
+    """Writes obj as JSON to path the safe way: its directory made if need
+    be, a fresh temporary name beside it (mkstemp), then a rename, so a
+    reader never sees half a file and a link at path is replaced, never
+    followed."""
+    import json
+    import tempfile
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=indent)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,11 +168,7 @@ def main():
                   f"{med['wall'] / base['wall']:.2f}x {med['cpu'] / base['cpu']:.2f}x {med['rss_kib'] / base['rss_kib']:.2f}x")
         print(f"load average (1 min) at the runs: {[round(x, 1) for r in res.values() for x in r['load']]}")
         if a.json:
-            out = Path(a.json)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"steps": a.steps, "totals": totals, "variants": table}, indent=1) + "\n")
-            os.replace(tmp, out)
+            write_json(a.json, {"steps": a.steps, "totals": totals, "variants": table})
 
 
 if __name__ == "__main__":

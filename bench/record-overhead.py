@@ -57,7 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, write_json
 
 ROOT = LAYOUT.root
 AGENT = LAYOUT.lib("libheaplab-record.so")
@@ -348,13 +348,8 @@ def main():
     print("goals: stacks-0 <= 1.5x (>= 40 M calls/s, 4 threads), <= 1.3x (perl, make, python); "
           "stacks-8 <= 2.5x; <= 1 byte per event; RSS added <= 1 MiB per thread + the writer's")
     if a.json:
-        dst = Path(a.json)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        # a temporary name beside it, then rename: never through a link at dst
-        fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"runs": a.runs, "scale": a.scale, "cpus": os.cpu_count(), "results": results}, f, indent=2)
-        os.replace(tmp, dst)
+        write_json(a.json, {"runs": a.runs, "scale": a.scale, "cpus": os.cpu_count(), "results": results},
+                   indent=2)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -148,10 +148,7 @@ def run(a):
         res[k]["walls_s"] = walls[k]
     summary = {"test_input": test, "calls_on_test_input": ncalls, "wall_input": big,
                "repeat": a.repeat, "load_before": os.getloadavg(), "forms": res}
-    tmp = os.path.join(out, "inline.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(summary, f, indent=1)
-    os.replace(tmp, os.path.join(out, "inline.json"))
+    write_json(os.path.join(out, "inline.json"), summary)
 
 
 def report(a):
@@ -174,10 +171,7 @@ def report(a):
     print("\nIr - inline: the whole program's instructions beyond the inline form's; per call:"
           "\nthat over the test input's allocator calls.")
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(s, fh, indent=1)
-        os.replace(tmp, a.json)
+        write_json(a.json, s)
 
 
 def main():

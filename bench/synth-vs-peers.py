@@ -42,7 +42,7 @@ import os
 import subprocess
 import sys
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -232,10 +232,7 @@ def report(a):
         for prog, n, what, val, goal, verdict in goals:
             print(f"  {prog:9} {n:9} {what:24} {fmt(val, '7.2f')}  <= {goal:<5} {verdict}")
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(rows, f, indent=1)
-        os.replace(tmp, a.json)
+        write_json(a.json, rows)
 
 
 def main():
