@@ -45,6 +45,36 @@ pub fn mkdtemp(parent: &Path, prefix: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(template)))
 }
 
+/// One private directory for the rest of this process (what a test binary's
+/// tests share: a trace recorded once, a cache), made with [`mkdtemp`] as
+/// `heaplab-TAG-xxxxxx` on the first call (later calls return it, whatever
+/// their tag) and removed at exit unless HEAPLAB_KEEP_TEST_DIRS is set: a
+/// static is never dropped, so atexit(3) removes it.
+pub fn process_dir(tag: &str) -> Result<&'static Path> {
+    static D: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    if let Some(d) = D.get() {
+        return Ok(d);
+    }
+    let d = mkdtemp(&std::env::temp_dir(), &format!("heaplab-{tag}-"))?;
+    if D.set(d.clone()).is_err() {
+        // another thread won the race: its directory stands, this one goes
+        let _ = std::fs::remove_dir(&d);
+    } else {
+        extern "C" fn remove() {
+            if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
+                if let Some(d) = D.get() {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+            }
+        }
+        // SAFETY: `remove` is a plain extern "C" function with no arguments
+        // that touches only the directory this process made; atexit keeps
+        // only its address.
+        unsafe { libc::atexit(remove) };
+    }
+    Ok(D.get().expect("set above"))
+}
+
 impl ScratchDir {
     /// A fresh private directory under the system's temporary directory
     /// (`$TMPDIR`, else /tmp), named `heaplab-TAG-` and six random characters.

@@ -13,30 +13,13 @@ use heaplab_sim::{
     drive, Access, AccessSource, CacheSweep, IterSource, Mode, Next, PageSim, Part, Simulator,
 };
 use heaplab_trace::refs::object_profile;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// This test process's scratch directory: made fresh and private (mkdtemp,
-/// 0700) on first use, shared by the tests (they share recorded traces), and
-/// removed when the process exits unless HEAPLAB_KEEP_TEST_DIRS is set.
-fn scratch() -> &'static PathBuf {
-    static D: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    D.get_or_init(|| {
-        let d = heaplab_plumb::scratch::mkdtemp(&std::env::temp_dir(), "heaplab-measure-test-")
-            .unwrap();
-        extern "C" fn remove() {
-            if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
-                if let Some(d) = D.get() {
-                    let _ = std::fs::remove_dir_all(d);
-                }
-            }
-        }
-        // SAFETY: `remove` is a plain extern "C" function with no arguments
-        // that touches only the directory this process made; atexit keeps
-        // only its address.
-        unsafe { libc::atexit(remove) };
-        d
-    })
+/// This test process's scratch directory, shared by its tests (they share
+/// recorded traces), removed at exit.
+fn scratch() -> &'static Path {
+    heaplab_plumb::scratch::process_dir("measure-test").unwrap()
 }
 
 fn root() -> PathBuf {
@@ -51,7 +34,7 @@ fn vg() -> VgTools {
 }
 
 fn dir() -> PathBuf {
-    scratch().clone()
+    scratch().to_path_buf()
 }
 
 /// The counts program recorded once, with its events-only copy.

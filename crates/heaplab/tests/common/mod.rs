@@ -33,29 +33,9 @@ pub fn tmp(name: &str) -> Tmp {
 }
 
 /// One scratch directory for the whole test process (what its tests share:
-/// a trace recorded once, a cache of kept outcomes), made fresh and private
-/// on first use and removed at exit unless HEAPLAB_KEEP_TEST_DIRS is set (a
-/// static is never dropped, so atexit removes it).
+/// a trace recorded once, a cache of kept outcomes), removed at exit.
 pub fn process_tmp() -> PathBuf {
-    static D: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    D.get_or_init(|| {
-        let d = tmp("process");
-        extern "C" fn remove() {
-            if std::env::var_os("HEAPLAB_KEEP_TEST_DIRS").is_none() {
-                if let Some(d) = D.get() {
-                    let _ = std::fs::remove_dir_all(d);
-                }
-            }
-        }
-        // SAFETY: `remove` is a plain extern "C" function with no arguments
-        // that touches only the directory this process made; atexit keeps
-        // only its address.
-        unsafe { libc::atexit(remove) };
-        let p = d.0.clone();
-        std::mem::forget(d); // removed at exit instead
-        p
-    })
-    .clone()
+    heaplab_plumb::scratch::process_dir("test-process").unwrap().to_path_buf()
 }
 
 pub fn text(b: &[u8]) -> String {
