@@ -25,6 +25,8 @@
 //!   allocator decides (the return address alone where it can).
 //! - [`search`]: the threshold search, outward from a start point.
 //! - [`accuracy`]: precision and recall per class.
+//! - [`pipeline`]: the study from end to end; [`jobs`]: its measurements as
+//!   independent jobs (run here with `--jobs N`, or planned and merged).
 //!
 //! ```
 //! use heaplab_segregate::classes::{Class, Thresholds};
@@ -39,6 +41,7 @@ pub mod accuracy;
 pub mod classes;
 pub mod emit;
 pub mod evaluate;
+pub mod jobs;
 pub mod keys;
 pub mod objects;
 pub mod paper;

@@ -1,15 +1,18 @@
-//! `heaplab segregate` from end to end: load, search, train, emit, measure,
-//! derive. The command only parses flags and prints; this does the work.
+//! `heaplab segregate` from end to end: load, search, train, emit
+//! ([`prepare`]), measure (as jobs, [`crate::jobs`]: run by the caller's
+//! runner, or planned and merged later), run the real program, derive
+//! ([`run`]). The command only parses flags and prints; this does the work.
 
 use crate::classes::Thresholds;
 use crate::emit::{self, Builder};
-use crate::evaluate::{self, MeasureJob};
+use crate::jobs::{self, Measurements};
 use crate::objects::{self, Profile};
 use crate::predictors::{Kind, Predictor, TrainOptions};
 use crate::runtime;
 use crate::search::{self, SearchOptions, Timeline};
 use crate::study::{self, Study, ThresholdChoice};
 use anyhow::{bail, Context, Result};
+use heaplab_jobs::{Job, JobState};
 use heaplab_refs::vg::VgTools;
 use heaplab_sim::config::CacheConfig;
 use std::path::{Path, PathBuf};
@@ -73,8 +76,60 @@ fn load(role: &str, p: &Path, log: &mut dyn FnMut(&str)) -> Result<Profile> {
     Ok(prof)
 }
 
-/// Runs the study.
-pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
+/// A study up to its measurements: the runs summarized, the thresholds,
+/// every predictor trained and scored, every library emitted.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The study, nothing measured yet.
+    pub study: Study,
+    /// (name, shared object), DEFAULT first.
+    pub libs: Vec<(String, PathBuf)>,
+    /// The measurements on the test trace (None: `measure` was off).
+    pub measurements: Option<Measurements>,
+    out_dir: PathBuf,
+}
+
+/// Runs a set of jobs and returns their states in order: a
+/// [`heaplab_jobs::Runner`] with the caller's workers, store and progress.
+pub type RunJobs<'a> = dyn Fn(&[Job]) -> Vec<JobState> + 'a;
+
+/// Runs the study: [`prepare`], the measurements as jobs on `run_jobs`
+/// (merged in the libraries' order, whatever order they finished in), the
+/// real program, then the tables and figures.
+pub fn run(o: &Options, run_jobs: &RunJobs, log: &mut dyn FnMut(&str)) -> Result<Study> {
+    let mut p = prepare(o, log)?;
+    if let Some(m) = &p.measurements {
+        let jobs = m.jobs()?;
+        let states = run_jobs(&jobs);
+        let interrupted = heaplab_jobs::cancel::requested();
+        p.study.measured = jobs::merge(&jobs, &states, &|j: &Job| {
+            if interrupted {
+                format!(
+                    "not measured ({}): interrupted; the same command with --resume measures the rest",
+                    j.label
+                )
+            } else {
+                format!("job {} left no outcome", j.id)
+            }
+        })?;
+        for m in &p.study.measured {
+            log(&format!(
+                "measured {} on the test trace in {:.1} s: {} pages of 8 KB in its segments, {} allocator instructions",
+                m.name,
+                m.seconds,
+                m.pages_8k(),
+                m.stats.alloc_instructions
+            ));
+        }
+    }
+    run_program(&mut p, o, log)?;
+    p.study.derive();
+    Ok(p.study)
+}
+
+/// Loads the traces, chooses the thresholds, trains and scores every
+/// predictor and emits its library: everything before the measurements.
+pub fn prepare(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Prepared> {
     std::fs::create_dir_all(&o.out_dir)
         .with_context(|| format!("creating {}", o.out_dir.display()))?;
     // Absolute: the measured replay runs in the events file's folder (a fixed
@@ -167,77 +222,18 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         ));
     }
     log(&format!("emitted {} libraries in {}", libs.len(), out_dir.display()));
-    // measure
-    let mut measured = Vec::new();
-    if o.measure {
-        let events = out_dir.join("test.events.hltrace");
-        heaplab_refs::measure::events_only(&o.test, &events)?;
-        let sp_events = out_dir.join("test.sp-events.hltrace");
-        let has_sp = trained.iter().any(|t| t.kind == Kind::Sp);
-        if has_sp {
-            evaluate::sp_events(&o.test, &sp_events)?;
-        }
-        let job = MeasureJob {
-            tools: &o.vg,
-            replay: &o.replay,
-            trace: &o.test,
-            events: &events,
-            sp_events: has_sp.then_some(sp_events.as_path()),
-            caches: &o.caches,
-            scratch: &out_dir,
-        };
-        for (name, built) in &libs {
-            let m = evaluate::measure(&job, name, &built.so, *name == Kind::Sp.name())?;
-            log(&format!(
-                "measured {name} on the test trace in {:.1} s: {} pages of 8 KB in its segments, {} allocator instructions",
-                m.seconds,
-                m.pages_8k(),
-                m.stats.alloc_instructions
-            ));
-            measured.push(m);
-        }
-    }
-    // the real program
-    let (mut costs, mut wall) = (None, None);
-    if let Some(p) = &o.program {
-        let lib_of = |name: &str| libs.iter().find(|(n, _)| n == name).map(|(_, b)| b.so.clone());
-        let names: Vec<String> = if o.runtime_predictors.is_empty() {
-            trained.iter().filter(|t| t.kind.trained()).map(|t| t.name.clone()).collect()
-        } else {
-            o.runtime_predictors.iter().map(|k| k.name()).collect()
-        };
-        let mut run_libs: Vec<(String, PathBuf)> = Vec::new();
-        for name in std::iter::once("DEFAULT".to_string()).chain(names) {
-            match lib_of(&name) {
-                Some(so) => run_libs.push((name, so)),
-                None => notes.push(format!("no {name} library, so it did not run the program")),
-            }
-        }
-        if p.callgrind {
-            costs = Some(runtime::costs(&p.command, &p.cwd, &run_libs, &out_dir, log)?);
-        }
-        if p.repeats > 0 {
-            let mut v = run_libs.clone();
-            match &o.mimalloc {
-                Some(m) => v.insert(0, ("mimalloc".to_string(), m.clone())),
-                None => notes.push("mimalloc is not installed: no wall time beside it".into()),
-            }
-            let w = runtime::wall(&p.command, &p.cwd, &v, p.repeats, &out_dir)?;
-            for r in &w.rows {
-                log(&format!(
-                    "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc{}){}",
-                    r.name,
-                    r.median,
-                    r.seconds.len(),
-                    r.vs_glibc,
-                    r.vs_default.map_or(String::new(), |d| format!(", {d:.2}x DEFAULT")),
-                    if r.same_output { "" } else { "; OUTPUT DIFFERS FROM GLIBC'S" }
-                ));
-            }
-            wall = Some(w);
-        }
-    }
-    let mut s = Study {
+    let measurements = if o.measure {
+        Some(Measurements::new(
+            &o.test,
+            &o.replay,
+            &o.vg,
+            &o.caches,
+            libs.iter().map(|(n, b)| (n.clone(), b.so.clone())).collect(),
+        )?)
+    } else {
+        None
+    };
+    let study = Study {
         program: test.command.clone(),
         runs: vec![
             study::summarize("training", &train),
@@ -247,19 +243,66 @@ pub fn run(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Study> {
         thresholds: choice,
         test_classes: Study::class_counts(&test, &t),
         trained,
-        measured,
+        measured: vec![],
         table3: vec![],
         table4: vec![],
         figure3: vec![],
         figure4: vec![],
         fault_curves: vec![],
         figure6: vec![],
-        costs,
-        wall,
+        costs: None,
+        wall: None,
         verdict: None,
-        libraries: libs.into_iter().map(|(_, b)| b).collect(),
+        libraries: libs.iter().map(|(_, b)| b.clone()).collect(),
         notes,
     };
-    s.derive();
-    Ok(s)
+    Ok(Prepared {
+        study,
+        libs: libs.into_iter().map(|(n, b)| (n, b.so)).collect(),
+        measurements,
+        out_dir,
+    })
+}
+
+/// The real program on its test input with the libraries (`o.program`):
+/// the lookup's cost under callgrind, and the wall times.
+fn run_program(p: &mut Prepared, o: &Options, log: &mut dyn FnMut(&str)) -> Result<()> {
+    let Some(prog) = &o.program else { return Ok(()) };
+    let s = &mut p.study;
+    let names: Vec<String> = if o.runtime_predictors.is_empty() {
+        s.trained.iter().filter(|t| t.kind.trained()).map(|t| t.name.clone()).collect()
+    } else {
+        o.runtime_predictors.iter().map(|k| k.name()).collect()
+    };
+    let mut run_libs: Vec<(String, PathBuf)> = Vec::new();
+    for name in std::iter::once("DEFAULT".to_string()).chain(names) {
+        match p.libs.iter().find(|(n, _)| *n == name) {
+            Some((_, so)) => run_libs.push((name, so.clone())),
+            None => s.notes.push(format!("no {name} library, so it did not run the program")),
+        }
+    }
+    if prog.callgrind {
+        s.costs = Some(runtime::costs(&prog.command, &prog.cwd, &run_libs, &p.out_dir, log)?);
+    }
+    if prog.repeats > 0 {
+        let mut v = run_libs.clone();
+        match &o.mimalloc {
+            Some(m) => v.insert(0, ("mimalloc".to_string(), m.clone())),
+            None => s.notes.push("mimalloc is not installed: no wall time beside it".into()),
+        }
+        let w = runtime::wall(&prog.command, &prog.cwd, &v, prog.repeats, &p.out_dir)?;
+        for r in &w.rows {
+            log(&format!(
+                "wall time, {}: median {:.3} s over {} runs ({:.2}x glibc{}){}",
+                r.name,
+                r.median,
+                r.seconds.len(),
+                r.vs_glibc,
+                r.vs_default.map_or(String::new(), |d| format!(", {d:.2}x DEFAULT")),
+                if r.same_output { "" } else { "; OUTPUT DIFFERS FROM GLIBC'S" }
+            ));
+        }
+        s.wall = Some(w);
+    }
+    Ok(())
 }

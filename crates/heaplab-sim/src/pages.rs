@@ -62,8 +62,11 @@ const NO_PAGE: u64 = u64::MAX;
 /// The smallest tree.
 const MIN_CAP: u32 = 1 << 12;
 
-/// Faults for every memory size, from one LRU page simulation.
+/// Faults for every memory size, from one LRU page simulation. With the
+/// `serde` feature it reads and writes as JSON (a segregate job's outcome
+/// carries its curves to the merge).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PageCurve {
     /// Bytes per page.
     pub page_size: u64,

@@ -10,12 +10,13 @@ use heaplab_jobs::run::execute;
 use std::path::{Path, PathBuf};
 
 /// Run one job of a plan: the lines of DIR/jobs*.txt that `heaplab compare
-/// --plan DIR` (or `heaplab locality --plan DIR`) writes. Each checks the
+/// --plan DIR` (or `heaplab locality --plan DIR`, `heaplab segregate --plan
+/// DIR`) writes. Each checks the
 /// SHA-256 of every file it reads, measures, and writes its outcome
 /// (DIR/results/ID.json); `--merge DIR` combines them.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The job's kind: compare.touch, compare.count, compare.time, locality.measure.
+    /// The job's kind: compare.touch, compare.count, compare.time, locality.measure, segregate.measure.
     kind: String,
     /// --id ID --out FILE --input PATH=sha256:HEX ... --KEY VALUE ...
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
@@ -40,8 +41,9 @@ pub fn run(a: Args) -> Result<i32> {
     let outcome = match a.kind.split_once('.').map(|p| p.0) {
         Some("compare") => execute(&job, &|j| heaplab_compare::jobs::run_job(j, ops.as_deref())),
         Some("locality") => execute(&job, &heaplab_locality::jobs::run_job),
+        Some("segregate") => execute(&job, &heaplab_segregate::jobs::run_job),
         _ => bail!(
-            "unknown job kind {:?} (compare.touch, compare.count, compare.time, locality.measure)",
+            "unknown job kind {:?} (compare.touch, compare.count, compare.time, locality.measure, segregate.measure)",
             a.kind
         ),
     };

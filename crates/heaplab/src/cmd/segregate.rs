@@ -4,16 +4,18 @@
 
 use crate::cli::{self, Dest};
 use anyhow::{bail, Context, Result};
+use heaplab_jobs::{Job, JobState, Plan, Runner, Store};
 use heaplab_plumb::process::CommandLine;
 use heaplab_plumb::vg::VgTools;
 use heaplab_plumb::{Layout, Tools};
 use heaplab_segregate::classes::Thresholds;
+use heaplab_segregate::jobs::{self as seg_jobs, Planned};
 use heaplab_segregate::pipeline::{self, Options, Program};
 use heaplab_segregate::predictors::{Kind, TrainOptions};
 use heaplab_segregate::report::{self, Entry};
 use heaplab_segregate::study::Study;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Segregate heap objects by predicted reference density and lifetime (paper 001).
 ///
@@ -50,23 +52,34 @@ use std::path::PathBuf;
 ///
 /// --combine puts the JSON files of several programs into one report.
 ///
+/// Each allocator's measurement on the test trace is a job (one per
+/// library, DEFAULT first) whose outcome is kept as it finishes (--state
+/// DIR); --jobs N measures N at a time, --resume reuses what an earlier run
+/// of the same study kept. --plan DIR writes the jobs for GNU parallel or a
+/// Slurm array instead (after training and emitting the libraries, which
+/// the jobs read at their paths), and --merge DIR gives the same tables,
+/// JSON and report from their outcomes.
+///
 /// Examples:
 ///   heaplab segregate --train perl1.hltrace --threshold perl2.hltrace --test perl3.hltrace
 ///   heaplab segregate --train a.hltrace --threshold b.hltrace --test c.hltrace \
 ///       --predictor stack,stack:1,path,random -o out/seg-perl --report out/seg-perl --json out/seg-perl.json
 ///   heaplab segregate ... --run-test "$(heaplab workloads perl-wc --variant 3 --scale 0.05)"
 ///   heaplab segregate --combine out/seg-*.json --report out/seg-all
+///   heaplab segregate --train a.hltrace --threshold b.hltrace --test c.hltrace --jobs 2
+///   heaplab segregate --train a.hltrace --threshold b.hltrace --test c.hltrace -o out/seg --plan out/seg-plan
+///   parallel -j2 < out/seg-plan/jobs.txt && heaplab segregate --merge out/seg-plan --json seg.json
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// The training trace (with references).
-    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    #[arg(long, value_name = "TRACE", required_unless_present_any = ["combine", "merge"])]
     train: Option<PathBuf>,
     /// The trace the thresholds are chosen on.
-    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    #[arg(long, value_name = "TRACE", required_unless_present_any = ["combine", "merge"])]
     threshold: Option<PathBuf>,
     /// The trace everything is measured on.
-    #[arg(long, value_name = "TRACE", required_unless_present = "combine")]
+    #[arg(long, value_name = "TRACE", required_unless_present_any = ["combine", "merge"])]
     test: Option<PathBuf>,
     /// Predictors besides DEFAULT, comma-separated or repeated: sp, path,
     /// stack[:K], stack+size[:K], random[:SEED].
@@ -133,6 +146,26 @@ pub struct Args {
     /// Say nothing while working.
     #[arg(short, long)]
     quiet: bool,
+    /// Measurements at a time (each is a Valgrind process and a simulator,
+    /// two cores' worth).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), default_value_t = 1)]
+    jobs: u32,
+    /// Reuse the measurements an earlier, interrupted run of the same study kept.
+    #[arg(long)]
+    resume: bool,
+    /// Where each measurement's outcome is kept as it finishes
+    /// (default: ~/.cache/heaplab/outcomes).
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Train and emit, then write the measurements as jobs into DIR (for
+    /// GNU parallel or Slurm) instead of running them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["merge", "resume", "combine", "no_measure", "run_test"])]
+    plan: Option<PathBuf>,
+    /// Assemble the study from the outcomes of the jobs of the plan in DIR
+    /// (the real program's figures need a local run: --run-test with
+    /// --state DIR/results --resume reuses the plan's measurements).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["train", "threshold", "test", "resume", "combine", "run_test"])]
+    merge: Option<PathBuf>,
 }
 
 fn command_line() -> String {
@@ -190,6 +223,9 @@ pub fn run(a: Args) -> Result<i32> {
         }
         let all: Vec<&Study> = entries.iter().map(|e| &e.study).collect();
         return write_out(&a, &entries, serde_json::to_string_pretty(&all)?, dest.as_ref());
+    }
+    if let Some(dir) = &a.merge {
+        return merge(&a, dir, dest.as_ref());
     }
     let given = [a.train.clone(), a.threshold.clone(), a.test.clone()];
     let Some(given) = given.into_iter().collect::<Option<Vec<PathBuf>>>() else {
@@ -281,8 +317,83 @@ pub fn run(a: Args) -> Result<i32> {
             eprintln!("heaplab segregate: {m}");
         }
     };
-    let study = pipeline::run(&o, &mut log)?;
+    if let Some(dir) = &a.plan {
+        if spooled.paths[2] != given[2] {
+            bail!("--plan needs its test trace as a file (a plan's jobs read it by name, later), not a pipe");
+        }
+        return plan(&o, dir, &mut log);
+    }
+    let state = a.state.clone().unwrap_or_else(heaplab_compare::measure::default_state_dir);
+    let store = Store::open(&state)?;
+    heaplab_jobs::cancel::install();
+    let run_jobs = |jobs: &[Job]| -> Vec<JobState> {
+        let progress = crate::progress::Progress::new("heaplab segregate", a.jobs as usize);
+        let observer: &dyn heaplab_jobs::Observer =
+            if quiet { &heaplab_jobs::run::Quiet } else { &progress };
+        observer.begin(jobs);
+        let runner = Runner {
+            workers: a.jobs as usize,
+            store: Some(&store),
+            resume: a.resume,
+            observer,
+            eta: None,
+        };
+        let states = runner.run(jobs, &seg_jobs::run_job);
+        progress.finish();
+        store.prune_after_run(jobs, "heaplab segregate");
+        if heaplab_jobs::cancel::requested() {
+            eprintln!(
+                "heaplab segregate: interrupted; what finished is kept in {}: run the same command with --resume to measure the rest",
+                state.display()
+            );
+        }
+        states
+    };
+    let study = pipeline::run(&o, &run_jobs, &mut log)?;
     let json = serde_json::to_string_pretty(&study)?;
     let entries = vec![Entry { label: report::label_of(&study.program), study }];
     write_out(&a, &entries, json, dest.as_ref())
+}
+
+/// `--plan DIR`: the study trained and its libraries emitted, the
+/// measurements written out as jobs, nothing measured.
+fn plan(o: &Options, dir: &Path, log: &mut dyn FnMut(&str)) -> Result<i32> {
+    let p = pipeline::prepare(o, log)?;
+    let measurements = p.measurements.expect("--plan conflicts with --no-measure");
+    let jobs = measurements.jobs()?;
+    let exe = std::fs::canonicalize(std::env::current_exe()?)?;
+    let planned = Planned { study: p.study, measurements };
+    let plan = Plan::new("segregate", serde_json::to_value(&planned)?, jobs, exe);
+    plan.write(dir)?;
+    let d = heaplab_jobs::shell::quote(&std::fs::canonicalize(dir)?.display().to_string());
+    println!("heaplab segregate: {} jobs in {d}/jobs.txt (one per allocator)", plan.jobs.len());
+    println!("run them, e.g.: parallel -j\"$(( $(nproc) / 2 ))\" < {d}/jobs.txt   (each is two cores' worth)");
+    println!("  (or --sshlogin HOSTS, or Slurm: {d}/slurm.sbatch; {d}/README.txt says how)");
+    println!("then: heaplab segregate --merge {d} [--json F --report DIR]");
+    Ok(0)
+}
+
+/// `--merge DIR`: the study from the outcomes of a plan's jobs.
+fn merge(a: &Args, dir: &Path, dest: Option<&Dest>) -> Result<i32> {
+    let plan = Plan::load(dir)?;
+    if plan.study != "segregate" {
+        bail!(
+            "{} holds a {} plan; merge it with heaplab {} --merge",
+            dir.display(),
+            plan.study,
+            plan.study
+        );
+    }
+    let planned: Planned = serde_json::from_value(plan.params.clone())
+        .with_context(|| format!("{}: the plan's parameters do not read", dir.display()))?;
+    let store = Store::open(&Plan::results_dir(dir))?;
+    let states = store.states(&plan.jobs);
+    let mut study = planned.study;
+    study.measured = seg_jobs::merge(&plan.jobs, &states, &|j: &Job| {
+        format!("job {} ({}) has no outcome in {}", j.id, j.label, store.dir.display())
+    })?;
+    study.derive();
+    let json = serde_json::to_string_pretty(&study)?;
+    let entries = vec![Entry { label: report::label_of(&study.program), study }];
+    write_out(a, &entries, json, dest)
 }
