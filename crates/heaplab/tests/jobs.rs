@@ -3,6 +3,8 @@
 //! measured anew, aside); merge names the jobs missing or failed; a job
 //! refuses inputs that changed and lines that were edited; an interrupted
 //! comparison keeps what it finished and --resume measures only the rest.
+//! The locality and segregate studies, planned and merged (segregate also
+//! two at a time and resumed), give the study a local run gives.
 //! Needs the native build, valgrind and GNU parallel (scripts/setup.sh).
 
 mod common;
@@ -335,4 +337,109 @@ fn a_locality_plan_merges_into_the_local_study() {
     let mut diffs = Vec::new();
     differences(&a, &b, "", &["seconds"], &mut diffs);
     assert!(diffs.is_empty(), "the merged study differs from the local one:\n{}", diffs.join("\n"));
+}
+
+/// The segregate study as jobs: two at a time, resumed, and planned, run by
+/// GNU parallel and merged, it gives the study a serial run gives (what
+/// moves between runs aside: timings, the replay's process id, and the C
+/// compiler's commands, which the first build alone runs for the shared
+/// objects); a resumed run measures nothing and returns what it kept.
+#[test]
+fn a_segregate_study_as_jobs_merges_into_the_serial_one() {
+    let d = tmp("segregate");
+    let prog = root().join("build/bin/seg-workload");
+    assert!(prog.exists(), "{} is not built: run `make -C native` first", prog.display());
+    let traces: Vec<String> = [12, 10, 14]
+        .iter()
+        .map(|n| {
+            let t = d.0.join(format!("wl{n}.hltrace"));
+            let (t_s, n_s) = (t.to_str().unwrap().to_string(), n.to_string());
+            let rec = heaplab(
+                &["record", "--refs", "-o", &t_s, "--", prog.to_str().unwrap(), &n_s],
+                &d.0,
+            );
+            assert!(rec.status.success(), "{}", show(&rec));
+            t_s
+        })
+        .collect();
+    let libs = d.0.join("libs");
+    let study = |extra: &[&str]| -> std::process::Output {
+        let mut args = vec![
+            "segregate",
+            "--train",
+            &traces[0],
+            "--threshold",
+            &traces[1],
+            "--test",
+            &traces[2],
+            "--predictor",
+            "sp,stack",
+            "-o",
+            libs.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let out = heaplab(&args, &d.0);
+        assert!(out.status.success(), "{}", show(&out));
+        out
+    };
+    let read =
+        |p: &Path| serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let p = |x: &Path| x.to_str().unwrap().to_string();
+    let (s1, s2) = (d.0.join("state1"), d.0.join("state2"));
+    let (serial, two, resumed, merged) = (
+        d.0.join("serial.json"),
+        d.0.join("two.json"),
+        d.0.join("resumed.json"),
+        d.0.join("merged.json"),
+    );
+    study(&["--jobs", "1", "--state", &p(&s1), "--json", &p(&serial)]);
+    let out = study(&["--jobs", "2", "--state", &p(&s2), "--json", &p(&two)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[3/3]") && !err.contains("kept from before"), "{err}");
+    let a = read(&serial);
+    let names: Vec<&str> =
+        a["measured"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["DEFAULT", "SP", "STACK"], "the libraries' order");
+    // the fault curves came through the outcomes: Figure 4 has every allocator's line
+    let fig4 = a["figure4"].as_array().unwrap();
+    assert_eq!(fig4.len(), 3, "{}", a["figure4"]);
+    assert!(fig4.iter().all(|c| !c["points"].as_array().unwrap().is_empty()), "{fig4:?}");
+    let skip = ["seconds", "pid", "commands"];
+    let same = |x: &Value, y: &Value, what: &str| {
+        let mut diffs = Vec::new();
+        differences(x, y, "", &skip, &mut diffs);
+        assert!(diffs.is_empty(), "{what} differs from the serial study:\n{}", diffs.join("\n"));
+    };
+    same(&a, &read(&two), "--jobs 2");
+    // resumed: every measurement kept from before, none run again
+    let out = study(&["--jobs", "2", "--state", &p(&s2), "--resume", "--json", &p(&resumed)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("kept from before").count(), 3, "{err}");
+    let (b, c) = (read(&two), read(&resumed));
+    same(&a, &c, "the resumed run");
+    for (x, y) in b["measured"].as_array().unwrap().iter().zip(c["measured"].as_array().unwrap()) {
+        assert_eq!(
+            (&x["seconds"], &x["report"]["pid"]),
+            (&y["seconds"], &y["report"]["pid"]),
+            "a kept outcome is returned as it was"
+        );
+    }
+    // planned, run by GNU parallel, merged
+    let plan = d.0.join("plan");
+    let out = study(&["--plan", &p(&plan)]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3 jobs"), "{}", show(&out));
+    parallel(&["-j2", "-a", plan.join("jobs.txt").to_str().unwrap()]);
+    let out = heaplab(&["segregate", "--merge", &p(&plan), "--json", &p(&merged)], &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    same(&a, &read(&merged), "the merged plan");
+    // a missing outcome is named
+    let gone = std::fs::read_dir(plan.join("results")).unwrap().next().unwrap().unwrap().path();
+    std::fs::remove_file(&gone).unwrap();
+    let out = heaplab(&["segregate", "--merge", &p(&plan)], &d.0);
+    let id = gone.file_stem().unwrap().to_str().unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(id),
+        "{}",
+        show(&out)
+    );
 }

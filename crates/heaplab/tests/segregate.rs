@@ -18,8 +18,14 @@ fn dir() -> PathBuf {
     d
 }
 
+/// heaplab with `args`; the outcomes of its measurements are kept in this
+/// test's directory (XDG_CACHE_HOME), not the user's cache.
 fn heaplab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_heaplab")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_heaplab"))
+        .args(args)
+        .env("XDG_CACHE_HOME", dir())
+        .output()
+        .unwrap()
 }
 
 fn text(b: &[u8]) -> String {
