@@ -443,3 +443,61 @@ fn a_segregate_study_as_jobs_merges_into_the_serial_one() {
         show(&out)
     );
 }
+
+/// Synth's evaluation as jobs: an allocator `heaplab synth` made from one
+/// trace, checked on another it never saw, as a plan run by GNU parallel
+/// and merged, gives the records of the same check run here (its shared
+/// object hashed like a peer's; wall time and RSS aside).
+#[test]
+fn a_synthesized_allocator_checked_on_a_held_out_trace_plans_and_merges() {
+    let d = tmp("synth-plan");
+    let (train, held_out) = (d.0.join("train.hltrace"), d.0.join("held-out.hltrace"));
+    all_kinds_trace(&train, 3_000, 5);
+    all_kinds_trace(&held_out, 3_000, 6);
+    let syn = d.0.join("syn");
+    let out = heaplab(
+        &[
+            "synth",
+            train.to_str().unwrap(),
+            "-o",
+            syn.to_str().unwrap(),
+            "--name",
+            "custom_t",
+            "--no-register",
+        ],
+        &d.0,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let allocs = format!("custom_t={},glibc", syn.join("libcustom_t.so").display());
+    let t = held_out.to_str().unwrap();
+    let (local, merged, plan) = (d.0.join("local.json"), d.0.join("merged.json"), d.0.join("plan"));
+    let out = heaplab(
+        &[
+            "compare",
+            t,
+            "--allocators",
+            &allocs,
+            "--repeat",
+            "1",
+            "--json",
+            local.to_str().unwrap(),
+        ],
+        &d.0,
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let p = plan.to_str().unwrap();
+    let out = heaplab(&["compare", t, "--allocators", &allocs, "--repeat", "1", "--plan", p], &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    let lines = std::fs::read_to_string(plan.join("jobs.txt")).unwrap();
+    assert!(lines.contains("libcustom_t.so=sha256:"), "the library is a hashed input:\n{lines}");
+    parallel(&["-j2", "-a", plan.join("jobs-shared.txt").to_str().unwrap()]);
+    parallel(&["-j1", "-a", plan.join("jobs-alone.txt").to_str().unwrap()]);
+    let out = heaplab(&["compare", "--merge", p, "--json", merged.to_str().unwrap()], &d.0);
+    assert!(out.status.success(), "{}", show(&out));
+    let (a, b) = (records(&local), records(&merged));
+    assert!(
+        a.iter().any(|r| r["allocator"] == "custom_t" && r["status"] == "ok"),
+        "the synthesized allocator was measured: {a:?}"
+    );
+    same_records(&a, &b);
+}
