@@ -528,6 +528,7 @@ int main(int argc, char **argv) {
     uint64_t decode_ns = rp_now_ns() - t_decode0;
     heaplab_alloc_stats_t st0;
     memset(&st0, 0, sizeof st0);
+    if (heaplab_alloc_stats) heaplab_alloc_stats(&st0, sizeof st0); /* the lock's counts so far */
     if (heaplab_alloc_stats_reset_peak) heaplab_alloc_stats_reset_peak();
     int hwm_reset = rp_reset_hwm();
     uint64_t rss0, hwm0;
@@ -759,6 +760,22 @@ int main(int argc, char **argv) {
         rp_putu(&out, st1.memaligns);
         rp_key(&out, &g, "pad");
         rp_putu(&out, st1.pad);
+        rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+    /* the zoo shim's one lock over the replay (hl_alloc.h): null where the
+     * allocator does not count it (not heaplab's, or built before it did) */
+    rp_key(&out, &f, "lock");
+    if (have_stats && st1.size >= offsetof(heaplab_alloc_stats_t, lock_wait_ns) + 8) {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "contended");
+        rp_putu(&out, st1.lock_contended - st0.lock_contended);
+        rp_key(&out, &g, "sleeps");
+        rp_putu(&out, st1.lock_sleeps - st0.lock_sleeps);
+        rp_key(&out, &g, "wait_ns");
+        rp_putu(&out, st1.lock_wait_ns - st0.lock_wait_ns);
         rp_putc(&out, '}');
     } else {
         rp_puts(&out, "null");

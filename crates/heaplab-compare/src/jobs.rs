@@ -444,6 +444,13 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.threads_mode = o.threads_mode.clone();
                 r.replay_threads = o.replay_threads;
             }
+            if let Some(l) = c.timed.as_ref().and_then(|o| o.lock) {
+                let calls = r.mallocs.unwrap_or(0) + r.frees.unwrap_or(0) + r.reallocs.unwrap_or(0);
+                r.lock_contended = Some(l.contended);
+                r.lock_contended_share = (calls > 0).then(|| l.contended as f64 / calls as f64);
+                r.lock_sleeps = Some(l.sleeps);
+                r.lock_wait_s = Some(l.wait_ns as f64 / 1e9);
+            }
             let cut = trace.cut.clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
             if let Some(cut) = &cut {
                 r.truncated = true;

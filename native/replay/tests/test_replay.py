@@ -626,6 +626,17 @@ def test_threads_prodcons():
             rc, j, err = replay_json(["--mode", mode, trace], so)
             check(rc == 0 and j and j["threads_mode"] == "recorded",
                   f"threads: prodcons under {name}, {mode} mode: rc {rc}, {err[:300]}")
+            if j and mode == "plain":
+                zoo = so.startswith(LIB) if so else False
+                lk = j.get("lock")
+                check((lk is None) != zoo and (not zoo or all(isinstance(lk[k], int) for k in ("contended", "sleeps", "wait_ns"))),
+                      f"threads: prodcons under {name}: the shim's lock counted for the zoo only ({lk})")
+                if zoo and lk and lk["contended"] == 0:
+                    check(lk["sleeps"] == 0 and lk["wait_ns"] == 0, f"threads: {name}: no contention, no wait ({lk})")
+    # one thread never finds the zoo's lock held
+    rc, j, err = replay_json(["--threads", "serial", trace], os.path.join(LIB, "libheaplab-firstfit.so"))
+    check(rc == 0 and j and j["lock"] == {"contended": 0, "sleeps": 0, "wait_ns": 0},
+          f"threads: serial replay under firstfit: an uncontended lock ({j and j.get('lock')})")
     return trace
 
 
