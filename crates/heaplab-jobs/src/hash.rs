@@ -66,11 +66,11 @@ mod tests {
             bytes(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        let d = std::env::temp_dir().join(format!("heaplab-jobs-hash-{}", std::process::id()));
+        let t = heaplab_plumb::scratch::ScratchDir::new("jobs-hash").unwrap();
+        let d = t.join("input");
         std::fs::write(&d, b"abc").unwrap();
         let h = file(&d).unwrap();
         assert_eq!(h, format!("sha256:{}", bytes(b"abc")));
         assert_eq!(file(&d).unwrap(), h);
-        std::fs::remove_file(&d).unwrap();
     }
 }

@@ -166,8 +166,8 @@ mod tests {
 
     #[test]
     fn writes_a_plan_and_reads_it_back() {
-        let d = std::env::temp_dir().join(format!("heaplab-jobs-plan-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let t = heaplab_plumb::scratch::ScratchDir::new("jobs-plan").unwrap();
+        let d = t.join("plan");
         let i = Input { path: "/x/t.hltrace".into(), sha256: "sha256:00".into() };
         let jobs = vec![
             Job::new("t.a", "g", "", vec![i.clone()], vec![("n".into(), "1".into())], 1.0),
@@ -187,6 +187,5 @@ mod tests {
         assert!(lines[2].contains(" t.c "), "alone last: {all}");
         assert_eq!(std::fs::read_to_string(d.join("jobs-alone.txt")).unwrap().lines().count(), 1);
         assert!(plan.write(&d).is_err(), "a plan does not overwrite another");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

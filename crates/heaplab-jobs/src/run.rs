@@ -159,7 +159,8 @@ mod tests {
 
     #[test]
     fn runs_keeps_and_resumes() {
-        let d = std::env::temp_dir().join(format!("heaplab-jobs-run-{}", std::process::id()));
+        let t = heaplab_plumb::scratch::ScratchDir::new("jobs-run").unwrap();
+        let d = t.path();
         let store = Store::open(&d.join("results")).unwrap();
         let f = d.join("input");
         std::fs::write(&f, b"1").unwrap();
@@ -203,6 +204,5 @@ mod tests {
         std::fs::write(&f, b"2").unwrap();
         let o = execute(&jobs[0], &work);
         assert!(o.error.unwrap().contains("changed since the job was planned"));
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

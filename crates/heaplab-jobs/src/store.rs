@@ -295,7 +295,8 @@ mod tests {
 
     #[test]
     fn outcomes_round_trip_and_states_say_what_is_missing() {
-        let d = std::env::temp_dir().join(format!("heaplab-jobs-store-{}", std::process::id()));
+        let t = heaplab_plumb::scratch::ScratchDir::new("jobs-store").unwrap();
+        let d = t.join("results");
         let s = Store::open(&d).unwrap();
         s.put(&outcome("a", "ok")).unwrap();
         s.put(&outcome("b", "failed")).unwrap();
@@ -313,7 +314,6 @@ mod tests {
             .file_name()
             .to_string_lossy()
             .contains(".tmp-")));
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     fn set_age(p: &Path, days: u64) {
@@ -323,8 +323,8 @@ mod tests {
 
     #[test]
     fn prune_drops_old_then_oldest_outcomes_and_nothing_else() {
-        let d = std::env::temp_dir().join(format!("heaplab-jobs-prune-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let t = heaplab_plumb::scratch::ScratchDir::new("jobs-prune").unwrap();
+        let d = t.join("results");
         let s = Store::open(&d).unwrap();
         let id = |n: u32| format!("compare-count-{n:016x}");
         for n in 0..6 {
@@ -374,8 +374,6 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&user).unwrap(), "mine");
         assert!(fake.exists() && elsewhere.exists() && d.join(format!("{}.json", id(97))).is_dir());
         assert!(std::fs::symlink_metadata(d.join(format!("{}.json", id(98)))).is_ok());
-        std::fs::remove_dir_all(&d).unwrap();
-        std::fs::remove_file(&elsewhere).unwrap();
     }
 
     #[test]

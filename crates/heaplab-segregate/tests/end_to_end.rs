@@ -16,6 +16,7 @@
 //! Needs `make -C native` (the tool, the allocator's sources and the
 //! program); the runs take a few seconds under Valgrind.
 
+use heaplab_plumb::scratch::mkdtemp;
 use heaplab_refs::record::{self, Options as RecOptions};
 use heaplab_refs::vg::{Ended, VgTools};
 use heaplab_segregate::classes::{Class, Thresholds};
@@ -84,8 +85,7 @@ fn segment_objects(m: &SegReport) -> [u64; 4] {
 
 #[test]
 fn segregate_a_real_program_end_to_end() {
-    let dir = Dir(std::env::temp_dir().join(format!("heaplab-seg-e2e-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir(mkdtemp(&std::env::temp_dir(), "heaplab-seg-e2e-").unwrap());
     let tools = VgTools::from_lib_dir(&root().join("build/lib"));
     tools.check("heaplab").unwrap();
     let (_, train) = record(&tools, &dir.0, 20);
@@ -335,8 +335,7 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     let Ok(sqlite) = which("sqlite3") else {
         panic!("sqlite3 is not installed (scripts/setup.sh installs it)");
     };
-    let dir = Dir(std::env::temp_dir().join(format!("heaplab-seg-sqlite-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = Dir(mkdtemp(&std::env::temp_dir(), "heaplab-seg-sqlite-").unwrap());
     let sql = "CREATE TABLE t(a INTEGER, b TEXT); \
         WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 2000) \
         INSERT INTO t SELECT x, printf('row-%d-%s', x, hex(x*7919)) FROM c; \

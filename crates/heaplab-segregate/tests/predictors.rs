@@ -136,7 +136,9 @@ fn profile(name: &str, objs: &[O]) -> (Profile, Tmp) {
         .unwrap();
     }
     let bytes = w.finish(&heaplab_trace::End::default()).unwrap();
-    let path = std::env::temp_dir().join(format!("hl-seg-{}-{name}.hltrace", std::process::id()));
+    let path = heaplab_plumb::scratch::process_dir("seg-predictors")
+        .unwrap()
+        .join(format!("{name}.hltrace"));
     std::fs::write(&path, bytes).unwrap();
     let p = objects::load(&path).unwrap();
     (p, Tmp(path))

@@ -31,11 +31,8 @@ impl Drop for Tmp {
 }
 
 fn tmp(name: &str) -> Tmp {
-    let d =
-        std::env::temp_dir().join(format!("heaplab-synth-shapes-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Tmp(d)
+    let prefix = format!("heaplab-synth-shapes-{name}-");
+    Tmp(heaplab_plumb::scratch::mkdtemp(&std::env::temp_dir(), &prefix).unwrap())
 }
 
 /// A trace with: many short-lived 24-byte objects (MAKE-like), an episodic

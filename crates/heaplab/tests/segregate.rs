@@ -12,10 +12,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
+/// This test binary's private directory (mkdtemp'd, removed at exit).
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("heaplab-segregate-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    heaplab_plumb::scratch::process_dir("segregate-test").unwrap().to_path_buf()
 }
 
 fn heaplab(args: &[&str]) -> Output {
