@@ -56,6 +56,9 @@ pub struct Record {
     /// memalign (e.g. `pvalloc` under Debian's jemalloc), comma-separated.
     #[serde(default)]
     pub emulated: Option<String>,
+    /// The timing replays' mode: `plain` (calls only) or `touch` (`--time-mode`).
+    #[serde(default)]
+    pub time_mode: Option<String>,
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
@@ -72,7 +75,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 42] = [
+pub const CSV_COLUMNS: [&str; 43] = [
     "trace",
     "trace_name",
     "allocator",
@@ -103,6 +106,7 @@ pub const CSV_COLUMNS: [&str; 42] = [
     "counter",
     "count_env",
     "emulated",
+    "time_mode",
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",
