@@ -170,12 +170,12 @@ def spearman(xs, ys):
     return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
 
 
-def halves(runs):
-    """Spearman of the even runs' medians against the odd runs' (None with
-    fewer than two runs each way)."""
+def halves(runs, agg=statistics.median):
+    """Spearman of the even runs' medians (or agg) against the odd runs'
+    (None with fewer than two runs each way)."""
     if not runs or any(not r or len(r) < 2 for r in runs):
         return None
-    return spearman([statistics.median(r[0::2]) for r in runs], [statistics.median(r[1::2]) for r in runs])
+    return spearman([agg(r[0::2]) for r in runs], [agg(r[1::2]) for r in runs])
 
 
 def measure(name, a, work, mode, done):
@@ -234,6 +234,14 @@ def measure(name, a, work, mode, done):
         # allocator); a replay cannot rank the allocators better than that
         "spearman_live_halves": halves([r["live_runs_s"] for r in both]),
         "spearman_replay_halves": halves([r["replay_runs_s"] for r in both]),
+        # the same with each allocator's fastest run instead of its median:
+        # on a loaded machine the least disturbed run (the load drifts over
+        # the minutes a comparison takes, and a run only ever gets slower)
+        "spearman_wall_min": spearman([min(r["live_runs_s"]) for r in both if r["live_runs_s"]],
+                                      [min(r["replay_runs_s"]) for r in both if r["live_runs_s"]])
+        if all(r["live_runs_s"] and r["replay_runs_s"] for r in both) else None,
+        "spearman_live_halves_min": halves([r["live_runs_s"] for r in both], min),
+        "spearman_replay_halves_min": halves([r["replay_runs_s"] for r in both], min),
         "allocators_compared": len(both),
         "rows": rows,
     }
@@ -275,7 +283,9 @@ def main():
             print(f"{name}, {mode} replays: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
                   f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators "
                   f"(live against live: {fmt(r['spearman_live_halves'])}, replay against replay: "
-                  f"{fmt(r['spearman_replay_halves'])}), "
+                  f"{fmt(r['spearman_replay_halves'])}); by the fastest run {fmt(r['spearman_wall_min'])} "
+                  f"(live against live: {fmt(r['spearman_live_halves_min'])}, replay against replay: "
+                  f"{fmt(r['spearman_replay_halves_min'])}), "
                   f"load {r['load_before']}..{r['load_after']}")
             print(f"  {'allocator':<14} {'live×g':>7} {'replay×g':>8} {'pred×g':>7} {'replay err':>10} "
                   f"{'pred err':>8} {'threads':>8}")
