@@ -31,6 +31,12 @@ and the machine's load average beside each program.
   bench/fidelity.py --programs prodcons,xz --runs 5 --threads serial
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
   bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
+  bench/fidelity.py --programs perl-wc,make-n --time-modes plain,touch --runs 4
+
+Each program line also gives the noise ceiling: Spearman between the
+medians of the even and the odd live runs (and replay runs), per
+allocator. Where the live runs do not agree with one another, no replay
+can rank the allocators as the program does.
 
 `prodcons:T` runs prodcons with T threads (1, or T/2 producer/consumer
 pairs, each pair the same work). Given more than one, the report ends with
@@ -164,22 +170,36 @@ def spearman(xs, ys):
     return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
 
 
-def measure(name, a, work):
-    env, argv, stdin = program(name, a.scale, work)
-    trace = record(name, env, argv, stdin, work)
-    live_json = os.path.join(work, f"live-{name.replace(':', '-')}.json")
-    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}.json")
-    cmd = [HEAPLAB, "compare", "--live", "--allocators", a.allocators, "--repeat", str(a.runs),
-           "--no-instructions", "--json", live_json]
-    for k, v in env.items():
-        cmd += ["--env", f"{k}={v}"]
-    if stdin:
-        cmd += ["--stdin", stdin]
-    load0 = load()
-    # exit status 1 when a row is not clean (a differing stdout): the rows say why
-    subprocess.run(cmd + ["--"] + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def halves(runs, agg=statistics.median):
+    """Spearman of the even runs' medians (or agg) against the odd runs'
+    (None with fewer than two runs each way)."""
+    if not runs or any(not r or len(r) < 2 for r in runs):
+        return None
+    return spearman([agg(r[0::2]) for r in runs], [agg(r[1::2]) for r in runs])
+
+
+def measure(name, a, work, mode, done):
+    """One program's live runs (once, kept in `done`) against its replays
+    timed in `mode`."""
+    if name not in done:
+        env, argv, stdin = program(name, a.scale, work)
+        trace = record(name, env, argv, stdin, work)
+        live_json = os.path.join(work, f"live-{name.replace(':', '-')}.json")
+        cmd = [HEAPLAB, "compare", "--live", "--allocators", a.allocators, "--repeat", str(a.runs),
+               "--no-instructions", "--json", live_json]
+        for k, v in env.items():
+            cmd += ["--env", f"{k}={v}"]
+        if stdin:
+            cmd += ["--stdin", stdin]
+        load0 = load()
+        # exit status 1 when a row is not clean (a differing stdout): the rows say why
+        subprocess.run(cmd + ["--"] + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done[name] = (env, argv, trace, live_json, load0)
+    env, argv, trace, live_json, load0 = done[name]
+    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}-{mode}.json")
     rcmd = [HEAPLAB, "compare", trace, "--allocators", a.allocators, "--repeat", str(a.runs),
-            "--no-instructions", "--no-footprint", "--allow-truncated", "--json", rep_json]
+            "--no-instructions", "--no-footprint", "--allow-truncated", "--time-mode", mode,
+            "--json", rep_json]
     if a.threads:
         rcmd += ["--threads", a.threads]
     subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -204,11 +224,24 @@ def measure(name, a, work):
     both = [r for r in rows if r["live_wall_s"] and r["replay_wall_s"]]
     events = next((r.get("events") for r in rep.values() if r.get("events")), None)
     return {
-        "program": name, "command": argv, "env": env, "trace": trace, "events": events,
+        "program": name, "time_mode": mode, "command": argv, "env": env, "trace": trace, "events": events,
         "load_before": load0, "load_after": load(),
         "live_glibc_s": lg, "replay_glibc_s": rg,
         "replay_share_of_live": (rg / lg) if lg and rg else None,
         "spearman_wall": spearman([r["live_wall_s"] for r in both], [r["replay_wall_s"] for r in both]),
+        # the noise ceiling: how well the live runs predict one another (the
+        # median of the even runs against that of the odd runs, per
+        # allocator); a replay cannot rank the allocators better than that
+        "spearman_live_halves": halves([r["live_runs_s"] for r in both]),
+        "spearman_replay_halves": halves([r["replay_runs_s"] for r in both]),
+        # the same with each allocator's fastest run instead of its median:
+        # on a loaded machine the least disturbed run (the load drifts over
+        # the minutes a comparison takes, and a run only ever gets slower)
+        "spearman_wall_min": spearman([min(r["live_runs_s"]) for r in both if r["live_runs_s"]],
+                                      [min(r["replay_runs_s"]) for r in both if r["live_runs_s"]])
+        if all(r["live_runs_s"] and r["replay_runs_s"] for r in both) else None,
+        "spearman_live_halves_min": halves([r["live_runs_s"] for r in both], min),
+        "spearman_replay_halves_min": halves([r["replay_runs_s"] for r in both], min),
         "allocators_compared": len(both),
         "rows": rows,
     }
@@ -227,6 +260,10 @@ def main():
     ap.add_argument("--allocators", default="all")
     ap.add_argument("--runs", type=int, default=3, help="timing runs per allocator, both ways (median)")
     ap.add_argument("--scale", type=float, default=0.5, help="input size relative to the default")
+    ap.add_argument("--time-modes", default="plain",
+                    help="the replays' timing modes, comma-separated, each against the same live runs "
+                         "(heaplab compare --time-mode): plain times the calls alone, touch also writes "
+                         "every new object as the program did")
     ap.add_argument("--threads", choices=["recorded", "serial"], default=None,
                     help="how the replays run a trace's threads (default: the replayer's, recorded)")
     a = ap.parse_args()
@@ -234,12 +271,21 @@ def main():
     work = tempfile.mkdtemp(prefix="fidelity-", dir=a.out)  # 0700, removed at the end
     results = []
     try:
-        for name in [p for p in a.programs.split(",") if p]:
-            print(f"== {name}", file=sys.stderr)
-            results.append(measure(name, a, work))
+        done = {}
+        modes = [m for m in a.time_modes.split(",") if m]
+        for m in modes:
+            if m not in ("plain", "touch"):
+                sys.exit(f"bench/fidelity.py: --time-modes: {m!r} is not plain or touch")
+        for name, mode in [(p, m) for p in a.programs.split(",") if p for m in modes]:
+            print(f"== {name} ({mode} replays)", file=sys.stderr)
+            results.append(measure(name, a, work, mode, done))
             r = results[-1]
-            print(f"{name}: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
-                  f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators, "
+            print(f"{name}, {mode} replays: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
+                  f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators "
+                  f"(live against live: {fmt(r['spearman_live_halves'])}, replay against replay: "
+                  f"{fmt(r['spearman_replay_halves'])}); by the fastest run {fmt(r['spearman_wall_min'])} "
+                  f"(live against live: {fmt(r['spearman_live_halves_min'])}, replay against replay: "
+                  f"{fmt(r['spearman_replay_halves_min'])}), "
                   f"load {r['load_before']}..{r['load_after']}")
             print(f"  {'allocator':<14} {'live×g':>7} {'replay×g':>8} {'pred×g':>7} {'replay err':>10} "
                   f"{'pred err':>8} {'threads':>8}")
@@ -251,7 +297,7 @@ def main():
                       + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))
             sys.stdout.flush()
-        scaling = [r for r in results if r["program"].startswith("prodcons:")]
+        scaling = [r for r in results if r["program"].startswith("prodcons:") and r["time_mode"] == modes[0]]
         if len(scaling) > 1:
             base = scaling[0]
             names = [row["allocator"] for row in base["rows"]]
@@ -270,7 +316,7 @@ def main():
             r["trace"] = os.path.basename(r["trace"])
         out = os.path.join(a.out, "fidelity.json")
         write_json(out, {"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
-                         "threads": a.threads, "programs": results})
+                         "threads": a.threads, "time_modes": a.time_modes, "programs": results})
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out}", file=sys.stderr)
 

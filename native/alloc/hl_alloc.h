@@ -263,6 +263,12 @@ typedef struct heaplab_alloc_stats {
     uint64_t memaligns;            /* aligned allocations with align > HL_ALIGN */
     uint64_t checks;               /* checker runs */
     uint64_t failures;             /* calls that returned NULL with ENOMEM */
+    /* the shim's one lock (the zoo's algorithms are single-threaded code
+     * behind it): takes that found it held, futex sleeps among them, and
+     * the time they waited; 0 in a one-thread program */
+    uint64_t lock_contended;
+    uint64_t lock_sleeps;
+    uint64_t lock_wait_ns;
 } heaplab_alloc_stats_t;
 
 /* An allocator whose fast path counts no calls (a synthesized one built

@@ -11,9 +11,14 @@
 
 /* ---- the lock: a three-state futex mutex (Drepper, "Futexes are tricky") ----
  * 0 free, 1 held, 2 held with waiters.  Uncontended cost: one CAS to take,
- * one XCHG to give back.  Statically initialised to zero. */
+ * one XCHG to give back.  Statically initialised to zero.  The slow path
+ * (a take that found the lock held) counts what contention cost, under the
+ * lock once it has it: nothing is counted on the uncontended path. */
 typedef struct hl_lock {
     int state;
+    uint64_t contended; /* takes that found the lock held */
+    uint64_t sleeps;    /* futex waits among them */
+    uint64_t wait_ns;   /* time from finding it held to holding it (CLOCK_MONOTONIC) */
 } hl_lock_t;
 
 void hl_futex_wait(int *addr, int val); /* platform.c */

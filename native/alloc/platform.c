@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -420,19 +421,32 @@ void hl_futex_wake(int *addr, int n) {
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+static uint64_t lock_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void hl_lock_slow(hl_lock_t *l) {
+    int saved = errno;
+    uint64_t t0 = lock_now_ns(), sleeps = 0;
     /* Spin briefly: critical sections are short and the holder is usually
      * running on the other core.  Then sleep on the futex. */
     for (int i = 0; i < 100; i++) {
         int c = 0;
         if (__atomic_load_n(&l->state, __ATOMIC_RELAXED) == 0 &&
             __atomic_compare_exchange_n(&l->state, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-            return;
+            goto held;
         __builtin_ia32_pause();
     }
-    int saved = errno;
-    while (__atomic_exchange_n(&l->state, 2, __ATOMIC_ACQUIRE) != 0)
+    while (__atomic_exchange_n(&l->state, 2, __ATOMIC_ACQUIRE) != 0) {
+        sleeps++;
         hl_futex_wait(&l->state, 2);
+    }
+held: /* the counts are the lock's: written only by its holder */
+    l->contended++;
+    l->sleeps += sleeps;
+    l->wait_ns += lock_now_ns() - t0;
     errno = saved;
 }
 

@@ -487,6 +487,9 @@ HL_EXPORT int heaplab_alloc_stats(heaplab_alloc_stats_t *out, size_t size) {
     heaplab_alloc_stats_t s;
     enter();
     s = st;
+    s.lock_contended = lock.contended;
+    s.lock_sleeps = lock.sleeps;
+    s.lock_wait_ns = lock.wait_ns;
     hl_platform_footprint(&s);
     HL_FRONT_STATS(&s);
     leave();

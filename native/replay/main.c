@@ -72,6 +72,10 @@ static const char USAGE[] =
     "                  one thread (not with --site-hints, --vg-marks or --count)\n"
     "  --threads serial  every event on one thread, in the trace's merged order (the default\n"
     "                  for a one-thread trace)\n"
+    "  --wait futex    --threads recorded: a thread whose wait is not over after a short spin\n"
+    "                  sleeps on a futex until the thread it waits for wakes it (the default)\n"
+    "  --wait spin     a waiting thread never sleeps: it spins, then yields the CPU\n"
+    "                  (sched_yield) until it may go on; costs a core per waiting thread\n"
     "  --no-edges      --threads recorded: wait only for objects and thread starts, not for\n"
     "                  the trace's other recorded edges (a reuse after another thread's free)\n"
     "  --threads unordered  for testing check mode: the threads' events one thread at a time,\n"
@@ -304,7 +308,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 
 int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
-    int threads = T_DEFAULT, no_edges = 0;
+    int threads = T_DEFAULT, no_edges = 0, wait_spin = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20, foot_every = 0;
     const char *path = NULL;
@@ -338,6 +342,15 @@ int main(int argc, char **argv) {
                 threads = T_UNORDERED;
             else
                 die_usage("--threads takes recorded, serial or unordered, not ", v);
+        } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) die_usage("--wait needs a value: futex or spin", NULL);
+            if (!strcmp(v, "futex"))
+                wait_spin = 0;
+            else if (!strcmp(v, "spin"))
+                wait_spin = 1;
+            else
+                die_usage("--wait takes futex or spin, not ", v);
         } else if (!strcmp(a, "--no-edges")) {
             no_edges = 1;
         } else if (!strcmp(a, "--site-hints")) {
@@ -498,6 +511,7 @@ int main(int argc, char **argv) {
         rp_threads_begin(&plan, ti.thread_events.p, ti.thread_edges.p,
                          (uint32_t)ti.thread_events.len, ti.s.ids, mode);
         plan.edges_off = no_edges;
+        plan.spin = wait_spin;
         hl_item_t tit;
         uint64_t index = 0;
         while (hl_reader_next(r, &tit) == 1) {
@@ -514,6 +528,7 @@ int main(int argc, char **argv) {
     uint64_t decode_ns = rp_now_ns() - t_decode0;
     heaplab_alloc_stats_t st0;
     memset(&st0, 0, sizeof st0);
+    if (heaplab_alloc_stats) heaplab_alloc_stats(&st0, sizeof st0); /* the lock's counts so far */
     if (heaplab_alloc_stats_reset_peak) heaplab_alloc_stats_reset_peak();
     int hwm_reset = rp_reset_hwm();
     uint64_t rss0, hwm0;
@@ -524,6 +539,8 @@ int main(int argc, char **argv) {
     rp_on_crash(on_crash);
 
     uint64_t timed_ns = 0, chunks = 0;
+    /* the CPU time of every thread over the timed region (outside it) */
+    uint64_t timed_cpu_ns = 0;
     /* --footprint-every: [events, time, live, footprint, peak] per sample */
     vec_t foot = {NULL, 0, 0, 5 * sizeof(uint64_t)};
     uint64_t foot_live = 0, foot_time = 0;
@@ -531,7 +548,9 @@ int main(int argc, char **argv) {
     hl_item_t it;
     int rc = 1;
     if (threaded) {
+        uint64_t c0 = rp_cpu_ns();
         timed_ns = rp_threads_run(&plan);
+        timed_cpu_ns = rp_cpu_ns() - c0;
         chunks = 1;
         rc = 0;
     }
@@ -588,6 +607,7 @@ int main(int argc, char **argv) {
         decode_ns += t1 - t0;
         if (n == 0) break;
         uint64_t nid0 = ctx.nid;
+        uint64_t c0 = rp_cpu_ns();
         CALLGRIND_START_INSTRUMENTATION;
         rp_count_start();
         uint64_t s = rp_now_ns();
@@ -600,6 +620,7 @@ int main(int argc, char **argv) {
         timed_ns += rp_now_ns() - s;
         rp_count_stop();
         CALLGRIND_STOP_INSTRUMENTATION;
+        timed_cpu_ns += rp_cpu_ns() - c0;
         if (mode == RP_PLAIN) /* other modes count them as they happen */
             for (uint64_t id = nid0; id < ctx.nid; id++)
                 ctx.st.unexpected_null += ctx.obj[id] == NULL;
@@ -677,6 +698,10 @@ int main(int argc, char **argv) {
     rp_putu(&out, plan.edges);
     rp_key(&out, &f, "thread_edge_waits");
     rp_putu(&out, plan.edge_waits);
+    rp_key(&out, &f, "thread_sleeps");
+    rp_putu(&out, plan.sleeps);
+    rp_key(&out, &f, "thread_wait");
+    rp_put_jstr(&out, wait_spin ? "spin" : "futex");
     rp_key(&out, &f, "cut_short");
     rp_puts(&out, ti.s.cut_short ? "true" : "false");
     rp_key(&out, &f, "trace_warning");
@@ -696,6 +721,8 @@ int main(int argc, char **argv) {
         rp_puts(&out, "null");
     rp_key(&out, &f, "timed_ns");
     rp_putu(&out, timed_ns);
+    rp_key(&out, &f, "timed_cpu_ns");
+    rp_putu(&out, timed_cpu_ns);
     rp_key(&out, &f, "decode_ns");
     rp_putu(&out, decode_ns);
     rp_key(&out, &f, "ops_cache");
@@ -733,6 +760,22 @@ int main(int argc, char **argv) {
         rp_putu(&out, st1.memaligns);
         rp_key(&out, &g, "pad");
         rp_putu(&out, st1.pad);
+        rp_putc(&out, '}');
+    } else {
+        rp_puts(&out, "null");
+    }
+    /* the zoo shim's one lock over the replay (hl_alloc.h): null where the
+     * allocator does not count it (not heaplab's, or built before it did) */
+    rp_key(&out, &f, "lock");
+    if (have_stats && st1.size >= offsetof(heaplab_alloc_stats_t, lock_wait_ns) + 8) {
+        int g = 1;
+        rp_putc(&out, '{');
+        rp_key(&out, &g, "contended");
+        rp_putu(&out, st1.lock_contended - st0.lock_contended);
+        rp_key(&out, &g, "sleeps");
+        rp_putu(&out, st1.lock_sleeps - st0.lock_sleeps);
+        rp_key(&out, &g, "wait_ns");
+        rp_putu(&out, st1.lock_wait_ns - st0.lock_wait_ns);
         rp_putc(&out, '}');
     } else {
         rp_puts(&out, "null");

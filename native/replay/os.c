@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -358,6 +359,27 @@ void rp_relax(unsigned n) {
         return;
     }
     sched_yield();
+}
+
+/* A private futex: sleeps while *word == expected (returns at once if not,
+ * or on a wake-up, a signal, or spuriously: the caller re-checks). */
+void rp_futex_wait(uint32_t *word, uint32_t expected) {
+    int saved = errno;
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+    errno = saved;
+}
+
+void rp_futex_wake(uint32_t *word, int n) {
+    int saved = errno;
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+    errno = saved;
+}
+
+/* CPU time of the whole process (every thread), for the timed region. */
+uint64_t rp_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---------------------------------------------------------------- which object defines a symbol */

@@ -95,6 +95,11 @@ const char *rp_signal_name(int sig);
  * the processor is given up (sched_yield), so that the thread it waits for
  * can run on a machine with fewer cores than replay threads. */
 void rp_relax(unsigned n);
+/* A private futex on a 32-bit word: sleep while *word == expected; wake up
+ * to n sleepers.  Both keep errno. */
+void rp_futex_wait(uint32_t *word, uint32_t expected);
+void rp_futex_wake(uint32_t *word, int n);
+uint64_t rp_cpu_ns(void); /* CLOCK_PROCESS_CPUTIME_ID: CPU time of every thread */
 
 /* ---------------------------------------------------------------- cache.c */
 
@@ -272,20 +277,35 @@ typedef struct rp_tstream {
     uint64_t events, len, cap;
     uint32_t start_after; /* the thread that started it (THREADS), UINT32_MAX for thread 0 */
     int waits_start;      /* a SIG in its creator's stream starts it */
+    const rp_top_t *start_sig; /* that SIG */
 } rp_tstream_t;
 
 struct rp_tplan;
 typedef struct rp_thread {
     /* the last op this thread completed (an address in its stream), for
-     * other threads' EDGE ops; alone in its cache line */
+     * other threads' EDGE ops, and the threads asleep on a wait for this
+     * one; alone in their cache line (threads.c, "Waiting") */
     uintptr_t done __attribute__((aligned(64)));
+    uint32_t sleepers, sleeper_gen; /* asleep on this thread now; registrations ever */
+    uint32_t seen_gen;              /* this thread's: sleeper_gen at its last scan */
+    uintptr_t next_wake;            /* this thread's: the least wop of its sleepers then */
+    /* this thread's own wait while it sleeps, read by the thread it waits
+     * for: wsrc (NULL when not asleep); the wait ends when *wflag is set, or
+     * when *wword >= wtarget; wsrc's op wop ends it (UINTPTR_MAX: no op of
+     * any thread's, see wake_scan); wake is the futex word (0 asleep) */
+    struct rp_thread *wsrc __attribute__((aligned(64)));
+    const uint8_t *wflag;
+    const uintptr_t *wword;
+    uintptr_t wtarget, wop, wlate;
+    uint32_t wake;
     struct rp_tplan *plan __attribute__((aligned(64)));
     rp_tstream_t *stream;
     uint32_t index;
     int general;
     const rp_calls_t *calls;
-    uint64_t waits; /* waits that found their flag unset */
+    uint64_t waits;      /* waits that found their flag unset */
     uint64_t edge_waits; /* of which on a recorded edge */
+    uint64_t sleeps;     /* futex sleeps (a wait can sleep more than once) */
     rp_ctx_t ctx;
 } __attribute__((aligned(64))) rp_thread_t;
 
@@ -293,16 +313,17 @@ typedef struct rp_tplan {
     uint32_t n, active, made; /* streams; with events; pthreads made */
     uint64_t ids;
     int mode, unordered;
+    int spin;         /* --wait spin: a wait never sleeps (pause, then sched_yield) */
     rp_tstream_t *s;
-    rp_top_t **born;  /* decoding: object id -> the op that creates it */
+    rp_top_t **born;  /* object id -> the op that creates it (whom a wait sleeps on) */
     uint8_t *ready;   /* object id -> created (set only where another stream waits, or check) */
     uint8_t *started; /* thread -> its SIG has been passed */
     rp_thread_t *th;
     void *tids;       /* pthread_t per stream */
-    uint64_t waits, edge_waits, edges;
+    uint64_t waits, edge_waits, edges, sleeps;
     int edges_off;    /* --no-edges: object and start waits only */
     uint8_t go __attribute__((aligned(64))), leave;
-    uint32_t done __attribute__((aligned(64)));
+    uintptr_t ended __attribute__((aligned(64))); /* worker streams that have ended */
 } rp_tplan_t;
 
 /* Decoding: begin (per-thread event counts from pass 1), then every THREADS

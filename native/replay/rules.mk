@@ -65,3 +65,7 @@ replay-test: $(BINDIR)/heaplab-replay $(REPLAY_TESTLIBS) $(BINDIR)/hltrace-scrip
 	$(REPLAY_DIR)/tests/run.sh $(BINDIR) $(LIBDIR) $(BUILD)/replay-test
 
 TEST_TARGETS += replay-test
+
+# The threaded lean loop gives every op kind a tail of its own; gcc's
+# cross-jumping would merge them back into shared tails, a jump each.
+$(REPLAY_OBJ)/threads.o: REPLAY_CFLAGS += -fno-crossjumping

@@ -37,12 +37,16 @@
  *     waits cannot form a cycle;
  *   - one flag per object (ready) and one per thread (started), each set once
  *     by one writer, and one `done` word per thread (the last op it ran),
- *     written only by its thread: no lock, no read-modify-write on the hot
- *     path;
+ *     written only by its thread: no lock on the hot path; its one
+ *     read-modify-write is the `lock or` after an op another thread may wait
+ *     for, on a word in the thread's own cache line;
  *   - an EDGE op only ever names an op already decoded when its event was
  *     (the first op of T with at least N steps, else T's last so far);
- *   - a waiting thread spins with a CPU pause, then yields (rp_relax): this
- *     machine may have fewer cores than the trace has threads.
+ *   - a waiting thread spins with a CPU pause, then sleeps on a futex until
+ *     the thread it waits for has run 256 ops past the one it needs (or
+ *     waits itself, or ends): this machine may have fewer cores than the
+ *     trace has threads, and a sleeping thread leaves its core to the others
+ *     ("waiting" below; --wait spin: spin, then yield, never sleep).
  *
  * Plain mode runs rp_thread_lean (threaded code, a table of labels by op
  * byte); touch and check modes run every op through exec.c's general path
@@ -77,19 +81,160 @@ static void publish(uint8_t *f) {
     __atomic_store_n(f, 1, __ATOMIC_RELEASE);
 }
 
-/* The waiting itself, apart from wait_for's check so that the replayer's
- * own cost per event (the check) and the time spent waiting for another
- * thread (this loop, as long as the scheduler makes it) are counted apart. */
-__attribute__((noinline, cold)) static void wait_spin(const uint8_t *f) {
-    for (unsigned n = 0; !__atomic_load_n(f, __ATOMIC_ACQUIRE); n++)
-        rp_relax(n);
+/* ---------------------------------------------------------------- waiting
+ *
+ * A wait is for one thread, its source S, and for one op of S's, wop: the
+ * op that creates the object (born[]), the op an edge names, the SIG that
+ * starts the waiting thread.  (go, leave and the end wait for the main
+ * thread or any worker, with wop = UINTPTR_MAX: see wake_scan.)  The waiter
+ * checks its condition (a flag set, or S's `done` reaching the op), spins
+ * RP_SPIN times with a CPU pause, then sleeps on a futex word of its own:
+ *
+ *   waiter W                                 source S, after an op another may wait for
+ *   W.wflag/wword/wtarget/wop = the wait      (ready[id] = 1;)
+ *   W.wake = 0; W.wsrc = S                    S.done = op             (release store)
+ *   S.sleeper_gen += 1     (seq_cst RMW)      if (S.sleepers |= 0)    (seq_cst RMW: lock or)
+ *   S.sleepers += 1        (seq_cst RMW)        if (S.sleeper_gen != S.seen_gen
+ *   if (!condition) futex_wait(&W.wake, 0)            || op >= S.next_wake)  scan:
+ *   W.wsrc = NULL; S.sleepers -= 1                  seen_gen = sleeper_gen; wake every W
+ *   loop until the condition holds                  with wsrc == S, wlate <= op; next_wake =
+ *                                                   the least wlate of the others
+ *
+ * Either S's RMW of sleepers sees W's increment, and then its load of
+ * sleeper_gen sees W's registration and the scan sees W's record, or W's
+ * check sees S's store: the two RMWs on sleepers are ordered one way or
+ * the other, and each side's store comes before its RMW, so no wake-up is
+ * lost.  Between registrations, sleepers only
+ * leave, which can only raise the least wop: next_wake is never too high.
+ * A wake-up that comes early or twice only makes W check again.  S does
+ * this after every op another thread may wait for: an op that publishes
+ * (PUB), which includes every op an EDGE names (decoding marks it), the
+ * SIG and END sentinels.  On the lean path that is a locked or and a jump
+ * per such op (two instructions); while someone sleeps on S, two compares more, and the scan
+ * only when a registration came or a sleeper's op was reached.  S wakes W
+ * RP_WAKE_LAG ops after wop (wlate), not at wop: a producer waking its
+ * consumer at every item, on a machine with fewer cores than threads, makes
+ * the two take turns item by item (the woken thread preempts, catches up,
+ * sleeps again), where the program hands over a batch at a time.  S wakes
+ * W at wop itself when S is about to wait (wait_spin) or ends.  With
+ * --wait spin a wait never sleeps: it spins, then yields the CPU
+ * (rp_relax), as the replayer did before the futex. */
+
+#define RP_SPIN 100u
+#ifndef RP_WAKE_LAG
+#define RP_WAKE_LAG 256u /* ops a source runs past a sleeper's op before it wakes it */
+#endif
+
+static int wait_done_yet(const uint8_t *flag, const uintptr_t *word, uintptr_t target) {
+    return flag ? __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0
+                : __atomic_load_n(word, __ATOMIC_ACQUIRE) >= target;
 }
 
-/* Waits until *f is set; counts the waits that did not find it set. */
-__attribute__((noinline)) static void wait_for(const uint8_t *f, uint64_t *waits) {
+/* Wakes the sleepers whose wait has ended.  src, having just run op (a
+ * seq_cst store of its `done`): those asleep on src whose wop it reached.
+ * src NULL, after a seq_cst store to go, leave or ended: every sleeper
+ * whose condition holds. */
+__attribute__((noinline, cold)) static void wake_scan(rp_tplan_t *pl, rp_thread_t *src,
+                                                      uintptr_t op, int now) {
+    uintptr_t next = UINTPTR_MAX;
+    if (src) src->seen_gen = __atomic_load_n(&src->sleeper_gen, __ATOMIC_SEQ_CST);
+    for (uint32_t t = 0; t < pl->n; t++) {
+        rp_thread_t *w = &pl->th[t];
+        rp_thread_t *ws = __atomic_load_n(&w->wsrc, __ATOMIC_SEQ_CST);
+        if (!ws || (src && ws != src) || __atomic_load_n(&w->wake, __ATOMIC_RELAXED)) continue;
+        if (src) {
+            uintptr_t wop = __atomic_load_n(now ? &w->wop : &w->wlate, __ATOMIC_RELAXED);
+            if (op < wop) {
+                if (wop < next) next = wop;
+                continue;
+            }
+        } else if (!wait_done_yet(__atomic_load_n(&w->wflag, __ATOMIC_RELAXED),
+                                  __atomic_load_n(&w->wword, __ATOMIC_RELAXED),
+                                  __atomic_load_n(&w->wtarget, __ATOMIC_RELAXED))) {
+            continue;
+        }
+        __atomic_store_n(&w->wake, 1, __ATOMIC_RELEASE);
+        rp_futex_wake(&w->wake, 1);
+    }
+    if (src) src->next_wake = next;
+}
+
+/* The source's side, after an op another thread may wait for: src's `done`
+ * now, then a locked or of 0 on sleepers (a full fence, so that done is
+ * visible before sleepers is read; on x86 `lock or` and a jump on its flags),
+ * then the scan if it may wake someone. */
+__attribute__((noinline, cold)) static void wake_check(rp_thread_t *src, uintptr_t op) {
+    if (__atomic_load_n(&src->sleeper_gen, __ATOMIC_SEQ_CST) != src->seen_gen ||
+        op >= src->next_wake)
+        wake_scan(src->plan, src, op, 0);
+}
+
+static inline void done_and_wake(rp_thread_t *src, const void *op) {
+    __atomic_store_n(&src->done, (uintptr_t)op, __ATOMIC_RELEASE);
+    if (__builtin_expect(__atomic_or_fetch(&src->sleepers, 0, __ATOMIC_SEQ_CST) != 0, 0))
+        wake_check(src, (uintptr_t)op);
+}
+
+/* The waiting itself, apart from the callers' check so that the replayer's
+ * own cost per event (the check) and the time spent waiting for another
+ * thread (this function, as long as the scheduler makes it) are counted
+ * apart.  me: the waiting thread; src: the one it waits for; wop: src's op
+ * that ends the wait. */
+__attribute__((noinline, cold)) static void wait_spin(rp_thread_t *me, rp_thread_t *src,
+                                                      const uint8_t *flag, const uintptr_t *word,
+                                                      uintptr_t target, uintptr_t wop) {
+    /* about to wait: first wake those asleep on me whose op I have run */
+    if (__atomic_load_n(&me->sleepers, __ATOMIC_SEQ_CST))
+        wake_scan(me->plan, me, __atomic_load_n(&me->done, __ATOMIC_RELAXED), 1);
+    for (unsigned n = 0; n < RP_SPIN; n++) {
+        if (wait_done_yet(flag, word, target)) return;
+        rp_relax(0);
+    }
+    if (me->plan->spin) {
+        for (unsigned n = RP_SPIN; !wait_done_yet(flag, word, target); n++)
+            rp_relax(n);
+        return;
+    }
+    __atomic_store_n(&me->wflag, flag, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->wword, word, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->wtarget, target, __ATOMIC_RELAXED);
+    __atomic_store_n(&me->wop, wop, __ATOMIC_RELAXED);
+    uintptr_t lag = RP_WAKE_LAG * sizeof(rp_top_t);
+    __atomic_store_n(&me->wlate, wop > UINTPTR_MAX - lag ? UINTPTR_MAX : wop + lag,
+                     __ATOMIC_RELAXED);
+    for (;;) {
+        __atomic_store_n(&me->wake, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&me->wsrc, src, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&src->sleeper_gen, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&src->sleepers, 1, __ATOMIC_SEQ_CST);
+        int ok = wait_done_yet(flag, word, target);
+        if (!ok) {
+            me->sleeps++;
+            rp_futex_wait(&me->wake, 0);
+        }
+        __atomic_store_n(&me->wsrc, NULL, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&src->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (ok || wait_done_yet(flag, word, target)) return;
+    }
+}
+
+/* Waits until *f is set by src at its op wop; counts the waits that did
+ * not find it set. */
+__attribute__((noinline)) static void wait_for(rp_thread_t *me, rp_thread_t *src, const uint8_t *f,
+                                               uintptr_t wop) {
     if (__builtin_expect(__atomic_load_n(f, __ATOMIC_ACQUIRE), 1)) return;
-    ++*waits;
-    wait_spin(f);
+    me->waits++;
+    wait_spin(me, src, f, NULL, 0, wop);
+}
+
+/* Waits until the object x another thread creates is there (its ready flag). */
+__attribute__((noinline)) static void wait_obj(rp_thread_t *me, uint64_t x) {
+    rp_tplan_t *pl = me->plan;
+    const rp_top_t *op = pl->born[x];
+    uint32_t t = 0;
+    while (t + 1 < pl->n && !(op >= pl->s[t].ops && op < pl->s[t].ops + pl->s[t].cap))
+        t++;
+    wait_for(me, &pl->th[t], &pl->ready[x], (uintptr_t)op);
 }
 
 /* Waits until another thread's `done` reaches `target` (a recorded edge). */
@@ -97,8 +242,8 @@ __attribute__((noinline)) static void wait_done(const uintptr_t *d, uintptr_t ta
                                                 rp_thread_t *th) {
     th->waits++;
     th->edge_waits++;
-    for (unsigned n = 0; __atomic_load_n(d, __ATOMIC_ACQUIRE) < target; n++)
-        rp_relax(n);
+    rp_thread_t *src = (rp_thread_t *)(void *)((char *)d - offsetof(rp_thread_t, done));
+    wait_spin(th, src, NULL, d, target, target);
 }
 
 /* ---------------------------------------------------------------- decoding */
@@ -145,6 +290,7 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
             cs->ops[cs->len].op.x = t;
             cs->ops[cs->len].id = pl->ids;
             cs->steps[cs->len] = cs->steps[cs->len - 1];
+            s->start_sig = &cs->ops[cs->len];
             cs->len++;
             s->waits_start = 1;
         }
@@ -180,6 +326,8 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
         s->edge_src[slot] = src;
         s->edge_op[slot] = target;
         if (s->len >= s->cap) break;
+        /* the op waited for wakes its sleepers (a sentinel always does) */
+        if (rp_op_byte(&target->op) != RP_OP_END) ((rp_top_t *)target)->op.w |= RP_T_PUB;
         rp_top_t *o = &s->ops[s->len];
         o->op.w = RP_T_EDGE;
         o->op.x = (uintptr_t)&pl->th[src].done;
@@ -234,8 +382,6 @@ void rp_threads_end(rp_tplan_t *pl) {
         s->ops[s->len].id = pl->ids;
         if (s->events) pl->active++;
     }
-    rp_unmap(pl->born, (pl->ids + 1) * sizeof *pl->born);
-    pl->born = NULL;
     for (uint32_t t = 0; t < pl->n; t++) {
         rp_unmap(pl->s[t].steps, pl->s[t].cap * 8);
         pl->s[t].steps = NULL;
@@ -246,7 +392,9 @@ void rp_threads_end(rp_tplan_t *pl) {
 
 /* Plain mode: runs ops up to a sentinel; returns it.  The common ops are
  * handled here; everything else (failed calls, the memalign family,
- * realloc(NULL, n), realloc_free) goes through exec.c's general path. */
+ * realloc(NULL, n), realloc_free) goes through exec.c's general path.
+ * Each label has a tail of its own (no shared jumps: -fno-crossjumping in
+ * rules.mk keeps gcc from merging them back). */
 static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
@@ -258,24 +406,34 @@ static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
         [HL_CALLOC | RP_T_PUB] = &&l_calloc_pub,
         [HL_FREE] = &&l_free,
         [HL_FREE | RP_T_WAIT] = &&l_free_wait,
+        [HL_FREE | RP_T_PUB] = &&l_free_pub,
+        [HL_FREE | RP_T_WAIT | RP_T_PUB] = &&l_free_wait_pub,
         [HL_REALLOC] = &&l_realloc,
         [HL_REALLOC | RP_T_PUB] = &&l_realloc_pub,
         [HL_REALLOC | RP_T_WAIT] = &&l_realloc_wait,
         [HL_REALLOC | RP_T_WAIT | RP_T_PUB] = &&l_realloc_wait_pub,
         [RP_T_EDGE] = &&l_edge,
+        [RP_T_EDGE | RP_T_PUB] = &&l_edge_pub,
         [RP_OP_END] = &&l_end,
     };
 #pragma GCC diagnostic pop
     void **const obj = th->ctx.obj;
     uint8_t *const ready = th->plan->ready;
     const rp_calls_t *const calls = th->calls;
-    uint64_t w = op->op.w, id;
+    uint64_t w = op->op.w, id, x;
     void *p;
     uintptr_t *const done = &th->done;
 /* the op is done: say so (a release store, a plain mov on x86), then the next */
 #define NEXT()                                                                                     \
     do {                                                                                           \
         __atomic_store_n(done, (uintptr_t)op, __ATOMIC_RELEASE);                                   \
+        w = (++op)->op.w;                                                                          \
+        goto *T[(uint8_t)w];                                                                       \
+    } while (0)
+/* the same after an op another thread may wait for: wake its sleepers */
+#define NEXT_WAKE()                                                                                \
+    do {                                                                                           \
+        done_and_wake(th, op);                                                                     \
         w = (++op)->op.w;                                                                          \
         goto *T[(uint8_t)w];                                                                       \
     } while (0)
@@ -288,8 +446,8 @@ static const rp_top_t *rp_thread_lean(const rp_top_t *op, rp_thread_t *th) {
     } while (0)
 #define WAIT()                                                                                     \
     do {                                                                                           \
-        if (__builtin_expect(!__atomic_load_n(&ready[op->op.x], __ATOMIC_ACQUIRE), 0))            \
-            wait_for(&ready[op->op.x], &th->waits);                                                \
+        x = op->op.x;                                                                              \
+        if (__builtin_expect(!__atomic_load_n(&ready[x], __ATOMIC_ACQUIRE), 0)) wait_obj(th, x);   \
     } while (0)
     goto *T[(uint8_t)w];
 l_malloc:
@@ -299,7 +457,7 @@ l_malloc:
 l_malloc_pub:
     p = calls->malloc(w >> 8);
     PUT_PUB();
-    NEXT();
+    NEXT_WAKE();
 l_calloc:
     p = calls->calloc(1, w >> 8);
     obj[op->id] = p;
@@ -307,36 +465,59 @@ l_calloc:
 l_calloc_pub:
     p = calls->calloc(1, w >> 8);
     PUT_PUB();
-    NEXT();
-l_free_wait:
-    WAIT();
+    NEXT_WAKE();
 l_free:
     calls->free(obj[op->op.x]);
     NEXT();
-l_realloc_wait:
+l_free_wait:
     WAIT();
+    calls->free(obj[x]);
+    NEXT();
+l_free_pub:
+    calls->free(obj[op->op.x]);
+    NEXT_WAKE();
+l_free_wait_pub:
+    WAIT();
+    calls->free(obj[x]);
+    NEXT_WAKE();
 l_realloc:
     p = calls->realloc(obj[op->op.x], w >> 8);
     obj[op->id] = p;
     NEXT();
-l_realloc_wait_pub:
+l_realloc_wait:
     WAIT();
+    p = calls->realloc(obj[x], w >> 8);
+    obj[op->id] = p;
+    NEXT();
 l_realloc_pub:
     p = calls->realloc(obj[op->op.x], w >> 8);
     PUT_PUB();
-    NEXT();
+    NEXT_WAKE();
+l_realloc_wait_pub:
+    WAIT();
+    p = calls->realloc(obj[x], w >> 8);
+    PUT_PUB();
+    NEXT_WAKE();
 l_edge:
     if (__builtin_expect(__atomic_load_n((uintptr_t *)op->op.x, __ATOMIC_ACQUIRE) < op->id, 0))
         wait_done((const uintptr_t *)op->op.x, op->id, th);
     NEXT();
+l_edge_pub:
+    if (__builtin_expect(__atomic_load_n((uintptr_t *)op->op.x, __ATOMIC_ACQUIRE) < op->id, 0))
+        wait_done((const uintptr_t *)op->op.x, op->id, th);
+    NEXT_WAKE();
 rare:
-    if (w & RP_T_WAIT) wait_for(&ready[op->op.x], &th->waits);
+    if (w & RP_T_WAIT) wait_obj(th, op->op.x);
     th->ctx.nid = op->id;
     rp_exec_one(&th->ctx, &op->op);
-    if (w & RP_T_PUB) publish(&ready[op->id]);
+    if (w & RP_T_PUB) {
+        publish(&ready[op->id]);
+        NEXT_WAKE();
+    }
     NEXT();
 l_end:
 #undef NEXT
+#undef NEXT_WAKE
 #undef PUT_PUB
 #undef WAIT
     return op;
@@ -349,19 +530,22 @@ static const rp_top_t *rp_thread_general(const rp_top_t *op, rp_thread_t *th) {
     const rp_top_t *first = th->stream->ops;
     for (; rp_op_byte(&op->op) != RP_OP_END; op++) {
         uint64_t w = op->op.w;
-        if ((uint8_t)w == RP_T_EDGE) {
+        if (((uint8_t)w & ~RP_T_PUB) == RP_T_EDGE) {
             if (!th->plan->unordered &&
                 __atomic_load_n((uintptr_t *)op->op.x, __ATOMIC_ACQUIRE) < op->id)
                 wait_done((const uintptr_t *)op->op.x, op->id, th);
-            continue;
+        } else {
+            if ((w & RP_T_WAIT) && !th->plan->unordered) wait_obj(th, op->op.x);
+            th->ctx.nid = op->id;
+            th->ctx.event = ev ? ev[op - first] : 0;
+            rp_op_t o = {w & ~(uint64_t)(RP_T_WAIT | RP_T_PUB), op->op.x};
+            rp_exec_one(&th->ctx, &o);
+            if (w & RP_T_PUB) publish(&ready[op->id]);
         }
-        if ((w & RP_T_WAIT) && !th->plan->unordered) wait_for(&ready[op->op.x], &th->waits);
-        th->ctx.nid = op->id;
-        th->ctx.event = ev ? ev[op - first] : 0;
-        rp_op_t o = {w & ~(uint64_t)(RP_T_WAIT | RP_T_PUB), op->op.x};
-        rp_exec_one(&th->ctx, &o);
-        if (w & RP_T_PUB) publish(&ready[op->id]);
-        __atomic_store_n(&th->done, (uintptr_t)op, __ATOMIC_RELEASE);
+        if (w & RP_T_PUB)
+            done_and_wake(th, op);
+        else
+            __atomic_store_n(&th->done, (uintptr_t)op, __ATOMIC_RELEASE);
     }
     return op;
 }
@@ -369,30 +553,37 @@ static const rp_top_t *rp_thread_general(const rp_top_t *op, rp_thread_t *th) {
 /* One stream, start to END: the SIG sentinels on the way start others. */
 static void run_stream(rp_thread_t *th) {
     rp_tplan_t *pl = th->plan;
-    if (th->stream->waits_start && !pl->unordered)
-        wait_for(&pl->started[th->index], &th->waits);
+    if (th->stream->waits_start && !pl->unordered) {
+        uint32_t c = th->stream->start_after < pl->n ? th->stream->start_after : 0;
+        wait_for(th, &pl->th[c], &pl->started[th->index], (uintptr_t)th->stream->start_sig);
+    }
     const rp_top_t *op = th->stream->ops;
     for (;;) {
         op = th->general ? rp_thread_general(op, th) : rp_thread_lean(op, th);
         if (op->op.x == RP_T_LAST) break;
         if (op->op.x < pl->n) publish(&pl->started[op->op.x]);
+        done_and_wake(th, op); /* a sentinel may be an EDGE's target too */
         op++;
     }
-    __atomic_store_n(&th->done, UINTPTR_MAX, __ATOMIC_RELEASE); /* every op of it has run */
+    done_and_wake(th, (const void *)UINTPTR_MAX); /* every op of it has run */
 }
 
 static void *worker(void *arg) {
     rp_thread_t *th = arg;
     rp_tplan_t *pl = th->plan;
-    wait_for(&pl->go, &th->waits);
+    wait_for(th, &pl->th[0], &pl->go, UINTPTR_MAX);
     th->waits = 0;
+    th->sleeps = 0;
     if (!pl->unordered) {
         run_stream(th);
     }
-    __atomic_add_fetch(&pl->done, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&pl->ended, 1, __ATOMIC_SEQ_CST);
+    wake_scan(pl, NULL, 0, 1); /* the main thread may sleep on the count */
     /* Stay until the clock has stopped: exiting frees (tcache, TLS) would count. */
-    uint64_t dummy = 0;
-    wait_for(&pl->leave, &dummy);
+    uint64_t waits = th->waits, sleeps = th->sleeps;
+    wait_for(th, &pl->th[0], &pl->leave, UINTPTR_MAX);
+    th->waits = waits;
+    th->sleeps = sleeps;
     return NULL;
 }
 
@@ -432,26 +623,29 @@ void rp_threads_prepare(rp_tplan_t *pl, const rp_ctx_t *proto, int general, int 
 
 uint64_t rp_threads_run(rp_tplan_t *pl) {
     uint32_t made = pl->made;
+    rp_thread_t *main_th = &pl->th[0];
     CALLGRIND_START_INSTRUMENTATION;
     uint64_t t0 = rp_now_ns();
-    publish(&pl->go);
+    __atomic_store_n(&pl->go, 1, __ATOMIC_SEQ_CST);
+    wake_scan(pl, NULL, 0, 1);
     if (pl->unordered) {
         /* One stream at a time, the last thread first, no waits: every
          * cross-thread dependency broken, deterministically. */
         for (uint32_t t = pl->n; t-- > 0;)
             if (pl->s[t].events || t == 0) run_stream(&pl->th[t]);
     } else {
-        run_stream(&pl->th[0]);
+        run_stream(main_th);
     }
-    for (unsigned n = 0; __atomic_load_n(&pl->done, __ATOMIC_ACQUIRE) < made; n++)
-        rp_relax(n);
+    if (__atomic_load_n(&pl->ended, __ATOMIC_ACQUIRE) < made)
+        wait_spin(main_th, main_th, NULL, &pl->ended, made, UINTPTR_MAX);
     uint64_t ns = rp_now_ns() - t0;
     CALLGRIND_STOP_INSTRUMENTATION;
     return ns;
 }
 
 void rp_threads_finish(rp_tplan_t *pl, rp_ctx_t *ctx) {
-    publish(&pl->leave);
+    __atomic_store_n(&pl->leave, 1, __ATOMIC_SEQ_CST);
+    wake_scan(pl, NULL, 0, 1);
     pthread_t *tids = pl->tids;
     for (uint32_t t = 1; t < pl->n; t++)
         if (pl->s[t].events) pthread_join(tids[t], NULL);
@@ -465,6 +659,7 @@ void rp_threads_finish(rp_tplan_t *pl, rp_ctx_t *ctx) {
         if (ctx->mode == RP_PLAIN) ctx->st.unexpected_null += s->unexpected_null;
         pl->waits += pl->th[t].waits;
         pl->edge_waits += pl->th[t].edge_waits;
+        pl->sleeps += pl->th[t].sleeps;
     }
     if (ctx->mode == RP_PLAIN) /* the lean loop does not count them as it goes */
         for (uint64_t id = 0; id < pl->ids; id++)

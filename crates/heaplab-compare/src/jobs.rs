@@ -60,6 +60,9 @@ pub struct Study {
     /// thread).
     #[serde(default)]
     pub threads: Option<String>,
+    /// The timing replays' mode when not plain: `touch` (`--time-mode`).
+    #[serde(default)]
+    pub time_mode: Option<String>,
     /// Paths of the native build the jobs run.
     pub replay: PathBuf,
     pub lib_dir: PathBuf,
@@ -140,6 +143,9 @@ impl Study {
                 params.push(("timeout".into(), self.timeout_s.to_string()));
                 if let Some(t) = &self.threads {
                     params.push(("threads".into(), t.clone()));
+                }
+                if let Some(m) = &self.time_mode {
+                    params.push(("time-mode".into(), m.clone()));
                 }
                 let name = trace_name(&t.given);
                 let job = |m: Measure,
@@ -234,11 +240,20 @@ fn failed(what: &str, o: &replay::Outcome) -> Result<()> {
     }
 }
 
-/// One plain replay's timed region, in seconds, and its JSON.
-fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<(f64, Value)> {
-    let o = replay::run(tools, alloc, trace, Mode::Plain, &[])?;
-    failed("plain replay", &o)?;
-    let out = o.out.as_ref().context("plain replay: no JSON")?;
+/// The timing replays' mode (`--time-mode`): plain unless the job says touch.
+fn time_mode(job: &Job) -> Result<Mode> {
+    match job.param("time-mode") {
+        None | Some("plain") => Ok(Mode::Plain),
+        Some("touch") => Ok(Mode::Touch),
+        Some(m) => bail!("job {}: time-mode {m:?}: expected plain or touch", job.id),
+    }
+}
+
+/// One replay's timed region, in seconds, and its JSON.
+fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path, mode: Mode) -> Result<(f64, Value)> {
+    let o = replay::run(tools, alloc, trace, mode, &[])?;
+    failed("timing replay", &o)?;
+    let out = o.out.as_ref().context("timing replay: no JSON")?;
     Ok((out.timed_ns as f64 / 1e9, o.raw.clone().unwrap_or(Value::Null)))
 }
 
@@ -287,7 +302,7 @@ fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<
             let repeat: usize = param(job, "repeat")?.parse().context("--repeat")?;
             let (mut runs, mut last) = (Vec::new(), Value::Null);
             for _ in 0..repeat {
-                let (s, raw) = time_once(tools, alloc, trace)?;
+                let (s, raw) = time_once(tools, alloc, trace, time_mode(job)?)?;
                 runs.push(s);
                 last = raw;
             }
@@ -300,7 +315,7 @@ fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<
 /// Runs one timing replay of a time job (the local runner's round-robin).
 pub fn time_run(job: &Job, ops_cache: Option<&Path>) -> Result<(f64, Value)> {
     let (tools, alloc, trace) = setup(job, ops_cache)?;
-    time_once(&tools, &alloc, &trace)
+    time_once(&tools, &alloc, &trace, time_mode(job)?)
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -444,6 +459,13 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 r.threads_mode = o.threads_mode.clone();
                 r.replay_threads = o.replay_threads;
             }
+            if let Some(l) = c.timed.as_ref().and_then(|o| o.lock) {
+                let calls = r.mallocs.unwrap_or(0) + r.frees.unwrap_or(0) + r.reallocs.unwrap_or(0);
+                r.lock_contended = Some(l.contended);
+                r.lock_contended_share = (calls > 0).then(|| l.contended as f64 / calls as f64);
+                r.lock_sleeps = Some(l.sleeps);
+                r.lock_wait_s = Some(l.wait_ns as f64 / 1e9);
+            }
             let cut = trace.cut.clone().or_else(|| c.any_out().and_then(Truncation::from_replay));
             if let Some(cut) = &cut {
                 r.truncated = true;
@@ -487,6 +509,9 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
                 }
             }
             r.wall_runs_s = c.wall.clone();
+            if !c.wall.is_empty() {
+                r.time_mode = Some(study.time_mode.clone().unwrap_or_else(|| "plain".into()));
+            }
             r.wall_s = median(&c.wall);
             r.wall_ratio_glibc = match (r.wall_s, glibc_wall) {
                 (Some(w), Some(g)) if g > 0.0 => Some(w / g),

@@ -28,6 +28,18 @@ pub struct Record {
     pub reallocs: Option<u64>,
     pub threads_mode: Option<String>,
     pub replay_threads: Option<u64>,
+    /// The zoo shim's one lock in the last timing replay: takes that found
+    /// it held, their share of the calls, futex sleeps, and the time waited
+    /// (summed over the replay threads). Null where the allocator does not
+    /// count it (glibc and the peers).
+    #[serde(default)]
+    pub lock_contended: Option<u64>,
+    #[serde(default)]
+    pub lock_contended_share: Option<f64>,
+    #[serde(default)]
+    pub lock_sleeps: Option<u64>,
+    #[serde(default)]
+    pub lock_wait_s: Option<f64>,
     pub instr_per_malloc: Option<f64>,
     pub instr_per_free: Option<f64>,
     pub instr_per_realloc: Option<f64>,
@@ -44,6 +56,9 @@ pub struct Record {
     /// memalign (e.g. `pvalloc` under Debian's jemalloc), comma-separated.
     #[serde(default)]
     pub emulated: Option<String>,
+    /// The timing replays' mode: `plain` (calls only) or `touch` (`--time-mode`).
+    #[serde(default)]
+    pub time_mode: Option<String>,
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
@@ -60,7 +75,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
 /// joined with `;`).
-pub const CSV_COLUMNS: [&str; 38] = [
+pub const CSV_COLUMNS: [&str; 43] = [
     "trace",
     "trace_name",
     "allocator",
@@ -77,6 +92,10 @@ pub const CSV_COLUMNS: [&str; 38] = [
     "reallocs",
     "threads_mode",
     "replay_threads",
+    "lock_contended",
+    "lock_contended_share",
+    "lock_sleeps",
+    "lock_wait_s",
     "instr_per_malloc",
     "instr_per_free",
     "instr_per_realloc",
@@ -87,6 +106,7 @@ pub const CSV_COLUMNS: [&str; 38] = [
     "counter",
     "count_env",
     "emulated",
+    "time_mode",
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",
@@ -208,6 +228,43 @@ pub fn table(records: &[Record]) -> String {
             r.internal_fragmentation
                 .map(|u| format!("{:.0}%", u * 100.0))
                 .unwrap_or_else(|| "—".into()),
+        ));
+    }
+    o.push_str(&lock_table(records));
+    o
+}
+
+/// What the zoo's one lock cost in the threaded replays (empty when no
+/// record replayed threads as threads with an allocator that counts it).
+fn lock_table(records: &[Record]) -> String {
+    let rows: Vec<&Record> = records
+        .iter()
+        .filter(|r| {
+            r.status == "ok"
+                && r.threads_mode.as_deref() == Some("recorded")
+                && r.lock_contended.is_some()
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "\nthe one lock of the zoo's shim, threaded replay (last timing run)\n\
+         {:<12} {:<14} {:>7} {:>10} {:>9} {:>8} {:>9}\n",
+        "trace", "allocator", "threads", "contended", "of calls", "sleeps", "wait ms"
+    );
+    for r in rows {
+        o.push_str(&format!(
+            "{:<12} {:<14} {:>7} {:>10} {:>9} {:>8} {:>9}\n",
+            trunc(&esc(&r.trace_name), 12),
+            trunc(&esc(&r.allocator), 14),
+            r.replay_threads.map(|t| t.to_string()).unwrap_or_else(|| "—".into()),
+            r.lock_contended.map(|c| c.to_string()).unwrap_or_else(|| "—".into()),
+            r.lock_contended_share
+                .map(|s| format!("{:.2}%", s * 100.0))
+                .unwrap_or_else(|| "—".into()),
+            r.lock_sleeps.map(|c| c.to_string()).unwrap_or_else(|| "—".into()),
+            opt(r.lock_wait_s.map(|s| s * 1e3), 2),
         ));
     }
     o

@@ -68,6 +68,16 @@ pub struct Check {
     pub reported: Vec<String>,
 }
 
+/// What the zoo shim's one lock cost over a replay (hl_alloc.h): takes that
+/// found it held, futex sleeps among them, and the time they waited (summed
+/// over the threads).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct LockStats {
+    pub contended: u64,
+    pub sleeps: u64,
+    pub wait_ns: u64,
+}
+
 /// The replayer's JSON object (the fields heaplab reads; docs/replay.md has all).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ReplayOut {
@@ -87,6 +97,10 @@ pub struct ReplayOut {
     pub threads_mode: Option<String>,
     #[serde(default)]
     pub replay_threads: Option<u64>,
+    /// The zoo shim's one lock over the replay: null for an allocator that
+    /// does not count it, absent from an older replayer.
+    #[serde(default)]
+    pub lock: Option<LockStats>,
     /// Entry points the loaded malloc lacks, which the replayer emulated
     /// (`pvalloc` under Debian's jemalloc); absent from an older replayer.
     #[serde(default)]

@@ -315,10 +315,28 @@ fn threads_replay_as_recorded_or_serially() {
     for r in run(&[]) {
         assert_eq!(r["threads_mode"], "recorded", "{r}");
         assert!(r["replay_threads"].as_u64().unwrap() >= 2, "{r}");
+        // the zoo's shim counts its lock's contention (how much depends on
+        // the scheduling); glibc does not count it
+        if r["allocator"] == "firstfit" {
+            let c = r["lock_contended"].as_u64().expect("firstfit counts its lock");
+            let sleeps = r["lock_sleeps"].as_u64().expect("and its sleeps");
+            let wait = r["lock_wait_s"].as_f64().expect("and the time waited");
+            assert!(wait >= 0.0, "{r}");
+            if c == 0 {
+                assert!(sleeps == 0 && wait == 0.0, "no contention, no sleeps or wait: {r}");
+            }
+        } else {
+            assert!(r["lock_contended"].is_null(), "{r}");
+        }
     }
     for r in run(&["--threads", "serial"]) {
         assert_eq!(r["threads_mode"], "serial", "{r}");
         assert_eq!(r["replay_threads"], 1);
+        // one thread never finds the lock held
+        if r["allocator"] == "firstfit" {
+            assert_eq!(r["lock_contended"], 0, "{r}");
+            assert_eq!(r["lock_wait_s"], 0.0, "{r}");
+        }
     }
     let out = heaplab(&["compare", trace.to_str().unwrap(), "--threads", "sideways"], &[]);
     assert_eq!(out.status.code(), Some(2));

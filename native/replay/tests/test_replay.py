@@ -28,14 +28,14 @@ def lib(name):
     return os.path.join(LIB, f"libheaplab-test-{name}.so")
 
 
-def run(args, preload=None, env=None):
+def run(args, preload=None, env=None, preexec=None):
     e = dict(os.environ)
     e.pop("LD_PRELOAD", None)
     if preload:
         e["LD_PRELOAD"] = preload
     if env:
         e.update(env)
-    p = subprocess.run([REPLAY] + args, capture_output=True, text=True, env=e)
+    p = subprocess.run([REPLAY] + args, capture_output=True, text=True, env=e, preexec_fn=preexec)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -516,8 +516,8 @@ def threaded_spec(rounds, seed):
     return spec
 
 
-def replay_json(args, preload=None):
-    rc, out, err = run(args, preload)
+def replay_json(args, preload=None, preexec=None):
+    rc, out, err = run(args, preload, preexec=preexec)
     try:
         return rc, json.loads(out), err
     except ValueError:
@@ -545,6 +545,13 @@ def test_threads_handmade():
           f"threads: --threads unordered breaks the order and check mode catches it (rc {rc})")
     rc, j, err = replay_json(["--threads", "unordered", trace])
     check(rc == 0, f"threads: unordered plain mode does not crash (rc {rc}, {err[:200]})")
+    rc, out, err = run(["--wait", "sideways", trace])
+    check(rc == 2 and "futex or spin" in err, "threads: a bad --wait value is a usage error")
+    for wait in ("futex", "spin"):
+        rc, jw, err = replay_json(["--mode", "check", "--wait", wait, trace])
+        check(rc == 0 and jw and jw["thread_wait"] == wait and jw["check"]["problems"] == 0
+              and jw["kinds"] == js["kinds"] and (wait == "futex" or jw["thread_sleeps"] == 0),
+              f"threads: --wait {wait}: clean in check mode, the same calls (rc {rc}, {err[:200]})")
     rc, out, err = run(["--threads", "sideways", trace])
     check(rc == 2 and "recorded, serial or unordered" in err, "threads: a bad --threads value is a usage error")
     rc, out, err = run(["--threads", "recorded", "--site-hints", trace])
@@ -594,6 +601,17 @@ def test_threads_prodcons():
             results.add(json.dumps([j["events"], j["objects"], j["kinds"], j["replay"], j["check"],
                                     j["replay_threads"]], sort_keys=True))
     check(len(results) == 1, f"threads: 10 threaded check runs give one result, not {len(results)}")
+    # One CPU for four replay threads: waits that outlast the spin sleep on
+    # the futex (how many depends on the scheduler); the results must not.
+    if hasattr(os, "sched_setaffinity"):
+        for i in range(3):
+            rc, j, err = replay_json(["--mode", "check", trace], preexec=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+            check(rc == 0 and j and j["check"]["problems"] == 0 and j["thread_edges"] > 0,
+                  f"threads: prodcons check mode on one CPU, run {i}: rc {rc}, {err[:300]}")
+            if j:
+                results.add(json.dumps([j["events"], j["objects"], j["kinds"], j["replay"], j["check"],
+                                        j["replay_threads"]], sort_keys=True))
+        check(len(results) == 1, f"threads: one CPU gives the same results too, not {len(results)}")
     rc, j, err = replay_json(["--mode", "check", "--no-edges", trace])
     check(rc == 0 and j and j["thread_edges"] == 0 and j["check"]["problems"] == 0,
           f"threads: --no-edges waits on objects only, still clean (rc {rc})")
@@ -608,26 +626,43 @@ def test_threads_prodcons():
             rc, j, err = replay_json(["--mode", mode, trace], so)
             check(rc == 0 and j and j["threads_mode"] == "recorded",
                   f"threads: prodcons under {name}, {mode} mode: rc {rc}, {err[:300]}")
+            if j and mode == "plain":
+                zoo = so.startswith(LIB) if so else False
+                lk = j.get("lock")
+                check((lk is None) != zoo and (not zoo or all(isinstance(lk[k], int) for k in ("contended", "sleeps", "wait_ns"))),
+                      f"threads: prodcons under {name}: the shim's lock counted for the zoo only ({lk})")
+                if zoo and lk and lk["contended"] == 0:
+                    check(lk["sleeps"] == 0 and lk["wait_ns"] == 0, f"threads: {name}: no contention, no wait ({lk})")
+    # one thread never finds the zoo's lock held
+    rc, j, err = replay_json(["--threads", "serial", trace], os.path.join(LIB, "libheaplab-firstfit.so"))
+    check(rc == 0 and j and j["lock"] == {"contended": 0, "sleeps": 0, "wait_ns": 0},
+          f"threads: serial replay under firstfit: an uncontended lock ({j and j.get('lock')})")
     return trace
 
 
 def test_threads_instructions(trace):
     """The threaded lean loop's own instructions per event, under callgrind
     with the bump allocator (whose calls are not counted): at most 15.  The
-    loop and wait_for's check are the replayer's cost; wait_spin (with
-    rp_relax) is time spent waiting for another thread, which depends on the
-    scheduler and the machine's load, so it is reported apart, not judged."""
+    loop and wait_for's check are the replayer's cost; the waiting (the
+    waiter's spin and futex sleep in wait_spin, wait_obj and wait_done, and
+    the waited-for thread's wake-up checks in wake_check and wake_scan while
+    a thread sleeps on it) depends on the scheduler and the machine's load,
+    so it is reported apart, not judged.  With --wait spin nobody sleeps."""
     if not shutil.which("valgrind"):
         return  # test_instructions reports the missing tool
-    selfc, calls = callgrind([trace], lib("bump"))
     events = len(threaded_spec(4000, 7))
     base = lambda f: f.split(".")[0]  # gcc's .constprop/.isra clones
-    loop = sum(c for f, c in selfc.items() if base(f) in ("rp_thread_lean", "run_stream", "wait_for"))
-    spin = sum(c for f, c in selfc.items() if base(f) in ("wait_spin", "rp_relax"))
-    per_event = loop / events
-    check(0 < per_event <= 15, f"threads: {per_event:.2f} replayer instructions per event, threaded (<= 15)")
-    print(f"  threaded harness: {per_event:.2f} instructions per event on {events} events, 4 threads"
-          f" (+ {spin / events:.2f} spent waiting, not judged)")
+    waiting = ("wait_spin", "wait_obj", "wait_done", "wait_done_yet", "wake_check", "wake_scan",
+               "rp_relax", "rp_futex_wait", "rp_futex_wake", "syscall", "__errno_location")
+    for wait in ("futex", "spin"):
+        selfc, calls = callgrind(["--wait", wait, trace], lib("bump"))
+        loop = sum(c for f, c in selfc.items() if base(f) in ("rp_thread_lean", "run_stream", "wait_for"))
+        spin = sum(c for f, c in selfc.items() if base(f) in waiting)
+        per_event = loop / events
+        check(0 < per_event <= 15,
+              f"threads: {per_event:.2f} replayer instructions per event, threaded, --wait {wait} (<= 15)")
+        print(f"  threaded harness, --wait {wait}: {per_event:.2f} instructions per event on {events} events,"
+              f" 4 threads (+ {spin / events:.2f} spent waiting, not judged)")
 
 
 def test_missing_entries():

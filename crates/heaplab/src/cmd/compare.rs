@@ -116,6 +116,12 @@ pub struct Args {
     /// trace's merged order). Instruction counts always replay serially.
     #[arg(long, value_name = "MODE", value_parser = ["recorded", "serial"])]
     threads: Option<String>,
+    /// The timing replays' mode: plain (calls only, the allocator's cost
+    /// alone: the default) or touch (every new object's bytes written, as a
+    /// program initializes what it allocates, so that page faults and cache
+    /// misses of spread-out blocks count, as they do in the program).
+    #[arg(long, value_name = "MODE", value_parser = ["plain", "touch"])]
+    time_mode: Option<String>,
     /// Skip the touch-mode runs (footprint, utilization, fragmentation).
     #[arg(long)]
     no_footprint: bool,
@@ -342,6 +348,7 @@ pub fn run(a: Args) -> Result<i32> {
         state: Some(a.state.clone().unwrap_or_else(measure::default_state_dir)),
         resume: a.resume,
         threads: a.threads.clone(),
+        time_mode: a.time_mode.clone(),
     };
     let tools = tools_with_timeout(a.timeout)?;
     if let Some(dir) = &a.plan {
