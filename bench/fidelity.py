@@ -18,8 +18,11 @@ and across the allocators, Spearman's rank correlation of wall time, live
 against replay.
 
 Programs: the bundled workloads (`heaplab workloads`), bench/progs/prodcons.c
-(4 threads, cross-thread frees) and a multithreaded Debian program
-(`xz -T4`, small blocks so that four threads work). Traces of programs with
+(4 threads, cross-thread frees) and two multithreaded Debian programs:
+`git repack -a -d -f --threads=4` on a generated repository (pack-objects'
+four delta-search threads allocate about 80 K objects and free each
+other's; `git`) and `xz -T4` with small blocks (four threads, but only
+about 350 allocations; `xz`, not run by default). Traces of programs with
 several threads replay with their threads (`--threads recorded`, the
 default), or serially with `--threads serial`, to compare the two.
 
@@ -28,7 +31,7 @@ allocator. Wall times on a loaded machine are noisy: the JSON keeps every run
 and the machine's load average beside each program.
 
   bench/fidelity.py                                  everything, into out/bench/fidelity
-  bench/fidelity.py --programs prodcons,xz --runs 5 --threads serial
+  bench/fidelity.py --programs prodcons,git,xz --runs 5 --threads serial
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
   bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
   bench/fidelity.py --programs perl-wc,make-n --time-modes plain,touch --runs 4
@@ -48,6 +51,7 @@ of the allocators' locks, not parallel speed-up.
 import argparse
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -61,7 +65,8 @@ from heaplab_layout import LAYOUT, write_json
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
 WORKLOADS = ["perl-wc", "make-n", "python", "sqlite", "gawk-wc"]
-EXTRA = ["prodcons", "xz"]
+EXTRA = ["prodcons", "git"]
+MORE = ["xz"]
 
 
 def sh(cmd, **kw):
@@ -106,6 +111,37 @@ def text_input(path, mb):
     return path
 
 
+def git_repo(path, scale):
+    """A git repository made the same every time: 300 text files changed
+    over 40 * scale commits (fast-import from a seeded generator)."""
+    if os.path.isdir(os.path.join(path, ".git")):
+        return path
+    rng = random.Random(13)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+             for _ in range(3000)]
+    files = {f"src/f{i:03d}.txt": [" ".join(rng.choice(words) for _ in range(10)) for _ in range(150)]
+             for i in range(300)}
+
+    def data(b):
+        return b"data %d\n" % len(b) + b + b"\n"
+    stream = bytearray()
+    for c in range(max(2, int(40 * scale))):
+        for name in rng.sample(sorted(files), 60):
+            lines = files[name]
+            for _ in range(5):
+                lines[rng.randrange(len(lines))] = " ".join(rng.choice(words) for _ in range(10))
+        stream += b"commit refs/heads/main\ncommitter H <h@example.org> %d +0000\n" % (1700000000 + c)
+        stream += data(b"commit %d" % c)
+        for name in sorted(files):
+            stream += b"M 100644 inline " + name.encode() + b"\n" + data(("\n".join(files[name]) + "\n").encode())
+        stream += b"\n"
+    tmp = tempfile.mkdtemp(prefix=".git-", dir=os.path.dirname(path))
+    subprocess.run(["git", "init", "-q", tmp], check=True)
+    subprocess.run(["git", "-C", tmp, "fast-import", "--quiet"], input=bytes(stream), check=True)
+    os.rename(tmp, path)
+    return path
+
+
 def program(name, scale, work):
     inputs = os.path.join(work, "inputs")
     os.makedirs(inputs, exist_ok=True)
@@ -117,13 +153,22 @@ def program(name, scale, work):
             sh(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "progs", "prodcons.c")])
         threads = name.split(":")[1] if ":" in name else "4"
         return {}, [exe, str(max(1000, int(200000 * scale))), threads], None
+    if name == "git":
+        if not shutil.which("git"):
+            sys.exit("bench/fidelity.py: git is not installed (scripts/setup.sh installs it)")
+        repo = git_repo(os.path.join(inputs, f"fidelity-git-x{scale}"), scale)
+        # pack-objects (run by repack) searches deltas on four threads, which
+        # allocate and free each other's objects; -f recomputes every delta on
+        # each run, so every run does the same work; stdout stays empty (the
+        # pack itself differs from run to run with the threads' scheduling)
+        return {}, ["git", "-C", repo, "repack", "-a", "-d", "-f", "-q", "--threads=4"], None
     if name == "xz":
         if not shutil.which("xz"):
             sys.exit("bench/fidelity.py: xz is not installed (scripts/setup.sh installs xz-utils)")
         src = text_input(os.path.join(inputs, "fidelity-text.txt"), max(1, int(8 * scale)))
         # 256 KiB blocks: a small input still keeps four threads busy
         return {}, ["xz", "-T4", "--block-size=262144", "-3", "-c", src], None
-    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA)}, prodcons:THREADS")
+    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA + MORE)}, prodcons:THREADS")
 
 
 def record(name, env, argv, stdin, work):
