@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 
-from heaplab_layout import LAYOUT, write_json
+from heaplab_layout import LAYOUT, compare_records, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -248,8 +248,8 @@ def measure(name, a, work, mode, done):
     if a.threads:
         rcmd += ["--threads", a.threads]
     subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    live = {r["allocator"]: r for r in json.load(open(live_json))}
-    rep = {r["allocator"]: r for r in json.load(open(rep_json))}
+    live = {r["allocator"]: r for r in compare_records(live_json)}
+    rep = {r["allocator"]: r for r in compare_records(rep_json)}
     lg, rg = live.get("glibc", {}).get("wall_s"), rep.get("glibc", {}).get("wall_s")
     rows = []
     for n in live:

@@ -2,7 +2,30 @@
 //! and CSV and prints as a table. `docs/compare.md` documents every field;
 //! a test checks the two agree.
 
+use heaplab_plumb::provenance::Provenance;
 use serde::{Deserialize, Serialize};
+
+/// What `--json` writes: the records with where they came from.  Version 1
+/// (before 2026-11-27) was the bare array of records.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The JSON document of a comparison (`schema` "heaplab.compare") or of
+/// live runs (`schema` "heaplab.compare.live", records `LiveRecord`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Document<R> {
+    pub schema: String,
+    pub schema_version: u32,
+    /// The machine, heaplab's version and commit, the command, the date,
+    /// and each allocator's version.
+    pub provenance: Provenance,
+    pub records: Vec<R>,
+}
+
+impl<R> Document<R> {
+    pub fn new(schema: &str, provenance: Provenance, records: Vec<R>) -> Document<R> {
+        Document { schema: schema.into(), schema_version: SCHEMA_VERSION, provenance, records }
+    }
+}
 
 /// The comparison of one allocator on one trace. Fields that could not be
 /// measured are null (the allocator is missing, or a measurement was off or
