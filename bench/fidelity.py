@@ -15,7 +15,10 @@ allocator:
   error           replay ×glibc / live ×glibc - 1, and predicted / live - 1
 
 and across the allocators, Spearman's rank correlation of wall time, live
-against replay.
+against replay. The same figures in CPU time (user + system: the live
+program's and the replay's timed region's, every thread's) follow each
+program's line: on a machine shared with other work a run waits for a core
+without using it, which wall time counts and CPU time does not.
 
 Programs: the bundled workloads (`heaplab workloads`), bench/progs/prodcons.c
 (4 threads, cross-thread frees) and two multithreaded Debian programs:
@@ -257,6 +260,9 @@ def measure(name, a, work, mode, done):
         row = {"allocator": n, "live_status": lr.get("status"), "replay_status": rr.get("status"),
                "live_wall_s": lr.get("wall_s"), "replay_wall_s": rr.get("wall_s"),
                "live_runs_s": lr.get("wall_runs_s"), "replay_runs_s": rr.get("wall_runs_s"),
+               "live_cpu_s": lr.get("cpu_s"), "replay_cpu_s": rr.get("cpu_s"),
+               "live_cpu_runs_s": lr.get("cpu_runs_s"), "replay_cpu_runs_s": rr.get("cpu_runs_s"),
+               "live_cpu_ratio": lr.get("cpu_ratio_glibc"), "replay_cpu_ratio": rr.get("cpu_ratio_glibc"),
                "live_ratio": lr.get("wall_ratio_glibc"), "replay_ratio": rr.get("wall_ratio_glibc"),
                "threads_mode": rr.get("threads_mode"), "replay_threads": rr.get("replay_threads")}
         if None not in (lg, rg, row["replay_wall_s"]) and lg > 0:
@@ -265,8 +271,13 @@ def measure(name, a, work, mode, done):
             row["replay_vs_live"] = row["replay_ratio"] / row["live_ratio"] - 1
         if row["live_ratio"] and row.get("predicted_ratio"):
             row["predicted_vs_live"] = row["predicted_ratio"] / row["live_ratio"] - 1
+        lc, rc = live.get("glibc", {}).get("cpu_s"), rep.get("glibc", {}).get("cpu_s")
+        if None not in (lc, rc, row["replay_cpu_s"], row["live_cpu_ratio"]) and lc > 0:
+            row["predicted_cpu_ratio"] = 1 + (row["replay_cpu_s"] - rc) / lc
+            row["predicted_cpu_vs_live"] = row["predicted_cpu_ratio"] / row["live_cpu_ratio"] - 1
         rows.append(row)
     both = [r for r in rows if r["live_wall_s"] and r["replay_wall_s"]]
+    cboth = [r for r in rows if r["live_cpu_s"] and r["replay_cpu_s"]]
     events = next((r.get("events") for r in rep.values() if r.get("events")), None)
     return {
         "program": name, "time_mode": mode, "command": argv, "env": env, "trace": trace, "events": events,
@@ -287,6 +298,15 @@ def measure(name, a, work, mode, done):
         if all(r["live_runs_s"] and r["replay_runs_s"] for r in both) else None,
         "spearman_live_halves_min": halves([r["live_runs_s"] for r in both], min),
         "spearman_replay_halves_min": halves([r["replay_runs_s"] for r in both], min),
+        # the same in CPU time (user + system), which waiting for a core on a
+        # shared machine does not inflate (older heaplabs record none: None)
+        "spearman_cpu": spearman([r["live_cpu_s"] for r in cboth], [r["replay_cpu_s"] for r in cboth]),
+        "spearman_live_halves_cpu": halves([r["live_cpu_runs_s"] for r in cboth]),
+        "spearman_replay_halves_cpu": halves([r["replay_cpu_runs_s"] for r in cboth]),
+        "predicted_cpu_within_15pct": sum(1 for r in rows if r.get("predicted_cpu_vs_live") is not None
+                                          and abs(r["predicted_cpu_vs_live"]) <= 0.15),
+        "predicted_within_15pct": sum(1 for r in rows if r.get("predicted_vs_live") is not None
+                                      and abs(r["predicted_vs_live"]) <= 0.15),
         "allocators_compared": len(both),
         "rows": rows,
     }
@@ -332,12 +352,18 @@ def main():
                   f"(live against live: {fmt(r['spearman_live_halves_min'])}, replay against replay: "
                   f"{fmt(r['spearman_replay_halves_min'])}), "
                   f"load {r['load_before']}..{r['load_after']}")
+            print(f"  in CPU time: Spearman {fmt(r['spearman_cpu'])} (live against live: "
+                  f"{fmt(r['spearman_live_halves_cpu'])}, replay against replay: "
+                  f"{fmt(r['spearman_replay_halves_cpu'])}); predicted ratio within ±15% of live: "
+                  f"{r['predicted_within_15pct']} of {r['allocators_compared']} by wall time, "
+                  f"{r['predicted_cpu_within_15pct']} by CPU time")
             print(f"  {'allocator':<14} {'live×g':>7} {'replay×g':>8} {'pred×g':>7} {'replay err':>10} "
-                  f"{'pred err':>8} {'threads':>8}")
+                  f"{'pred err':>8} {'cpu pred err':>12} {'threads':>8}")
             for row in r["rows"]:
                 print(f"  {row['allocator']:<14} {fmt(row['live_ratio']):>7} {fmt(row['replay_ratio']):>8} "
                       f"{fmt(row.get('predicted_ratio')):>7} {fmt(row.get('replay_vs_live'), pct=True):>10} "
                       f"{fmt(row.get('predicted_vs_live'), pct=True):>8} "
+                      f"{fmt(row.get('predicted_cpu_vs_live'), pct=True):>12} "
                       f"{(row['threads_mode'] or '—') + '/' + str(row['replay_threads'] or '—'):>8}"
                       + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))

@@ -279,7 +279,7 @@ fn round_robin(jobs: &[Job], runner: &Runner, ops: Option<&Path>) -> Vec<JobStat
         pending.push(i);
     }
     struct Run {
-        runs: Vec<f64>,
+        runs: Vec<jobs::Timed>,
         last: serde_json::Value,
         error: Option<anyhow::Error>,
         started: f64,

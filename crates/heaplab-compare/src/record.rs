@@ -85,6 +85,11 @@ pub struct Record {
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
+    /// CPU time (every thread's) of the same timed regions: what a loaded
+    /// machine disturbs less than wall time.
+    pub cpu_s: Option<f64>,
+    pub cpu_runs_s: Vec<f64>,
+    pub cpu_ratio_glibc: Option<f64>,
     pub ns_per_event: Option<f64>,
     pub peak_footprint_bytes: Option<u64>,
     pub footprint_source: Option<String>,
@@ -96,9 +101,9 @@ pub struct Record {
     pub internal_fragmentation: Option<f64>,
 }
 
-/// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
-/// joined with `;`).
-pub const CSV_COLUMNS: [&str; 43] = [
+/// The CSV columns, in order (every field; `wall_runs_s` and `cpu_runs_s`
+/// have their runs joined with `;`).
+pub const CSV_COLUMNS: [&str; 46] = [
     "trace",
     "trace_name",
     "allocator",
@@ -133,6 +138,9 @@ pub const CSV_COLUMNS: [&str; 43] = [
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",
+    "cpu_s",
+    "cpu_runs_s",
+    "cpu_ratio_glibc",
     "ns_per_event",
     "peak_footprint_bytes",
     "footprint_source",

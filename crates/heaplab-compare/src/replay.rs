@@ -106,6 +106,10 @@ pub struct ReplayOut {
     #[serde(default)]
     pub emulated: Vec<String>,
     pub timed_ns: u64,
+    /// The process's CPU time (every thread's) over the timed region; 0 from
+    /// an older replayer.
+    #[serde(default)]
+    pub timed_cpu_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,
     pub footprint: Option<Footprint>,

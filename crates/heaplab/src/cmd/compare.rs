@@ -530,17 +530,19 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
         d.write(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     }
     if let Some(d) = &csv {
-        let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
+        let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,cpu_s,cpu_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
         for r in &records {
             let f = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             let u = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
             o.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
                 r.allocator,
                 r.status,
                 r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
                 f(r.wall_s),
                 f(r.wall_ratio_glibc),
+                f(r.cpu_s),
+                f(r.cpu_ratio_glibc),
                 u(r.peak_rss_bytes),
                 f(r.rss_vs_glibc),
                 r.stdout_matches_glibc.map(|b| b.to_string()).unwrap_or_default(),
