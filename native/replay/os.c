@@ -22,6 +22,7 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <linux/perf_event.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -182,6 +183,22 @@ void rp_remove(const char *path) {
 }
 int rp_pid(void) {
     return (int)getpid();
+}
+
+int rp_lock(const char *path) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+void rp_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing the last descriptor releases the lock */
 }
 
 int rp_pwrite_all(int fd, const void *buf, size_t len, uint64_t off) {
