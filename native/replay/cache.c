@@ -5,6 +5,9 @@
  *   DIR/KEY.ops:
  *   | header: "HLOPS\0\0\1", key, the first pass's summary (4096 bytes) | op 0 | op 1 | ... |
  *                                                                       |<-16->|
+ *   its size is 4096 + 16 * the summary's events, else it is stale (a
+ *   mapped, not copied, chunk was measured and cost more: populating and
+ *   replacing 257 pages a chunk took twice the system time of read(2))
  *
  * KEY = fnv1a64(absolute path of the trace, its size, its mtime in ns, the
  * replayer's version), so an edited trace or a new replayer misses the
@@ -74,7 +77,8 @@ int rp_cache_open(const char *file, uint64_t key, rp_summary_t *s) {
         return -1;
     }
     memcpy(&h, block, sizeof h);
-    if (memcmp(h.magic, MAGIC, 8) || h.key != key) {
+    if (memcmp(h.magic, MAGIC, 8) || h.key != key ||
+        rp_file_size(fd) != HDR_BYTES + h.s.events * sizeof(rp_op_t)) {
         rp_close(fd);
         return -1;
     }

@@ -56,6 +56,11 @@ void *rp_map(size_t bytes) {
     return p;
 }
 
+uint64_t rp_file_size(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 void rp_unmap(void *p, size_t bytes) {
     if (p) munmap(p, page_round(bytes ? bytes : 1));
 }

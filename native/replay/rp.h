@@ -66,6 +66,7 @@ typedef struct rp_summary {
 void *rp_map(size_t bytes); /* zeroed pages; exits with a message on failure */
 void rp_unmap(void *p, size_t bytes);
 void *rp_remap(void *p, size_t old_bytes, size_t new_bytes); /* exits on failure */
+uint64_t rp_file_size(int fd); /* 0 when unknown */
 extern const hl_mem_t rp_mem;  /* a caching hl_mem_t for the trace reader */
 uint64_t rp_now_ns(void);      /* CLOCK_MONOTONIC */
 int rp_open(const char *path); /* -1 with errno */
