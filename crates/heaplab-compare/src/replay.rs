@@ -244,6 +244,24 @@ pub fn run(
     finish(&mut c, tools.timeout)
 }
 
+/// Decodes `trace` into the ops cache, if `tools` has one and it does not
+/// hold the trace yet (`heaplab-replay --fill-cache`), without replaying:
+/// every later run of the trace reads the cache. Returns whether the cache
+/// holds it now; a trace the replayer cannot read is not an error here (the
+/// runs that replay it say why).
+pub fn fill_cache(tools: &Tools, trace: &Path) -> Result<bool> {
+    let Some(dir) = &tools.ops_cache else { return Ok(false) };
+    let mut c = Command::new(&tools.replay);
+    c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
+    c.arg("--ops-cache").arg(dir).arg("--fill-cache").arg(trace).stdin(Stdio::null());
+    let out = heaplab_plumb::process::capture_until(
+        &mut c,
+        tools.timeout,
+        Some(&heaplab_jobs::cancel::requested),
+    )?;
+    Ok(!out.timed_out && out.status.success())
+}
+
 /// Replays `trace` under `alloc` inside callgrind, every call made through
 /// one function per entry point (`--per-call`), instrumentation on only
 /// while ops run.

@@ -111,15 +111,16 @@ pub fn profile_trace(path: &Path) -> Result<(Vec<Profile>, String)> {
         };
         let mut batch = Vec::with_capacity(BATCH);
         let mut failure = None;
+        let mut e = Event::default();
         loop {
-            match r.next_event() {
-                Ok(Some(e)) => {
+            match r.read_event(&mut e) {
+                Ok(true) => {
                     batch.push(Slim::of(&e));
                     if batch.len() == BATCH {
                         send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
                     }
                 }
-                Ok(None) => break,
+                Ok(false) => break,
                 Err(e) => {
                     failure = Some(e);
                     break;

@@ -17,7 +17,7 @@
 //! Several runs merge into one profile ([`Profile::merge`]); see
 //! [`Weighting`] for how runs are weighted.
 
-use crate::merge::{AddrHasher, AddrMap};
+use crate::merge::{AddrHasher, AddrMap, KeyMap};
 use crate::model::{Event, Frame, Kind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -232,6 +232,7 @@ struct ClassAcc {
     bytes: u64,
 }
 
+#[derive(Clone, Copy, Default)]
 struct Obj {
     class: u64,
     size: u64,
@@ -245,7 +246,8 @@ pub struct ProfileBuilder {
     unit: u64,
     time_unit_ns: u64,
     classes: AddrMap<ClassAcc>,
-    live: AddrMap<Obj>,
+    /// By id + 1.
+    live: KeyMap<Obj>,
     live_bytes: u64,
     peak_live_bytes: u64,
     peak_live_objects: u64,
@@ -276,7 +278,7 @@ impl ProfileBuilder {
             unit,
             time_unit_ns,
             classes: AddrMap::default(),
-            live: AddrMap::default(),
+            live: KeyMap::default(),
             live_bytes: 0,
             peak_live_bytes: 0,
             peak_live_objects: 0,
@@ -310,7 +312,7 @@ impl ProfileBuilder {
     }
 
     fn release(&mut self, id: u64) {
-        let Some(o) = self.live.remove(&id) else { return };
+        let Some(o) = self.live.remove(id.wrapping_add(1)) else { return };
         let c = self.classes.get_mut(&o.class).expect("a live object's class exists");
         c.frees += 1;
         c.live -= 1;
@@ -337,7 +339,7 @@ impl ProfileBuilder {
         let class_bytes = sadd(&mut c.bytes, size);
         self.note(class_bytes, "size_classes.bytes");
         self.live.insert(
-            id,
+            id.wrapping_add(1),
             Obj {
                 class,
                 size,
