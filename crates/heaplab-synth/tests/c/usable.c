@@ -5,6 +5,8 @@
  * a scrambled order, with the allocator's checker run between phases.  A
  * usable size that reaches into a neighbour's header or payload shows up as a
  * changed pattern, a broken tag (a fatal error in free) or a checker failure.
+ * Last, calloc of a just-freed dirty block of each size up to 1100 bytes
+ * must read as zero (the inline clearing of a reused block).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -46,6 +48,24 @@ int main(void) {
                 }
         for (int i = 0; i < N; i++) free(p[(i * 7919) % N]);
         check_now();
+    }
+    /* calloc of a reused block, every size the fast core clears inline and
+     * some it hands to memset: the block is dirtied to its usable size and
+     * freed, and calloc of the same size (the same class: its list's head)
+     * must read as zero for all it asked. */
+    for (size_t n = 1; n <= 1100; n++) {
+        unsigned char *d = malloc(n);
+        if (!d) return 2;
+        memset(d, 0xA5, malloc_usable_size(d));
+        free(d);
+        unsigned char *c = calloc(n, 1);
+        if (!c) return 2;
+        for (size_t k = 0; k < n; k++)
+            if (c[k]) {
+                if (bad++ < 10) fprintf(stderr, "calloc(%zu, 1): byte %zu is %u\n", n, k, c[k]);
+                break;
+            }
+        free(c);
     }
     printf("usable: %d problems\n", bad);
     return bad != 0;
