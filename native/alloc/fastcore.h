@@ -321,7 +321,7 @@ static inline size_t sf_slab_at(const sf_core_t *core, unsigned c, size_t k, siz
 
 /* The index of the slab at byte `off` of class c's span. */
 static inline size_t sf_slab_index(const sf_core_t *core, unsigned c, size_t off) {
-    size_t u = off / core->slab[c], m = SF_GROW_EVERY, j = core->growth[c];
+    size_t u = (uint32_t)off / core->slab[c], m = SF_GROW_EVERY, j = core->growth[c]; /* off < 2^27 */
     size_t grown = (m << (j + 1)) - m; /* units of slab[c] before the first largest slab */
     if (u < m) return u;
     if (u >= grown) return m * (j + 1) + ((u - grown) >> j);
