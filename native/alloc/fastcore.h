@@ -206,11 +206,12 @@ typedef struct sf_core {
 
 /* The next block of class c carved from the thread's slab, or NULL.  The
  * compiler barrier keeps the store's address a displacement off the same
- * registers as the load's (else GCC spends an instruction computing it). */
+ * registers as the load's (else GCC spends an instruction computing it);
+ * a class known when compiling (the header's inline malloc) needs none. */
 static inline __attribute__((always_inline)) void *sf_carve(sf_tls_t *t, uintptr_t c) {
     uintptr_t x = (uintptr_t)t->carve[c] - t->bsize[c];
     if (HL_LIKELY(x >= (uintptr_t)t->floor[c])) {
-        __asm__("" : "+r"(c));
+        if (!__builtin_constant_p(c)) __asm__("" : "+r"(c));
         t->carve[c] = (char *)x;
         SF_COUNTED(t->mallocs);
         return (void *)x;
