@@ -386,8 +386,12 @@ static void *__attribute__((noinline)) syn_calloc_slow(size_t a, size_t b) {
     return p;
 }
 
+/* realloc's slow path: realloc(NULL, n) (malloc's fast path: a fifth of
+ * jsonparse's reallocs), a block of the thread's own that must move, and
+ * everything else under the lock.  realloc() itself keeps an own block that
+ * still fits. */
 static void *__attribute__((noinline)) syn_realloc_entry(void *p, size_t n) {
-    if (!p) return syn_malloc_slow(n);
+    if (!p) return sf_malloc(&SYN_TLS, n, syn_medium, SYN_FAST_MAX, syn_malloc_slow);
     if (!SYN_CORE.front_on || !sf_slot_of(&SYN_CORE, p) || n == 0 || n > HL_MAX_REQUEST)
         return SYN_LOCKED_REALLOC(p, n);
     size_t u = sf_block_size(&SYN_CORE, p, "realloc");
@@ -400,6 +404,23 @@ static void *__attribute__((noinline)) syn_realloc_entry(void *p, size_t n) {
     memcpy(q, p, n < u ? n : u);
     if (!sf_free_own(&SYN_TLS, p)) syn_free_slow(p);
     return q;
+}
+
+/* realloc of a block of the thread's own slot that stays: the new size is
+ * at most the block's and uses at least half of it, or is of its class (002
+ * §2.2: realloc'd objects go to the list of the closest suitable size).  As
+ * free, it trusts an address in its own slot to be a block's (the slow path
+ * checks); 1: p stays. */
+static inline __attribute__((always_inline)) int syn_realloc_stays(void *p, size_t n) {
+    uintptr_t c = ((uintptr_t)p - SYN_TLS.base) >> SF_CLASS_SHIFT; /* NULL: not < SF_NCLASS */
+    if (HL_LIKELY(c < SF_NCLASS && n - 1 < SYN_TLS.bsize[c])) {       /* 0 < n <= block */
+        size_t u = SYN_TLS.bsize[c];
+        if (HL_LIKELY(n >= u / 2 || sf_class_of(&SYN_CORE, n) == c)) {
+            SYN_TLS.reallocs++;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static size_t __attribute__((noinline)) syn_usable_entry(void *p) {

@@ -308,6 +308,7 @@ pub fn source(p: &Plan, command: &str) -> String {
 #define SYN_CORE             {n}_core
 #define SYN_TLS              {n}_tls
 #define SYN_NGEN             {ngen}
+#define SYN_FAST_MAX         {fast_max}
 #define SYN_GP_SBRK          {n}_gp_sbrk
 #define SYN_FRONT_STATS      {n}_front_stats
 #define SYN_FRONT_FORK_CHILD {n}_front_fork_child
@@ -572,7 +573,8 @@ fn entry_points(p: &Plan) -> String {
     s.push_str(&calloc(p));
     let _ = writeln!(
         s,
-        "HL_EXPORT void *realloc(void *p, size_t n) {{\n    return syn_realloc_entry(p, n);\n}}\n\n\
+        "HL_EXPORT void *realloc(void *p, size_t n) {{\n    if (HL_LIKELY(syn_realloc_stays(p, \
+         n)))\n        return p;\n    return syn_realloc_entry(p, n);\n}}\n\n\
          HL_EXPORT size_t malloc_usable_size(void *p) {{\n    return syn_usable_entry(p);\n}}"
     );
     s
