@@ -206,6 +206,18 @@ static size_t huge_bytes(void *p) {
     return ((const uint64_t *)p)[-1] & ~(uint64_t)HL_HDR_LOW_BITS;
 }
 
+/* A huge block resized to n (>= SYN_HUGE) bytes where its pages are
+ * (mremap moves page tables, not bytes: perl's hash arrays grow to MiBs by
+ * doubling), or NULL (the block is as it was). */
+static void *huge_resize(void *p, size_t n) {
+    uint64_t *m = (uint64_t *)p - 2;
+    size_t bytes = HL_ALIGN_UP(n + 16, hl_page_size());
+    uint64_t *q = hl_pages_resize(m, huge_bytes(p), bytes);
+    if (!q) return NULL;
+    q[1] = bytes | HL_TAG_USED;
+    return q + 2;
+}
+
 static void huge_free(void *p) {
     uint64_t *m = (uint64_t *)p - 2;
     size_t bytes = huge_bytes(p);
@@ -277,7 +289,8 @@ static void *syn_realloc(void *p, size_t n) {
     if (is_huge(p)) {
         size_t u = huge_bytes(p) - 16;
         if (n <= u && n >= u / 2) return p;
-        return moved(p, u, n);
+        void *q = n >= SYN_HUGE ? huge_resize(p, n) : NULL;
+        return q ? q : moved(p, u, n);
     }
     if (n >= SYN_HUGE) return moved(p, hl_alloc_gnugpp.usable_size(p), n);
     return gp_realloc(p, n);

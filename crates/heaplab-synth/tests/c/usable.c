@@ -6,7 +6,8 @@
  * usable size that reaches into a neighbour's header or payload shows up as a
  * changed pattern, a broken tag (a fatal error in free) or a checker failure.
  * Last, calloc of a just-freed dirty block of each size up to 1100 bytes
- * must read as zero (the inline clearing of a reused block).
+ * must read as zero (the inline clearing of a reused block), and a block
+ * realloc'd through huge sizes keeps its bytes.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -67,6 +68,25 @@ int main(void) {
             }
         free(c);
     }
+    /* realloc through huge sizes (their own mappings, resized in place or
+     * moved by the OS): the bytes kept must survive each step. */
+    static const size_t steps[] = {100, 200000, 400000, 4000000, 1000000, 130000, 50000, 300000, 8000000};
+    unsigned char *r = NULL;
+    size_t had = 0;
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        size_t n = steps[k], keep = had < n ? had : n;
+        r = realloc(r, n);
+        if (!r) return 2;
+        for (size_t i = 0; i < keep; i++)
+            if (r[i] != (unsigned char)(i % 251)) {
+                if (bad++ < 10) fprintf(stderr, "realloc to %zu: byte %zu lost\n", n, i);
+                break;
+            }
+        for (size_t i = 0; i < n; i++)
+            r[i] = (unsigned char)(i % 251);
+        had = n;
+    }
+    free(r);
     printf("usable: %d problems\n", bad);
     return bad != 0;
 }
