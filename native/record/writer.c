@@ -192,7 +192,7 @@ static uint64_t waiting(hl_thread_t *t) {
     hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load_explicit(&t->first, memory_order_acquire);
     uint64_t n = 0;
     while (c) {
-        uint64_t pub = atomic_load_explicit(&c->pub, memory_order_acquire) - (uintptr_t)c->data;
+        uint64_t pub = hl_chunk_mark(t, c) - (uintptr_t)c->data;
         n += pub - (c == t->cchunk ? t->cdata : 0);
         c = atomic_load_explicit(&c->next, memory_order_acquire);
     }
@@ -210,7 +210,7 @@ static void snapshot(hl_thread_t *t) {
     while (c && (n = atomic_load_explicit(&c->next, memory_order_acquire)))
         c = n;
     t->snap = c;
-    t->snap_pub = c ? atomic_load_explicit(&c->pub, memory_order_acquire) : 0;
+    t->snap_pub = c ? hl_chunk_mark(t, c) : 0;
 }
 
 /* Writes t's rows up to its snapshot, one block per chunk, at most `budget`
@@ -274,7 +274,7 @@ static void write_round(void) {
 static void recycle(void) {
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_EXITING) continue;
-        if (hl_os_thread_alive(t->tid) || atomic_load(&t->active)) continue;
+        if (hl_os_thread_alive(t->tid) || hl_active(t)) continue;
         if (waiting(t)) continue;
         /* the thread is gone: nothing more will be published */
         hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load(&t->first);
@@ -408,7 +408,7 @@ static uint64_t inflight(void) {
     uint64_t n = 0;
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE &&
-            atomic_load_explicit(&t->active, memory_order_acquire) &&
+            hl_active(t) &&
             t != hl_thread_self())
             n++;
     return n;
@@ -523,9 +523,9 @@ void hl_fork_child(pid_t parent) {
         }
         t->cchunk = c;
         t->bfirst = 0;
-        t->cdata = c ? (uint32_t)(atomic_load(&c->pub) - (uintptr_t)c->data) : 0;
+        t->cdata = c ? (uint32_t)(hl_chunk_mark(t, c) - (uintptr_t)c->data) : 0;
         atomic_store(&t->nchunks, c ? 1 : 0);
-        atomic_store(&t->active, 0);
+        hl_set_active(t, 0);
         atomic_store(&t->first, c);
         if (t != self) {
             atomic_store(&t->first, NULL);
@@ -534,6 +534,7 @@ void hl_fork_child(pid_t parent) {
         }
     }
     hl_edges_reset();
+    if (self) hl_thread_sync_gate(self); /* one thread again */
     hl_modules_new_trace();
     waited_done = rows_done = 0;
     /* the parent's trace as it was at the fork, for the INHERITED block */
