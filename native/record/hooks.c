@@ -525,6 +525,19 @@ static __attribute__((noinline)) void rec_alloc_stk(hl_thread_t *t, unsigned kin
     rec_alloc_sid(t, kind, p, size, align, stack_id_here(t)); /* one frame fewer to walk */
 }
 
+/* An allocation's row from malloc_gated and calloc_gated: the walk starts
+ * in them (one agent frame: the entry points tail-call them). */
+static inline __attribute__((always_inline)) void rec_alloc_here(hl_thread_t *t, unsigned kind,
+                                                                 void *p, uint64_t size,
+                                                                 uintptr_t ra) {
+    uint32_t sid = 0;
+    if (HL_UNLIKELY(t->stacks)) {
+        t->umemo.salt = ra ^ kind; /* (as in rec_alloc_stk) */
+        sid = stack_id_here(t);
+    }
+    rec_alloc_sid(t, kind, p, size, 0, sid);
+}
+
 /* An allocation's row, any case (with `active` set). */
 static inline __attribute__((always_inline)) void rec_alloc(hl_thread_t *t, unsigned kind, void *p,
                                                             uint64_t size, uint64_t align,
@@ -672,7 +685,7 @@ static __attribute__((noinline)) void *malloc_gated(hl_thread_t *t, size_t n, ui
     row_begin(t);
     void *p = hl_real.malloc(n);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_MALLOC, n);
-    rec_alloc(t, HL_MALLOC, p, n, 0, ra);
+    rec_alloc_here(t, HL_MALLOC, p, n, ra);
     row_end(t);
     return p;
 }
@@ -797,7 +810,7 @@ static __attribute__((noinline)) void *calloc_gated(hl_thread_t *t, size_t n, si
     row_begin(t);
     void *p = hl_real.calloc(n, size);
     if (HL_UNLIKELY(!p)) return rec_failed(t, HL_CALLOC, over ? UINT64_MAX : total);
-    rec_alloc(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0, ra);
+    rec_alloc_here(t, HL_CALLOC, p, over ? UINT64_MAX : total, ra);
     row_end(t);
     return p;
 }
