@@ -285,11 +285,17 @@ static __attribute__((noinline)) uint8_t *enc_delta_long(uint8_t *d, uint64_t de
     return hl_enc_u(d, (hl_zz((int64_t)delta >> 4) << 2) + 1);
 }
 
+/* One to three bytes inline (a delta within +-2^21 bytes: most of a heap's
+ * neighbourhood), else out of line. */
 static inline uint8_t *enc_delta(uint8_t *d, const hl_enc_t *e, uint64_t addr) {
     uint64_t delta = addr - e->prev_addr;
     uint64_t code = (hl_zz((int64_t)delta >> 4) << 2) + 1;
-    if (HL_UNLIKELY((delta & 15) | (code >> 14))) return enc_delta_long(d, delta);
-    return enc_u14(d, code);
+    if (HL_UNLIKELY((delta & 15) | (code >> 21))) return enc_delta_long(d, delta);
+    if (HL_LIKELY(code < 0x4000)) return enc_u14(d, code);
+    d[0] = (uint8_t)(code | 0x80);
+    d[1] = (uint8_t)(code >> 7 | 0x80);
+    d[2] = (uint8_t)(code >> 14);
+    return d + 3;
 }
 
 /* A `new` address (not NULL). */
@@ -716,10 +722,8 @@ static void *malloc_slow(size_t n) {
     return p;
 }
 
-/* A free the fast path does not take (with `active` set): a bootstrap
- * block (never recorded: no recorded allocation has its address, so it
- * never reaches the fast row), an address the table does not name, a row
- * that needs room or a time stamp. */
+/* A free whose row needs room or a time stamp (with `active` set); a
+ * bootstrap block is not recorded. */
 static __attribute__((noinline)) void free_miss(hl_thread_t *t, void *p) {
     if (HL_UNLIKELY(is_boot(p))) {
         row_end(t);
@@ -752,13 +756,23 @@ HL_EXPORT void free(void *p) {
     row_begin(t);
     hl_enc_t *e = &t->enc;
     uint8_t *d = t->data;
+    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed)))
+        return free_miss(t, p);
     hl_enc_slot_t *s = hl_enc_slot(e, (uintptr_t)p);
     uint64_t c = hl_enc_code_alloc(e->nalloc, s->n); /* "the allocation k ago" */
-    if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed) ||
-                    s->key != (uintptr_t)p || c >= HL_ENC_CODE_LIM))
-        return free_miss(t, p);
+    uint8_t *f;
+    if (HL_LIKELY(s->key == (uintptr_t)p && c < HL_ENC_CODE_LIM)) {
+        f = enc_u14(d + 1, c);
+    } else {
+        /* (a recorded allocation has the address: the bootstrap buffer's
+         * blocks, never recorded, come here) */
+        if (HL_UNLIKELY(is_boot(p))) {
+            row_end(t);
+            return;
+        }
+        f = enc_delta(d + 1, e, (uintptr_t)p);
+    }
     d[0] = HL_FREE;
-    uint8_t *f = enc_u14(d + 1, c);
     e->prev_addr = (uintptr_t)p;
     s->key = ~(uintptr_t)p;
     s->n = e->nfree++;
