@@ -5,24 +5,26 @@
  * threads unless the program is multithreaded, and then one exchange per
  * address orders the threads' rows (edges.c).
  *
- *   fast:  t_self's gate is 0 (a state, not nested, one thread, no stacks)
+ *   fast:  t_self's gate says a state, not nested, no stacks
  *          -> [real call] -> room in the chunk (below data_lim)?
  *          -> op byte, size, address code from the table, in one or two
  *             bytes each -> publish: the cursor t->data past the row (a
- *             release store; the writer reads the cursor, agent.h)
- *   gated: the gate is not 0 -> one call out of line: nested (the agent
+ *             release store; the writer reads the cursor, agent.h); with
+ *             the gate's mt byte, the exchange and the edge first (inline
+ *             in malloc and calloc, free_mt for free)
+ *   gated: the gate says more -> one call out of line: nested (the agent
  *          itself, libunwind, a signal handler interrupting a hook: straight
  *          to the real function, counted as unrecorded), no state yet
- *          (t_self is NO_STATE: start the agent, make the state), the
- *          multithreaded rows (an exchange and an edge, inline there), stacks
+ *          (t_self is NO_STATE: start the agent, make the state), stacks
  *   slow:  anything the fast rows leave out (a new chunk, a time stamp, a
  *          long field, a free the table does not know, a failed call) ->
  *          the general row writer (rec_alloc_row, rec_free_row).
  *
  * Cost of the fast path (x86-64, gcc -O2; callgrind, README.md "Cost"):
- * malloc ~43 instructions beyond the real call, free ~38 with its tail
- * call; in a multithreaded program an exchange and ~30 more; a time stamp
- * (rdtsc) once 256 bytes of rows have passed, and after each writer pass.
+ * malloc ~50 instructions beyond the real call, free ~45 with its tail
+ * call (one thread); in a multithreaded program an exchange and ~40 more
+ * (~60 with an edge); a time stamp (rdtsc) once 256 bytes of rows have
+ * passed, and after each writer pass.
  *
  * Order (docs/trace-format.md, "Order"): a free exchanges its address's slot
  * before the real free; an allocation after the real call returns; a realloc
@@ -698,10 +700,14 @@ static __attribute__((noinline)) void *malloc_gated(hl_thread_t *t, size_t n, ui
 
 HL_EXPORT void *malloc(size_t n) {
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(t->gate & HL_GATE_ALLOC)) return malloc_gated(t, n, RET_ADDR());
+    if (HL_UNLIKELY(t->gate & (HL_GATE_ACTIVE | HL_GATE_STACKS)))
+        return malloc_gated(t, n, RET_ADDR());
     row_begin(t);
     void *p = hl_real.malloc(n);
-    rec_alloc_fast(t, HL_MALLOC, p, n);
+    if (HL_UNLIKELY(t->mt))
+        rec_alloc_sid(t, HL_MALLOC, p, n, 0, 0);
+    else
+        rec_alloc_fast(t, HL_MALLOC, p, n);
     row_end(t);
     return p;
 }
@@ -747,13 +753,29 @@ static __attribute__((noinline)) void free_gated(hl_thread_t *t, void *p, uintpt
     hl_real.free(p);
 }
 
+/* A multithreaded program's free: the row with its edge (rec_free). */
+static __attribute__((noinline)) void free_mt(hl_thread_t *t, void *p) {
+    if (HL_UNLIKELY(is_boot(p))) {
+        row_end(t);
+        return;
+    }
+    rec_free(t, p, 0);
+    row_end(t);
+    hl_real.free(p);
+}
+
 /* The row goes out before the real free (which is a tail call): the
  * address may be handed out again from then on. */
 HL_EXPORT void free(void *p) {
     if (HL_UNLIKELY(!p)) return;
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(t->gate & HL_GATE_FREE)) return free_gated(t, p, RET_ADDR());
+    if (HL_UNLIKELY(t->gate & (HL_GATE_ACTIVE | HL_GATE_FREE_STACKS)))
+        return free_gated(t, p, RET_ADDR());
     row_begin(t);
+    if (HL_UNLIKELY(t->mt)) {
+        free_mt(t, p);
+        return;
+    }
     hl_enc_t *e = &t->enc;
     uint8_t *d = t->data;
     if (HL_UNLIKELY(d >= atomic_load_explicit(&t->data_lim, memory_order_relaxed)))
@@ -831,12 +853,16 @@ static __attribute__((noinline)) void *calloc_gated(hl_thread_t *t, size_t n, si
 
 HL_EXPORT void *calloc(size_t n, size_t size) {
     hl_thread_t *t = t_self;
-    if (HL_UNLIKELY(t->gate & HL_GATE_ALLOC)) return calloc_gated(t, n, size, RET_ADDR());
+    if (HL_UNLIKELY(t->gate & (HL_GATE_ACTIVE | HL_GATE_STACKS)))
+        return calloc_gated(t, n, size, RET_ADDR());
     row_begin(t);
     void *p = hl_real.calloc(n, size);
     uint64_t total;
     int over = __builtin_mul_overflow((uint64_t)n, (uint64_t)size, &total);
-    rec_alloc_fast(t, HL_CALLOC, p, over ? UINT64_MAX : total);
+    if (HL_UNLIKELY(t->mt))
+        rec_alloc_sid(t, HL_CALLOC, p, over ? UINT64_MAX : total, 0, 0);
+    else
+        rec_alloc_fast(t, HL_CALLOC, p, over ? UINT64_MAX : total);
     row_end(t);
     return p;
 }

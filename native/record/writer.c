@@ -11,9 +11,10 @@
  *   flush_ms passed, or the trace ends:
  *      THREADS  indices given out since the last round (threads.c)
  *      STACKS   ids given out since (stacks.c), frames -> (module, offset)
- *      EVENTS   per thread, per chunk: the bytes of rows published since the
- *               last round, as they are (the producer encoded them), one
- *               block each, all with this round's number and clock
+ *      EVENTS   per thread: the bytes of rows published since the last
+ *               round, as they are (the producer encoded them), from all
+ *               the chunks they lie in, one block (up to BLOCK_BYTES), all
+ *               with this round's number and clock
  *      chunks the producer has left and that are copied go back to the pool
  *
  * The writer never decodes a row: its cost per event is a copy and zstd.
