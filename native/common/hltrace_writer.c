@@ -436,7 +436,8 @@ int hl_writer_flush(hl_writer_t *w) {
 }
 
 int hl_writer_events_v2_segs(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
-                             const hl_clock_t *clock, const hl_bytes_t *segs, size_t n) {
+                             const hl_clock_t *clock, const hl_bytes_t *segs, size_t n,
+                             void (*copied)(void *arg), void *arg) {
     if (UNLIKELY(w->version != 2)) return w_fail(w, "a version-1 writer takes events", EINVAL);
     size_t len = 0;
     for (size_t i = 0; i < n; i++)
@@ -457,6 +458,7 @@ int hl_writer_events_v2_segs(hl_writer_t *w, uint32_t thread, uint64_t round, ui
     put_u(p, clock->mult);
     for (size_t i = 0; i < n; i++)
         if (segs[i].len) put_raw(p, segs[i].ptr, segs[i].len);
+    if (copied) copied(arg);
     if (write_block(w, HL_STREAM_EVENTS, 0, p->p, p->len, 1)) return -1;
     w->round = round;
     w->events += len;
@@ -467,7 +469,7 @@ int hl_writer_events_v2_segs(hl_writer_t *w, uint32_t thread, uint64_t round, ui
 int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
                         const hl_clock_t *clock, const uint8_t *rows, size_t len) {
     hl_bytes_t seg = {rows, len};
-    return hl_writer_events_v2_segs(w, thread, round, first_byte, clock, &seg, 1);
+    return hl_writer_events_v2_segs(w, thread, round, first_byte, clock, &seg, 1, NULL, NULL);
 }
 
 int hl_writer_inherited(hl_writer_t *w, uint64_t time_ns, uint64_t n, const uint8_t *entries,

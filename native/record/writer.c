@@ -216,9 +216,28 @@ static void snapshot(hl_thread_t *t) {
 
 /* Rows in one EVENTS block at most (a block takes a thread's rows from
  * several chunks: zstd does better on bigger frames, in size and in
- * instructions a byte), and chunks in one block at most. */
-#define BLOCK_BYTES (1u << 20)
-#define BLOCK_SEGS  32
+ * instructions a byte; README.md "Cost"), and chunks in one block at most. */
+#define BLOCK_BYTES (512u << 10)
+#define BLOCK_SEGS  16
+
+/* The chunks of a block that are written to their final mark, given back
+ * as soon as the writer has copied their rows (before zstd runs: the
+ * producer can take them again meanwhile). */
+typedef struct give_back {
+    hl_thread_t *t;
+    hl_chunk_t *upto; /* every chunk from t->cchunk up to this one, not it */
+} give_back_t;
+
+static void give_back(void *arg) {
+    give_back_t *g = arg;
+    hl_thread_t *t = g->t;
+    while (t->cchunk != g->upto) {
+        hl_chunk_t *next = atomic_load_explicit(&t->cchunk->next, memory_order_acquire);
+        atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
+        hl_chunk_put(t->cchunk);
+        t->cchunk = next;
+    }
+}
 
 /* Writes t's rows up to its snapshot, as few blocks as BLOCK_BYTES allows,
  * about `budget` bytes at most (whole chunks); gives back the chunks t has
@@ -245,21 +264,17 @@ static uint64_t write_thread(hl_thread_t *t, uint64_t budget) {
             c = atomic_load_explicit(&c->next, memory_order_acquire);
             from = 0;
         }
+        give_back_t g = {t, c};
         if (len) {
-            if (hl_writer_events_v2_segs(W, t->index, round_no, t->bfirst, &clk, seg, n)) {
+            if (hl_writer_events_v2_segs(W, t->index, round_no, t->bfirst, &clk, seg, n, give_back,
+                                         &g)) {
                 broken(hl_writer_error(W));
                 break;
             }
             t->bfirst += len;
             done += len;
         }
-        /* the chunks before c are written, and final: back to the pool */
-        while (t->cchunk != c) {
-            hl_chunk_t *next = atomic_load_explicit(&t->cchunk->next, memory_order_acquire);
-            atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
-            hl_chunk_put(t->cchunk);
-            t->cchunk = next;
-        }
+        give_back(&g); /* (done already, unless the block was empty) */
         t->cdata = pub;
         if (c == t->snap) break;
         /* (else a limit ended the block inside the snapshot: c is final, and
