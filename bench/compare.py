@@ -277,7 +277,8 @@ def parallel_check(traces, out, allocators, repeat, local):
     mj = os.path.join(out, "merged.json")
     m = subprocess.run([HEAPLAB, "compare", "--merge", plan, "--json", mj], cwd=ROOT, capture_output=True, text=True)
     merged = compare_records(mj)
-    skip = {"wall_s", "wall_runs_s", "wall_ratio_glibc", "ns_per_event", "peak_rss_growth_bytes"}
+    skip = {"wall_s", "wall_runs_s", "wall_ratio_glibc", "cpu_s", "cpu_runs_s", "cpu_ratio_glibc", "ns_per_event",
+            "peak_rss_growth_bytes"}
     rss_only = {"peak_footprint_bytes", "footprint_vs_firstfit", "utilization"}
     diffs = []
     for a, b in zip(local, merged):

@@ -223,6 +223,15 @@ fn compare_json_follows_the_schema_and_known_answers_hold() {
     assert!(share > 0.0 && share < 1.0);
     assert_eq!(g["wall_ratio_glibc"].as_f64().unwrap(), 1.0);
     assert_eq!(b["wall_runs_s"].as_array().unwrap().len(), 2);
+    // CPU time beside each timing run: a one-thread replay's CPU time is at
+    // most its wall time (plus a clock tick's rounding)
+    let cpu = b["cpu_runs_s"].as_array().unwrap();
+    assert_eq!(cpu.len(), 2);
+    for (c, w) in cpu.iter().zip(b["wall_runs_s"].as_array().unwrap()) {
+        let (c, w) = (c.as_f64().unwrap(), w.as_f64().unwrap());
+        assert!(c > 0.0 && c <= w + 1e-3, "cpu {c} s, wall {w} s");
+    }
+    assert_eq!(g["cpu_ratio_glibc"].as_f64().unwrap(), 1.0);
     // the bump allocator never reuses memory: at least every byte of every block ever allocated
     assert!(b["peak_rss_growth_bytes"].as_u64().unwrap() >= 3000 * 16);
     assert_eq!(b["footprint_source"], "rss_touch");
