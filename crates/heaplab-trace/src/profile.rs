@@ -249,6 +249,9 @@ const SMALL: usize = 4096;
 /// Builds a [`Profile`] from the events of one trace, in order.
 pub struct ProfileBuilder {
     unit: u64,
+    /// log2(unit) when it is a power of two: a shift instead of a division
+    /// (two per malloc cost a tenth of `add`).
+    unit_shift: Option<u32>,
     time_unit_ns: u64,
     /// In the order first seen; `small` finds those of up to SMALL units
     /// (index + 1, 0: none yet), `large` the others.
@@ -285,6 +288,7 @@ impl ProfileBuilder {
         assert!(unit > 0);
         ProfileBuilder {
             unit,
+            unit_shift: unit.is_power_of_two().then(|| unit.trailing_zeros()),
             time_unit_ns,
             classes: Vec::new(),
             small: vec![0; SMALL],
@@ -313,7 +317,17 @@ impl ProfileBuilder {
 
     /// The size class of a request (u64::MAX for a request within a unit of it).
     pub fn class_of(&self, size: u64) -> u64 {
-        size.max(1).div_ceil(self.unit).saturating_mul(self.unit)
+        match self.unit_shift {
+            Some(s) => {
+                let k = ((size.max(1) - 1) >> s) + 1; // size.div_ceil(unit)
+                if k > u64::MAX >> s {
+                    u64::MAX
+                } else {
+                    k << s
+                }
+            }
+            None => size.max(1).div_ceil(self.unit).saturating_mul(self.unit),
+        }
     }
 
     fn note(&mut self, saturated: bool, field: &'static str) {
@@ -326,7 +340,10 @@ impl ProfileBuilder {
     /// for the small ones (a hash lookup per event cost a tenth of `add`).
     #[inline]
     fn class_index(&mut self, class: u64) -> usize {
-        let k = class / self.unit;
+        let k = match self.unit_shift {
+            Some(s) => class >> s,
+            None => class / self.unit,
+        };
         if k < SMALL as u64 {
             let e = &mut self.small[k as usize];
             if *e == 0 {
@@ -671,6 +688,24 @@ mod tests {
 
     fn class(p: &Profile, size: u64) -> &SizeClass {
         p.size_classes.iter().find(|c| c.size == size).unwrap()
+    }
+
+    #[test]
+    fn class_of_shifts_as_it_divides() {
+        for unit in [1u64, 8, 16, 24, 32, 4096] {
+            let b = ProfileBuilder::new(unit, 1);
+            let sizes = (0..300u64).chain([
+                u64::MAX,
+                u64::MAX - 1,
+                u64::MAX - unit,
+                1 << 63,
+                (1 << 63) + 1,
+            ]);
+            for size in sizes {
+                let want = size.max(1).div_ceil(unit).saturating_mul(unit);
+                assert_eq!(b.class_of(size), want, "unit {unit}, size {size}");
+            }
+        }
     }
 
     #[test]
