@@ -22,7 +22,7 @@ SEG_OBJ := $(OBJDIR)/segregate
 SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h \
                $(SEG_DIR)/seg_thread.h $(NATIVE)/common/heaplab_site.h \
                $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
-               $(NATIVE)/common/hl_unwind.h \
+               $(NATIVE)/common/hl_unwind.h $(NATIVE)/alloc/fastcore.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
 SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
@@ -41,6 +41,11 @@ $(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
+# the fast core, one instance per segment (native/alloc/fastcore.c)
+$(SEG_OBJ)/fastcore.o: $(NATIVE)/alloc/fastcore.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -c $< -o $@
+
 $(SEG_OBJ)/%.o: $(SEG_DIR)/%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
@@ -50,7 +55,8 @@ $(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
 
 SEG_COMMON := $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_bestfit.o \
-            $(SEG_OBJ)/seg_cache.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
+            $(SEG_OBJ)/seg_front.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
+            $(SEG_OBJ)/fastcore.o \
             $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o $(HL_UNWIND_OBJ)
 SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_COMMON)
 SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl

@@ -7,12 +7,13 @@
 //! |---|---|---|
 //! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the tree's nodes, sorted, and PATH's points |
 //! | `segregated.o` | `native/segregate/segregated.c` | the segments, the class of a new object, the report |
-//! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | the allocator inside each segment |
-//! | `seg_cache.o` | `native/segregate/seg_cache.c` | the per-thread caches of free blocks |
-//! | `seg_ident.o` | `native/segregate/seg_ident.c` | the call site's class: return address, walk, tree |
+//! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | each segment's best-fit heap (large blocks, the memalign family) |
+//! | `fastcore.o` | `native/alloc/fastcore.c` | each segment's fast core (one `sf_core_t` per segment): every size to 32 KiB |
+//! | `seg_front.o` | `native/segregate/seg_front.c` | the front end's slow paths, thread start and exit, the counters |
+//! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
-//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the caches before the lock |
+//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock (`shim_one.o`, DEFAULT's: `-DHL_SEG_ONE`, no identification) |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! The objects shared by every table are compiled once per output directory
@@ -161,10 +162,12 @@ impl Builder {
             &[
                 "segregate/segregated.c",
                 "segregate/seg_bestfit.c",
-                "segregate/seg_cache.c",
+                "segregate/seg_front.c",
                 "segregate/seg_ident.c",
                 "segregate/seg_os.c",
                 "segregate/seg.h",
+                "alloc/fastcore.c",
+                "alloc/fastcore.h",
                 "common/hl_unwind.c",
                 "alloc/shim.c",
                 "alloc/platform.c",
@@ -197,6 +200,7 @@ impl Builder {
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
             "alloc/btag.h",
+            "alloc/fastcore.h",
             "common/hl_fmt.h",
         ]
         .iter()
@@ -208,7 +212,8 @@ impl Builder {
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
             (n.join("segregate/segregated.c"), "segregated", vec![]),
             (n.join("segregate/seg_bestfit.c"), "seg_bestfit", vec![]),
-            (n.join("segregate/seg_cache.c"), "seg_cache", vec![]),
+            (n.join("segregate/seg_front.c"), "seg_front", vec![]),
+            (n.join("alloc/fastcore.c"), "fastcore", vec![]),
             (n.join("segregate/seg_ident.c"), "seg_ident", vec![]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
             (n.join("common/hl_unwind.c"), "hl_unwind", vec!["-DHL_UNWIND_LIBUNWIND".into()]),

@@ -27,6 +27,10 @@ pub struct ReportSegment {
     pub first: String,
     #[serde(default)]
     pub end: String,
+    /// Every address range of the segment: its best-fit heap, then each slot
+    /// of its fast core (`[first, end)` as hex strings).
+    #[serde(default)]
+    pub ranges: Vec<[String; 2]>,
     #[serde(default)]
     pub objects: u64,
     #[serde(default)]
@@ -39,6 +43,9 @@ pub struct ReportSegment {
     pub bytes_live: u64,
     #[serde(default)]
     pub bytes_peak: u64,
+    /// Bytes of slabs the segment's fast core holds at exit.
+    #[serde(default)]
+    pub core_bytes: u64,
     #[serde(default)]
     pub grows: u64,
 }
@@ -69,6 +76,16 @@ pub struct SegReport {
     /// ... whose last prefix had no node in the table ("other", or PATH's scan).
     #[serde(default)]
     pub unknown: u64,
+    /// The context cache: (return address, frame) not in it; in it with other
+    /// frames above; stack walks; decisions it could not keep.
+    #[serde(default)]
+    pub ctx_misses: u64,
+    #[serde(default)]
+    pub ctx_others: u64,
+    #[serde(default)]
+    pub walks: u64,
+    #[serde(default)]
+    pub uncached: u64,
     #[serde(default)]
     pub ra_misses: u64,
     #[serde(default)]
