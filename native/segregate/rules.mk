@@ -19,7 +19,7 @@
 
 SEG_DIR := $(NATIVE)/segregate
 SEG_OBJ := $(OBJDIR)/segregate
-SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h \
+SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h $(SEG_DIR)/seg_ident.h \
                $(SEG_DIR)/seg_thread.h $(NATIVE)/common/heaplab_site.h \
                $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
                $(NATIVE)/common/hl_unwind.h $(NATIVE)/alloc/fastcore.h \
@@ -40,6 +40,15 @@ $(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 $(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+
+# The shims of one predictor, the identification's fast path inline
+# (seg_ident.h): PATH and STACK; SP
+$(SEG_OBJ)/shim_stack.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_STACK -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+$(SEG_OBJ)/shim_sp.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_SP -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
 # the fast core, one instance per segment (native/alloc/fastcore.c)
 $(SEG_OBJ)/fastcore.o: $(NATIVE)/alloc/fastcore.c $(SEG_HEADERS) | dirs
@@ -67,6 +76,12 @@ $(LIBDIR)/libheaplab-segregated_%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 	$(SEG_LINK)
 $(LIBDIR)/libheaplab-segtest-%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 	$(SEG_LINK)
+# STACK's run-time tests with the identification inline, as heaplab segregate
+# builds STACK and PATH (the walking table: the zoo's suite on it)
+$(LIBDIR)/libheaplab-segregated_stack.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) $(SEG_OBJ)/table_stack.o
+	$(SEG_LINK)
+$(LIBDIR)/libheaplab-segtest-env.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) $(SEG_OBJ)/table_env.o
+	$(SEG_LINK)
 
 SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
             $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segtest-hint.so \
@@ -82,7 +97,7 @@ $(BINDIR)/seg-workload: $(SEG_DIR)/tests/seg_workload.c | dirs
 
 .SECONDARY: $(patsubst $(SEG_DIR)/tests/%.c,$(SEG_OBJ)/%.o,$(wildcard $(SEG_DIR)/tests/table_*.c))
 .PHONY: segregate segregate-test
-segregate: $(SEG_LIBS) $(SEG_TESTBIN)
+segregate: $(SEG_LIBS) $(SEG_TESTBIN) $(SEG_OBJ)/shim_sp.o
 
 segregate-test: segregate alloc
 	@$(SEG_DIR)/tests/run.sh $(LIBDIR) $(BINDIR) $(BUILD)/segregate-test

@@ -31,11 +31,14 @@
 #include <string.h>
 
 __attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread seg_tls_t hl_seg_t = {
+    .core = {{.t = SF_TLS_INIT}, {.t = SF_TLS_INIT}, {.t = SF_TLS_INIT}, {.t = SF_TLS_INIT}},
     .ident = hl_seg_ident_start,
     .ident_mode = hl_seg_ident_start,
+    .ctxp = hl_seg_ctx_none, /* (every lookup misses until the thread starts: seg_ident.h) */
+    .spp = hl_seg_ra_none,
 };
 
-unsigned char hl_seg_slot_seg[SEG_SLOT_TABLE];
+uint16_t hl_seg_slot_seg[SEG_SLOT_TABLE];
 
 static seg_tls_t *threads;
 /* the counters of threads that are gone */
@@ -113,7 +116,7 @@ static seg_ident_fn ident_of(unsigned mode) {
     case SEG_MODE_STACK:
         return hl_seg_ident_of_stack();
     case SEG_MODE_SP:
-        return hl_seg_identify_sp;
+        return hl_seg_ident_of_sp();
     case SEG_MODE_RANDOM:
         return ident_random;
     default:
@@ -129,8 +132,11 @@ void hl_seg_thread_start(seg_tls_t *t) {
     hl_front_leave();
     /* the exit hook unlinks the thread before its TLS goes away; without it
      * the thread stays out of the registry (and its counters out of the report) */
+    t->caches_on = (uint8_t)hl_seg_caching;
     if (hl_platform_thread_exit(thread_exit, t) != 0) {
-        t->ident = t->ident_mode = ident_of(mode);
+        t->ident_mode = ident_of(mode);
+        hl_seg_ident_home(t);
+        if (t->pend == SEG_PEND_HINT) hl_seg_ident_away(t); /* (this call's) */
         t->state = SEG_T_OFF;
         return;
     }
@@ -140,10 +146,12 @@ void hl_seg_thread_start(seg_tls_t *t) {
     for (size_t n = 0; n <= SF_MAP_MAX; n++)
         t->map[n] = (unsigned char)sf_class_of(&hl_seg_cores[0], n);
     t->ident_mode = ident_of(mode);
+    hl_seg_ident_home(t);
     /* a site hint that came before the start is this call's */
-    t->ident = t->pend == SEG_PEND_HINT && mode != SEG_MODE_RANDOM && mode != SEG_MODE_ONE
-                   ? hl_seg_ident_hinted
-                   : t->ident_mode;
+    if (t->pend == SEG_PEND_HINT && mode != SEG_MODE_RANDOM && mode != SEG_MODE_ONE) {
+        t->ident = hl_seg_ident_hinted;
+        hl_seg_ident_away(t);
+    }
     t->state = hl_seg_front_on ? SEG_T_ARMED : SEG_T_OFF;
     if (!hl_seg_front_on) memset(t->map, 0, sizeof t->map); /* every call takes the lock */
     hl_front_leave();
@@ -159,7 +167,7 @@ unsigned hl_seg_ident_start(void *const *fp, size_t size, seg_tls_t *t) {
 unsigned hl_seg_ident_hinted(void *const *fp, size_t size, seg_tls_t *t) {
     (void)fp;
     (void)size;
-    t->ident = t->ident_mode;
+    hl_seg_ident_home(t);
     unsigned c = t->hint_cls;
     if (c >= HL_SEG_CLASSES) c = HL_SEG_OTHER;
     if (t->pend == SEG_PEND_HINT) { /* the hint is spent here, not on the locked path */
@@ -173,7 +181,8 @@ unsigned hl_seg_ident_hinted(void *const *fp, size_t size, seg_tls_t *t) {
 static unsigned ident_pending(void *const *fp, size_t size, seg_tls_t *t) {
     (void)fp;
     (void)size;
-    t->ident = t->ident_mode;
+    hl_seg_ident_home(t);
+    t->pend = SEG_PEND_NONE;
     return t->hint_cls < HL_SEG_CLASSES ? t->hint_cls : HL_SEG_OTHER;
 }
 
@@ -185,7 +194,7 @@ static unsigned ident_pending(void *const *fp, size_t size, seg_tls_t *t) {
 static inline void note_slot(const sf_tls_t *c, unsigned s) {
     if (HL_LIKELY(c->base != SF_NO_BASE) && HL_UNLIKELY(seg_of_slot((void *)c->base) != s + 1))
         __atomic_store_n(&hl_seg_slot_seg[(c->base >> SF_SLOT_SHIFT) & (SEG_SLOT_TABLE - 1)],
-                         (unsigned char)(s + 1), __ATOMIC_RELEASE);
+                         (uint16_t)(s << SEG_CORE_SHIFT | SEG_SLOT_CORE), __ATOMIC_RELEASE);
 }
 
 static void *more(size_t size, unsigned s, int *fresh) {
@@ -219,11 +228,26 @@ void *__attribute__((noinline)) hl_seg_front_more_calloc(size_t size, unsigned s
     if (p) return fresh ? p : memset(p, 0, size);
     /* the shim's calloc now calls malloc's path: the same segment, once */
     seg_tls_t *t = &hl_seg_t;
-    if (t->ident_mode != hl_seg_ident_start && t->ident == t->ident_mode) {
+    if (t->ident_mode != hl_seg_ident_start && t->ident == t->ident_mode &&
+        t->pend != SEG_PEND_HINT) {
         t->hint_cls = (uint8_t)s;
+        t->pend = SEG_PEND_CALLOC;
         t->ident = ident_pending;
+        hl_seg_ident_away(t);
     }
     return NULL;
+}
+
+void *__attribute__((noinline)) hl_seg_front_alloc_miss(size_t size, void *const *fp,
+                                                          seg_ctx_t *e, int zero) {
+    seg_tls_t *t = &hl_seg_t;
+    return hl_seg_front_take(t, hl_seg_ident_miss(fp, size, t, e), size, zero);
+}
+
+void *__attribute__((noinline)) hl_seg_front_alloc_other(size_t size, void *const *fp,
+                                                           seg_ctx_t *e, int zero) {
+    seg_tls_t *t = &hl_seg_t;
+    return hl_seg_front_take(t, hl_seg_ident_other(fp, size, t, e), size, zero);
 }
 
 int __attribute__((noinline)) hl_seg_front_free_more(void *p) {

@@ -4,17 +4,21 @@
  * -fno-omit-frame-pointer), over one fast core per segment (fastcore.h).
  *
  *   malloc(n), calloc, realloc(NULL, n):
- *     s = t->ident(fp, n, t)            the segment: the predictor's identification
- *                                       (seg_ident.c), an indirect call through the
- *                                       thread's block (no mode test, no hint test:
- *                                       a site hint swaps the pointer for one call);
- *                                       DEFAULT (-DHL_SEG_ONE): s = 0, no call
+ *     s = the segment                   the predictor's identification: inline
+ *                                       (seg_ident.h) in the shims built for one
+ *                                       predictor (-DHL_SEG_INLINE_STACK: PATH,
+ *                                       STACK; -DHL_SEG_INLINE_SP); else t->ident(fp,
+ *                                       n, t), an indirect call through the thread's
+ *                                       block (RANDOM, STACK+size, the tests' tables;
+ *                                       no mode test, no hint test: a site hint swaps
+ *                                       the pointer for one call); DEFAULT
+ *                                       (-DHL_SEG_ONE): s = 0
  *     c = t->map[n]                     the class (n <= 1024)
  *     pop core[s].head[c], or carve core[s].bump[c]      fastcore.h's fast path
  *     else hl_seg_front_more(n, s)      sf_malloc_slow, or the lock with s pending
  *
  *   free(p):
- *     s = hl_seg_slot_seg[p >> 33] - 1  the segment whose core owns p's slot
+ *     s = hl_seg_slot_seg[p >> 33]      the segment whose core owns p's slot
  *     push on core[s].head[(p - base) >> 27] if p is in this thread's slot of it
  *     else hl_seg_front_free_more(p)    another thread's block, or not a core's
  *
@@ -29,6 +33,7 @@
 #ifndef HL_SEG_FRONT_H
 #define HL_SEG_FRONT_H
 #include "seg.h"
+#include "seg_ident.h"
 #include "seg_thread.h"
 
 #include <string.h>
@@ -36,61 +41,78 @@
 static inline __attribute__((always_inline)) unsigned hl_seg_front_segment(seg_tls_t *t,
                                                                           void *const *fp,
                                                                           size_t size) {
-#ifdef HL_SEG_ONE
+#if defined(HL_SEG_ONE)
     (void)t;
     (void)fp;
     (void)size;
     return 0;
+#elif defined(HL_SEG_INLINE_STACK)
+    (void)size;
+    return hl_seg_identify_fast(fp, 0, t);
+#elif defined(HL_SEG_INLINE_SP)
+    return hl_seg_identify_sp_fast(fp, size, t);
 #else
     return t->ident(fp, size, t);
 #endif
 }
 
-static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t size,
-                                                                       void *const *fp) {
-    seg_tls_t *t = &hl_seg_t;
-    unsigned s = hl_seg_front_segment(t, fp, size);
+/* Segment s's fast core state of this thread (a pointer, so that the
+ * compiler indexes the lists from it rather than from %fs each time). */
+static inline __attribute__((always_inline)) sf_tls_t *hl_seg_core_of(seg_tls_t *t, unsigned s) {
+    return (sf_tls_t *)((char *)t + ((size_t)s << SEG_CORE_SHIFT));
+}
+
+/* A block of n bytes from segment s's fast core: this thread's list or
+ * slab of the size's class, else hl_seg_front_more (sf_malloc_slow, or NULL:
+ * the locked path with s pending). */
+static inline __attribute__((always_inline)) void *hl_seg_front_take(seg_tls_t *t, unsigned s,
+                                                                     size_t size, int zero) {
     if (HL_LIKELY(size <= SF_MAP_MAX)) {
-        sf_tls_t *c = &t->core[s].t;
+        sf_tls_t *c = hl_seg_core_of(t, s);
         unsigned k = t->map[size];
         void **b = (void **)c->head[k];
         if (HL_LIKELY(b != NULL)) {
             c->head[k] = *b;
             c->mallocs++;
-            return b;
+            return zero ? memset(b, 0, size) : b;
         }
         char *x = c->bump[k];
-        if (HL_LIKELY(x < c->end[k])) {
+        if (HL_LIKELY(x < c->end[k])) { /* (a carved block was never used: zero) */
             c->bump[k] = x + c->bsize[k];
             c->mallocs++;
             return x;
         }
     }
-    return hl_seg_front_more(size, s);
+    return zero ? hl_seg_front_more_calloc(size, s) : hl_seg_front_more(size, s);
+}
+
+static inline __attribute__((always_inline)) void *hl_seg_front_alloc(size_t size,
+                                                                      void *const *fp, int zero) {
+    seg_tls_t *t = &hl_seg_t;
+#if defined(HL_SEG_INLINE_STACK)
+    /* the identification's fast path (seg_ident.h), its misses out of line
+     * with the allocation after them, so that a hit keeps no register */
+    seg_ctx_t *e;
+    int c = hl_seg_identify_find(fp, t, &e);
+    if (HL_UNLIKELY(c < 0))
+        return c == -1 ? hl_seg_front_alloc_miss(size, fp, e, zero)
+                       : hl_seg_front_alloc_other(size, fp, e, zero);
+    unsigned s = (unsigned)c;
+#else
+    unsigned s = hl_seg_front_segment(t, fp, size);
+#endif
+    return hl_seg_front_take(t, s, size, zero);
+}
+
+static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t size,
+                                                                       void *const *fp) {
+    return hl_seg_front_alloc(size, fp, 0);
 }
 
 /* calloc: a carved block was never used (zero); a popped one is cleared. */
 static inline __attribute__((always_inline)) void *hl_seg_front_calloc(size_t size,
                                                                        void *const *fp) {
-    seg_tls_t *t = &hl_seg_t;
-    unsigned s = hl_seg_front_segment(t, fp, size);
-    if (HL_LIKELY(size <= SF_MAP_MAX)) {
-        sf_tls_t *c = &t->core[s].t;
-        unsigned k = t->map[size];
-        void **b = (void **)c->head[k];
-        if (HL_LIKELY(b != NULL)) {
-            c->head[k] = *b;
-            c->mallocs++;
-            return memset(b, 0, size);
-        }
-        char *x = c->bump[k];
-        if (HL_LIKELY(x < c->end[k])) {
-            c->bump[k] = x + c->bsize[k];
-            c->mallocs++;
-            return x;
-        }
-    }
-    return hl_seg_front_more_calloc(size, s);
+    return hl_seg_front_alloc(size, fp, 1);
 }
 
 static inline __attribute__((always_inline)) int hl_seg_front_free(void *p) {
@@ -98,7 +120,9 @@ static inline __attribute__((always_inline)) int hl_seg_front_free(void *p) {
 #ifdef HL_SEG_ONE
     sf_tls_t *c = &t->core[0].t;
 #else
-    sf_tls_t *c = &t->core[(seg_of_slot(p) - 1) & (HL_SEG_CLASSES - 1)].t;
+    /* the segment of p's slot, as the offset of its core state (0 for what is
+     * no core's: then segment 0's, whose slots do not hold it either) */
+    sf_tls_t *c = (sf_tls_t *)((char *)t + seg_core_offset(p));
 #endif
     uintptr_t k = ((uintptr_t)p - c->base) >> SF_CLASS_SHIFT;
     if (HL_LIKELY(k < SF_NCLASS)) {

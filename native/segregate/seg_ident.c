@@ -49,9 +49,14 @@
 #include "heaplab_site.h"
 #include "hl_unwind.h"
 #include "seg.h"
+#include "seg_ident.h"
 #include "seg_thread.h"
 
 #include <string.h>
+
+/* Empty caches (seg_ident.h): every lookup in them misses; nothing writes them. */
+seg_ctx_t hl_seg_ctx_none[SEG_CTX_SLOTS];
+seg_ra_slot_t hl_seg_ra_none[SEG_RA_SLOTS];
 
 /* ---- the table ---- */
 
@@ -177,19 +182,11 @@ static uint32_t first_decision(uint64_t k0) {
     return SEG_DEC_WALK | HL_SEG_WALK_NEED((unsigned)v) << 16;
 }
 
-/* ---- the caches' slots ---- */
+/* ---- the caches' slots (seg_ident.h has the context cache's and ra[]'s) ---- */
 
 static inline unsigned ra_slot(uintptr_t ra) {
-    return (uint32_t)ra * 0x9E3779B1u >> (32 - 9);
+    return hl_seg_ra_slot(ra);
 }
-_Static_assert(SEG_RA_SLOTS == 1 << 9, "ra_slot's shift");
-
-/* The context cache is 2-way set associative: the set of (ra, fp) is the
- * pair of slots at 2 * ctx_set(ra, fp); the fast path looks at the first. */
-static inline unsigned ctx_set(uintptr_t ra, uintptr_t fp) {
-    return (uint32_t)(ra ^ fp) * 0x9E3779B1u >> (32 - 9);
-}
-_Static_assert(SEG_CTX_SLOTS == 2 << 9, "ctx_set's shift");
 
 /* The tag of a walk in the path cache: its return addresses (and, for
  * STACK+size, the size). */
@@ -659,11 +656,31 @@ static inline int way2(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp
     return cx_probe(t, cx_tag(b, fp, y0, y1));
 }
 
-/* (arguments in hl_seg_identify's order, so that its tail calls move nothing) */
+/* The thread's caches are not where its lookups look (seg_ident.h): it has
+ * not started; a site hint or calloc's handoff is pending; or its predictor
+ * keeps no caches. */
+static unsigned __attribute__((noinline)) ident_redirected(void *const *fp, size_t size,
+                                                           seg_tls_t *t) {
+    if (t->state == SEG_T_NEW) hl_seg_thread_start(t);
+    unsigned c = HL_SEG_OTHER;
+    int pending = t->pend == SEG_PEND_HINT || t->pend == SEG_PEND_CALLOC;
+    if (pending) {
+        c = t->hint_cls < HL_SEG_CLASSES ? t->hint_cls : HL_SEG_OTHER;
+        if (t->pend == SEG_PEND_HINT) t->hinted[c]++;
+        t->pend = SEG_PEND_NONE;
+    }
+    hl_seg_ident_home(t);
+    if (pending) return c;
+    if (t->ctxp == t->ctx) return hl_seg_identify_fast(fp, size, t);
+    if (t->spp == t->ra) return hl_seg_identify_sp_fast(fp, size, t);
+    if (t->ident_mode == hl_seg_ident_start) return HL_SEG_OTHER; /* (a call during the start) */
+    return t->ident_mode(fp, size, t); /* a walk every time, or no identification */
+}
 
 /* The first way holds another (ra, fp): the second way, else the rest. */
-static unsigned __attribute__((noinline)) ident_miss(void *const *fp, size_t size, seg_tls_t *t,
+unsigned __attribute__((noinline)) hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t,
                                                      seg_ctx_t *e) {
+    if (HL_UNLIKELY(t->ctxp != t->ctx)) return ident_redirected(fp, size, t);
     seg_ctx_t *b = e + 1;
     if (b->ra == (uintptr_t)fp[1] && b->fp == (uintptr_t)fp) {
         int c = way2(t, e, b, fp);
@@ -686,8 +703,9 @@ static unsigned __attribute__((noinline)) ident_other2(void *const *fp, size_t s
 /* The first way holds this (ra, fp), and the two words the fast path
  * compared differ (or it is a slot of three words): its three words, the
  * overflow under the slot's shape, else ident_other2.  (Its own function,
- * so that this path saves no register.) */
-static unsigned __attribute__((noinline)) ident_other(void *const *fp, size_t size, seg_tls_t *t,
+ * so that this path saves no register.)  The redirected lookups never come
+ * here: the empty caches hold no (ra, fp). */
+unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t,
                                                       seg_ctx_t *e) {
     /* (a STACK+size slot's tag matches nothing: no context of its goes to the overflow) */
     const char *f = (const char *)fp;
@@ -712,37 +730,16 @@ static unsigned __attribute__((noinline)) ident_other(void *const *fp, size_t si
     return ident_other2(fp, size, t, e);
 }
 
-/* The fast path: this (return address, frame) in the first way of its set,
- * with the same words at the slot's offsets: 22 instructions, no stack frame
- * of its own.  Everything else is out of line (ident_other: a slot of three
- * words, whose second offset is odd so that it never matches here; other
- * words there, whose context the overflow may know under the slot's shape).
- * `size` matters only to STACK+size (hl_seg_identify_size); PATH and STACK
- * pass 0 on, so that the fast path keeps no register for it. */
-static inline __attribute__((always_inline)) unsigned identify(void *const *fp, size_t size,
-                                                              seg_tls_t *t) {
-    uintptr_t ra = (uintptr_t)fp[1];
-    /* (the set: the top bits of a 32-bit product, of the bits that vary) */
-    uint32_t h = (uint32_t)(ra ^ (uintptr_t)fp) * 0x9E3779B1u;
-    seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctx + ((uintptr_t)(h >> (32 - 9)) << 7));
-    if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp))
-        return ident_miss(fp, size, t, e);
-    const char *f = (const char *)fp;
-    uintptr_t x = (*(const uintptr_t *)(f + e->off[0]) ^ e->w[0]) |
-                  (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
-    if (HL_UNLIKELY(x != 0)) return ident_other(fp, size, t, e);
-    e->hits++;
-    return e->cls;
-}
-
+/* The identification of PATH and STACK where the front end calls it (the
+ * shim built for every predictor: t->ident), and of STACK+size. */
 unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size, seg_tls_t *t) {
     (void)size;
-    return identify(fp, 0, t);
+    return hl_seg_identify_fast(fp, 0, t);
 }
 
 unsigned __attribute__((noinline)) hl_seg_identify_size(void *const *fp, size_t size,
                                                         seg_tls_t *t) {
-    return identify(fp, size, t);
+    return hl_seg_identify_fast(fp, size, t);
 }
 
 /* The decisions the slots served since they were filled (seg_front.c). */
@@ -794,14 +791,13 @@ seg_ident_fn hl_seg_ident_of_stack(void) {
 /* ---- SP ---- */
 
 /* SP, a stack pointer not in the cache: its depth's node. */
-static __attribute__((noinline)) unsigned sp_miss(seg_tls_t *t, seg_ra_slot_t *e,
-                                                  uintptr_t sp) {
+static unsigned sp_decide(seg_tls_t *t, seg_ra_slot_t *e, uintptr_t sp) {
     t->ra_misses++;
     uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
     unsigned level;
     unsigned c = hl_seg_decide(NULL, 0, 0, depth, &level);
     unsigned counter = seg_counter(level);
-    if (hl_seg_caching) {
+    if (e) {
         if (e->ra) t->lv[SEG_DEC_COUNTER(e->dec)] += e->hits;
         e->ra = sp;
         e->dec = c | (uint32_t)counter << 24;
@@ -817,16 +813,38 @@ static __attribute__((noinline)) unsigned sp_miss(seg_tls_t *t, seg_ra_slot_t *e
     return c;
 }
 
-/* SP: the depth of the caller's stack pointer decides (main thread only);
- * the cache is keyed by the stack pointer. */
+unsigned __attribute__((noinline)) hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t,
+                                                  seg_ra_slot_t *e) {
+    if (HL_UNLIKELY(t->spp != t->ra)) return ident_redirected(fp, size, t);
+    return sp_decide(t, e, (uintptr_t)(fp + 2));
+}
+
+/* SP where the front end calls it (t->ident), and without the cache. */
 unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp, size_t size,
                                                       seg_tls_t *t) {
+    return hl_seg_identify_sp_fast(fp, size, t);
+}
+
+static unsigned __attribute__((noinline)) ident_sp_uncached(void *const *fp, size_t size,
+                                                            seg_tls_t *t) {
     (void)size;
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
-    if (HL_LIKELY(e->ra == sp)) {
-        e->hits++;
-        return SEG_DEC_CLASS(e->dec);
-    }
-    return sp_miss(t, e, sp);
+    return sp_decide(t, NULL, (uintptr_t)(fp + 2));
+}
+
+seg_ident_fn hl_seg_ident_of_sp(void) {
+    return hl_seg_caching ? hl_seg_identify_sp : ident_sp_uncached;
+}
+
+/* Where the thread's lookups look: its own caches where its predictor keeps
+ * them (after its start), else the empty ones; and its identification. */
+void hl_seg_ident_home(seg_tls_t *t) {
+    t->ident = t->ident_mode;
+    t->ctxp = t->caches_on && hl_seg_mode == SEG_MODE_STACK ? t->ctx : hl_seg_ctx_none;
+    t->spp = t->caches_on && hl_seg_mode == SEG_MODE_SP ? t->ra : hl_seg_ra_none;
+}
+
+/* The next lookup misses (a site hint, calloc's handoff: seg_ident.h). */
+void hl_seg_ident_away(seg_tls_t *t) {
+    t->ctxp = hl_seg_ctx_none;
+    t->spp = hl_seg_ra_none;
 }

@@ -59,22 +59,33 @@ _Static_assert(sizeof(sf_tls_t) <= (1u << SEG_CORE_SHIFT), "sf_tls_t grew: raise
 extern sf_core_t hl_seg_cores[HL_SEG_CLASSES];
 
 /* Which segment's fast core a slot belongs to: hl_seg_slot_seg[p >> SF_SLOT_SHIFT]
- * is the segment + 1, 0 for address space that is no core's (set when a
- * slot is first seen, before any of its blocks is handed out; never cleared:
- * slots are never given back). */
+ * is the segment's core state's offset in seg_tls_t (s << SEG_CORE_SHIFT),
+ * with SEG_SLOT_CORE set: 0 for address space that is no core's (set when
+ * a slot is first seen, before any of its blocks is handed out; never
+ * cleared: slots are never given back). */
 #define SEG_SLOT_TABLE (1u << (SF_ADDR_BITS - SF_SLOT_SHIFT))
-extern unsigned char hl_seg_slot_seg[SEG_SLOT_TABLE];
+#define SEG_SLOT_CORE  1u
+extern uint16_t hl_seg_slot_seg[SEG_SLOT_TABLE];
 
-static inline unsigned seg_of_slot(const void *p) {
+static inline unsigned seg_slot_entry(const void *p) {
     return hl_seg_slot_seg[((uintptr_t)p >> SF_SLOT_SHIFT) & (SEG_SLOT_TABLE - 1)];
+}
+/* The segment + 1 whose fast core owns p's slot, 0 if none. */
+static inline unsigned seg_of_slot(const void *p) {
+    unsigned v = seg_slot_entry(p);
+    return v ? (v >> SEG_CORE_SHIFT) + 1 : 0;
+}
+/* The offset in seg_tls_t of the core state of p's segment (0 if none). */
+static inline size_t seg_core_offset(const void *p) {
+    return seg_slot_entry(p) & ~(size_t)SEG_SLOT_CORE;
 }
 
 /* ---- the identification's caches (seg_ident.c) ---- */
 
-#define SEG_CTX_SLOTS  1024
+#define SEG_CTX_SLOTS  2048
 #define SEG_CTX_WORDS  3
 #define SEG_RA_SLOTS   512
-#define SEG_PATH_SLOTS 512
+#define SEG_PATH_SLOTS 2048
 #define SEG_RULE_SLOTS 256
 
 /* A context slot: an allocation made from return address `ra` with malloc's
@@ -164,18 +175,26 @@ struct seg_tls;
 typedef unsigned (*seg_ident_fn)(void *const *fp, size_t size, struct seg_tls *t);
 
 enum { SEG_T_NEW = 0, SEG_T_STARTING = 1, SEG_T_ARMED = 2, SEG_T_OFF = 3 };
-enum { SEG_PEND_NONE = 0, SEG_PEND_HINT = 1, SEG_PEND_FRONT = 2 };
+enum {
+    SEG_PEND_NONE = 0,
+    SEG_PEND_HINT = 1,   /* a site hint for the next new object (hint_cls) */
+    SEG_PEND_FRONT = 2,  /* the front end's segment for the locked path (pend_cls) */
+    SEG_PEND_CALLOC = 3, /* calloc handed its miss to malloc's path: the same segment (hint_cls) */
+};
 
 typedef struct seg_tls {
     seg_core_tls_t core[HL_SEG_CLASSES]; /* first: segment s's at s << SEG_CORE_SHIFT */
     seg_ident_fn ident;                  /* called for every new object (four segments) */
     seg_ident_fn ident_mode;             /* the predictor's (what ident returns to after a hint) */
+    struct seg_ctx *ctxp;                /* the context cache (ctx), or hl_seg_ctx_none */
+    struct seg_ra_slot *spp;             /* SP's cache (ra), or hl_seg_ra_none (seg_ident.h) */
     unsigned char map[SF_MAP_MAX + 1];
     uint8_t state;    /* SEG_T_* */
     uint8_t pend;     /* SEG_PEND_*: the locked path's class is pend_cls */
     uint8_t pend_cls;
     uint8_t hint_cls; /* the class of the hinted allocation */
     uint8_t busy;     /* inside the identification: a nested malloc predicts nothing */
+    uint8_t caches_on; /* ctxp and spp may point at the thread's caches (after its start) */
     uint32_t salt;    /* the last context slot's salt */
     uintptr_t stack_hi; /* the top of this thread's stack (0: not known yet) */
     /* counters */
@@ -197,6 +216,11 @@ typedef struct seg_tls {
 } seg_tls_t;
 
 extern __thread seg_tls_t hl_seg_t __attribute__((tls_model("initial-exec")));
+
+/* Empty caches nothing writes (seg_ident.h): where t->ctxp and t->spp point
+ * while every lookup must miss. */
+extern seg_ctx_t hl_seg_ctx_none[SEG_CTX_SLOTS];
+extern seg_ra_slot_t hl_seg_ra_none[SEG_RA_SLOTS];
 
 /* ---- set at initialisation (segregated.c), read without the lock ---- */
 
@@ -223,6 +247,13 @@ unsigned hl_seg_identify_size(void *const *fp, size_t size, seg_tls_t *t); /* ST
 unsigned hl_seg_identify_sp(void *const *fp, size_t size, seg_tls_t *t); /* SP */
 /* hl_seg_identify, or (HEAPLAB_SEG_DEBUG, a table without caches) a walk every time. */
 seg_ident_fn hl_seg_ident_of_stack(void);
+/* hl_seg_identify_sp, or (no caches) the depth's node every time. */
+seg_ident_fn hl_seg_ident_of_sp(void);
+/* Point the thread's lookups at its own caches (where its predictor keeps
+ * them) and its identification at the predictor's; or make the next lookup
+ * miss (seg_ident.h: a site hint, calloc's handoff). */
+void hl_seg_ident_home(seg_tls_t *t);
+void hl_seg_ident_away(seg_tls_t *t);
 /* The slots still in the context cache hold decisions not yet counted in
  * lv[]: add them (under the lock, for the report). */
 void hl_seg_ident_count(const seg_tls_t *t, uint64_t lv[2 * HL_SEG_LEVELS]);
@@ -241,6 +272,11 @@ void hl_seg_thread_start(seg_tls_t *t);
  * path, with segment s pending. */
 void *hl_seg_front_more(size_t size, unsigned s);
 void *hl_seg_front_more_calloc(size_t size, unsigned s);
+/* The inline identification's misses (seg_front.h, HL_SEG_INLINE_STACK):
+ * the segment (hl_seg_ident_miss, hl_seg_ident_other), then the block. */
+struct seg_ctx;
+void *hl_seg_front_alloc_miss(size_t size, void *const *fp, struct seg_ctx *e, int zero);
+void *hl_seg_front_alloc_other(size_t size, void *const *fp, struct seg_ctx *e, int zero);
 int hl_seg_front_free_more(void *p);
 /* Counters of every thread, those that exited included (under the lock). */
 typedef struct hl_seg_counts {

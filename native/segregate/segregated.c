@@ -143,7 +143,7 @@ static int cores_init(int front_on) {
         if (sf_init_locked(c, front_on) != 0) return -1;
         /* slot 0 (the shared one) is the segment's from the start */
         hl_seg_slot_seg[(c->slots[0]->base >> SF_SLOT_SHIFT) & (SEG_SLOT_TABLE - 1)] =
-            (unsigned char)(i + 1);
+            (uint16_t)(i << SEG_CORE_SHIFT | SEG_SLOT_CORE);
     }
     return 0;
 }
@@ -171,7 +171,7 @@ static inline unsigned choose(void) {
                                   __atomic_fetch_add(&hl_seg_allocations, 1, __ATOMIC_RELAXED));
             else if (c < nsegs)
                 hinted_locked[c]++;
-            t->ident = t->ident_mode; /* spent here (the memalign family) */
+            if (t->ident_mode != hl_seg_ident_start) hl_seg_ident_home(t); /* spent here */
         }
     } else if (hl_seg_mode == SEG_MODE_RANDOM) {
         c = hl_seg_random(hl_seg_table.seed,
@@ -207,8 +207,10 @@ static void segregated_site_hint(const heaplab_site_t *site) {
     t->pend = SEG_PEND_HINT;
     /* the next new object's identification is this class, once (seg_front.c);
      * RANDOM draws its own */
-    if (nsegs > 1 && hl_seg_mode != SEG_MODE_RANDOM && t->ident_mode != hl_seg_ident_start)
+    if (nsegs > 1 && hl_seg_mode != SEG_MODE_RANDOM && t->ident_mode != hl_seg_ident_start) {
         t->ident = hl_seg_ident_hinted;
+        hl_seg_ident_away(t); /* (for the shims with the identification inline) */
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,7 +299,7 @@ static void *segregated_realloc(void *p, size_t size) {
     seg_tls_t *t = &hl_seg_t;
     if (t->pend == SEG_PEND_HINT) { /* the object keeps its segment: a hint for it is spent */
         t->pend = SEG_PEND_NONE;
-        t->ident = t->ident_mode;
+        if (t->ident_mode != hl_seg_ident_start) hl_seg_ident_home(t);
     }
     int c = core_of(p);
     unsigned i;

@@ -13,7 +13,7 @@
 //! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
-//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock (`shim_one.o`, DEFAULT's: `-DHL_SEG_ONE`, no identification) |
+//! | `shim*.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock; one per [`Front`]: `shim_one.o` (DEFAULT: `-DHL_SEG_ONE`, no identification), `shim_stack.o` (PATH, STACK: `-DHL_SEG_INLINE_STACK`), `shim_sp.o` (SP: `-DHL_SEG_INLINE_SP`), `shim.o` (the others) |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! The objects shared by every table are compiled once per output directory
@@ -195,6 +195,7 @@ impl Builder {
             "segregate/seg_front.h",
             "segregate/seg_heap.h",
             "segregate/seg_thread.h",
+            "segregate/seg_ident.h",
             "common/heaplab_site.h",
             "common/hl_unwind.h",
             "alloc/hl_alloc.h",
@@ -233,6 +234,27 @@ impl Builder {
                 vec![
                     "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
                     "-DHL_SEG_ONE".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            // PATH's and STACK's, SP's: the identification's fast path inline
+            (
+                n.join("alloc/shim.c"),
+                "shim_stack",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_INLINE_STACK".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            (
+                n.join("alloc/shim.c"),
+                "shim_sp",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_INLINE_SP".into(),
                     front,
                     "-fno-omit-frame-pointer".into(),
                 ],
@@ -258,9 +280,9 @@ impl Builder {
         Ok(objs)
     }
 
-    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` (with DEFAULT's
-    /// shim when `segments` is 1).
-    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, segments: u32) -> Result<Built> {
+    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` with the shim
+    /// for `front` (see [`Front`]).
+    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, front: Front) -> Result<Built> {
         let t0 = Instant::now();
         let start = self.commands.len();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -272,8 +294,14 @@ impl Builder {
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
-        let skip = if segments == 1 { "shim.o" } else { "shim_one.o" };
-        let mut objects: Vec<PathBuf> = core.into_iter().filter(|o| !o.ends_with(skip)).collect();
+        let shim = front.shim();
+        let mut objects: Vec<PathBuf> = core
+            .into_iter()
+            .filter(|o| {
+                let stem = o.file_name().and_then(|f| f.to_str()).unwrap_or("");
+                !stem.starts_with("shim") || stem == shim
+            })
+            .collect();
         objects.push(o);
         let r = self.cb.link_shared(&so, &objects, &["-lunwind", "-ldl"]);
         self.take_commands();
@@ -296,6 +324,40 @@ pub fn table_depth(kind: Kind, recorded_depth: u64) -> u32 {
             Predictor::tree_depth(kind, recorded_depth)
         }
         _ => 0,
+    }
+}
+
+/// Which shim a library links: its front end (`native/segregate/seg_front.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// DEFAULT's: one segment, no identification (`-DHL_SEG_ONE`).
+    One,
+    /// The identification through the thread's function pointer (RANDOM,
+    /// STACK+size, any table).
+    Generic,
+    /// PATH's and STACK's identification inline (`-DHL_SEG_INLINE_STACK`).
+    Stack,
+    /// SP's inline (`-DHL_SEG_INLINE_SP`).
+    Sp,
+}
+
+impl Front {
+    /// The front end a predictor's library is built with.
+    pub fn of(kind: Kind) -> Front {
+        match kind {
+            Kind::Default => Front::One,
+            Kind::Stack { .. } | Kind::Path => Front::Stack,
+            Kind::Sp => Front::Sp,
+            Kind::StackSize { .. } | Kind::Random { .. } => Front::Generic,
+        }
+    }
+    fn shim(self) -> &'static str {
+        match self {
+            Front::One => "shim_one.o",
+            Front::Generic => "shim.o",
+            Front::Stack => "shim_stack.o",
+            Front::Sp => "shim_sp.o",
+        }
     }
 }
 

@@ -112,7 +112,7 @@ fn segregate_a_real_program_end_to_end() {
     // Emit.
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
     let c = emit::table_c(&stack, 4, 3, "end-to-end test");
-    let lib_stack = b.build("stack", &c, &dir.0, 4).unwrap().so;
+    let lib_stack = b.build("stack", &c, &dir.0, emit::Front::Stack).unwrap().so;
     let def = Predictor::untrained(Kind::Default);
     // Issue 17, class 5: the table's comment and `about` string hold text from
     // traces (their paths); a trigraph, a comment end, quotes, an escape
@@ -120,9 +120,9 @@ fn segregate_a_real_program_end_to_end() {
     let hostile = "DEFAULT from /t/x??/y.hltrace */ #error no \"q\" \\ \u{1b}[2J caf\u{e9}\n??=";
     let def_c = emit::table_c(&def, 1, 0, hostile);
     assert!(def_c.chars().all(|c| c == '\n' || (' '..='~').contains(&c)), "{def_c}");
-    let lib_def = b.build("default", &def_c, &dir.0, 1).unwrap().so;
+    let lib_def = b.build("default", &def_c, &dir.0, emit::Front::One).unwrap().so;
     let spc = emit::table_c(&sp, 4, 0, "end-to-end test");
-    let lib_sp = b.build("sp", &spc, &dir.0, 4).unwrap().so;
+    let lib_sp = b.build("sp", &spc, &dir.0, emit::Front::Sp).unwrap().so;
 
     // The real program with the STACK library: run-time lookups.
     let prog = root().join("build/bin/seg-workload");
@@ -359,7 +359,10 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     let offline = counts(&stack.predict_all(&p));
     assert!(offline[1] + offline[2] + offline[3] > 0, "nothing predicted: {offline:?}");
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
-    let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0, 4).unwrap().so;
+    let so = b
+        .build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0, emit::Front::Stack)
+        .unwrap()
+        .so;
     let report = dir.0.join("report.jsonl");
     let glibc = Command::new(&sqlite).args([":memory:", sql]).output().unwrap();
     let run = Command::new(&sqlite)
