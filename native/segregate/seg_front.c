@@ -38,6 +38,8 @@ __attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread seg_tl
     .spp = hl_seg_ra_none,
 };
 
+__attribute__((visibility("hidden"), tls_model("initial-exec"))) __thread seg_caches_t hl_seg_caches;
+
 uint16_t hl_seg_slot_seg[SEG_SLOT_TABLE];
 
 static seg_tls_t *threads;
@@ -69,9 +71,9 @@ static void keep_counts(seg_tls_t *t) {
     gone_uncached += t->uncached;
     memset(t->hinted, 0, sizeof t->hinted);
     memset(t->lv, 0, sizeof t->lv);
-    for (unsigned i = 0; i < SEG_CTX_SLOTS; i++)
+    for (unsigned i = 0; t->ctx && i < SEG_CTX_SLOTS; i++)
         t->ctx[i].hits = 0;
-    for (unsigned i = 0; i < SEG_RA_SLOTS; i++)
+    for (unsigned i = 0; t->ra && i < SEG_RA_SLOTS; i++)
         t->ra[i].hits = 0;
     t->remote_frees = t->ctx_misses = t->ctx_others = t->cx_hits = t->walks = t->ra_misses = t->path_hits =
         t->path_misses = t->uncached = 0;
@@ -127,6 +129,12 @@ static seg_ident_fn ident_of(unsigned mode) {
 void hl_seg_thread_start(seg_tls_t *t) {
     if (t->state != SEG_T_NEW) return;
     t->state = SEG_T_STARTING;
+    seg_caches_t *c = &hl_seg_caches;
+    t->ctx = c->ctx;
+    t->cx = c->cx;
+    t->ra = c->ra;
+    t->path = c->path;
+    t->rules = c->rules;
     hl_front_enter(); /* initialises the allocator on first use */
     unsigned mode = hl_seg_mode;
     hl_front_leave();

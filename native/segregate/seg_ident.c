@@ -447,9 +447,9 @@ static inline uint64_t size_tag(const seg_ctx_t *e, size_t size) {
 /* ---- the overflow of the context cache ---- */
 
 static inline unsigned cx_index(uint64_t tag) {
-    return (unsigned)(tag >> (64 - 10));
+    return (unsigned)(tag >> (64 - 12));
 }
-_Static_assert(SEG_CX_SLOTS == 1 << 10, "cx_index's shift");
+_Static_assert(SEG_CX_SLOTS == 1 << 12, "cx_index's shift");
 
 /* The overflow's tag of this call's words at slot e's offsets, from how
  * they differ from e's own (x0, x1: the first two; the third is read here)
@@ -471,12 +471,15 @@ static inline void ctx_diff(const seg_ctx_t *e, void *const *fp, uintptr_t *x0, 
     *x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1]; /* (odd: a slot of three words) */
 }
 
-/* The walk's words that pin its decision lie where slot e's do. */
+/* Slot e's shape serves the walk's context in the overflow: the walk read
+ * a word at each of e's offsets (the same places), and its decision needs
+ * no word e does not verify.  (A context that needs fewer words than e's
+ * is then keyed by more than it needs: exact still, only more entries.) */
 static int same_offsets(const seg_ctx_t *e, const walk_t *w, unsigned counter) {
     unsigned L = counter % HL_SEG_LEVELS;
     unsigned k = L < w->n ? w->nv_at[L] : w->nv;
-    if (k != e->n) return 0;
-    for (unsigned i = 0; i < k; i++)
+    if (k > e->n || e->n > w->nv) return 0;
+    for (unsigned i = 0; i < e->n; i++)
         if (w->off[i] != off_at(e, i)) return 0;
     return 1;
 }
@@ -520,12 +523,12 @@ static inline void ctx_move(seg_tls_t *t, seg_ctx_t *to, seg_ctx_t *from) {
     from->hits = 0;
 }
 
-/* The decision for a (ra, fp) neither way's words pin: the return address
+/* The decision for a (ra, fp) no way's words pin: the return address
  * alone, or a walk.  e: the slot to fill (when it can keep the context;
- * hl_seg_caching); cx0, cx1: the overflow tags of the shapes this (ra, fp)
- * already has (0: none), where a context of the same shape goes instead. */
-static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, const seg_ctx_t *s0, uint64_t cx0,
-                                const seg_ctx_t *s1, uint64_t cx1, void *const *fp,
+ * hl_seg_caching); shape[0 .. nshapes): the set's slots of this (ra, fp),
+ * cxt[] their overflow tags, where a context of the same shape goes instead. */
+static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *shape,
+                                const uint64_t *cxt, unsigned nshapes, void *const *fp,
                                 size_t size) {
     uintptr_t ra = (uintptr_t)fp[1];
     unsigned c, counter;
@@ -557,11 +560,12 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, const seg_ctx_t *s0,
     }
     c = decide(t, w.ras, w.n, size, &counter);
     t->lv[counter]++;
-    if (cx0 && same_offsets(s0, &w, counter)) /* another context of a shape the set has */
-        cx_put(t, cx0, c, counter);
-    else if (cx1 && same_offsets(s1, &w, counter))
-        cx_put(t, cx1, c, counter);
-    else if (!hl_seg_caching || !ctx_fill(t, e, fp, &w, c, counter)) {
+    for (unsigned i = 0; i < nshapes; i++)
+        if (same_offsets(shape[i], &w, counter)) { /* another context of a shape the set has */
+            cx_put(t, cxt[i], c, counter);
+            return c;
+        }
+    if (!hl_seg_caching || !ctx_fill(t, e, fp, &w, c, counter)) {
         t->uncached++;
     } else if (hl_seg_by_size) { /* the size's class under the slot's frames */
         uint64_t stag = size_tag(e, size);
@@ -587,41 +591,63 @@ static int size_find(seg_tls_t *t, const seg_ctx_t *e, void *const *fp, size_t s
     return (int)ps->cls;
 }
 
+/* The way of slot e's set to fill with a new context: an empty one, else
+ * the one that served the fewest decisions (never the first: it moves). */
+static seg_ctx_t *victim(seg_ctx_t *e) {
+    seg_ctx_t *v = e + 1;
+    for (unsigned i = 1; i < SEG_CTX_WAYS; i++) {
+        if (!e[i].ra) return &e[i];
+        if (e[i].hits < v->hits) v = &e[i];
+    }
+    return v;
+}
+
 /* Everything but a hit in the first way: e is the set's first way, which
  * holds this (ra, fp) with other frames above (`other`), or another (ra, fp). */
 static unsigned __attribute__((noinline)) ident_more(seg_tls_t *t, seg_ctx_t *e,
                                                      void *const *fp, size_t size, int other) {
     if (t->busy) return HL_SEG_OTHER; /* a malloc made while we walk (there should be none) */
     uintptr_t ra = (uintptr_t)fp[1];
-    seg_ctx_t *b = e + 1; /* the second way */
-    int in_b = ctx_holds(b, ra, fp);
-    if (hl_seg_by_size) { /* the frames may be the same: then the size decides */
-        int c = other ? size_find(t, e, fp, size) : -1;
-        if (c < 0 && in_b) c = size_find(t, b, fp, size);
+    seg_ctx_t *shape[SEG_CTX_WAYS]; /* the set's slots of this (ra, fp) */
+    uint64_t cxt[SEG_CTX_WAYS];
+    unsigned n = 0;
+    for (unsigned i = 0; i < SEG_CTX_WAYS; i++)
+        if (ctx_holds(&e[i], ra, fp)) shape[n++] = &e[i];
+    for (unsigned i = 0; i < n; i++) {
+        int c = -1;
+        if (hl_seg_by_size) /* the frames may be the same: then the size decides */
+            c = size_find(t, shape[i], fp, size);
+        else if (ctx_verifies(shape[i], fp)) {
+            shape[i]->hits++;
+            return shape[i]->cls;
+        } else if (hl_seg_caching)
+            c = cx_find(t, shape[i], fp, &cxt[i]);
         if (c >= 0) return (unsigned)c;
-    } else if (in_b && ctx_verifies(b, fp)) {
-        b->hits++;
-        return b->cls;
     }
-    uint64_t cx0 = 0, cx1 = 0;
-    if (hl_seg_caching && !hl_seg_by_size) { /* the overflow, for each shape the set has */
-        int c;
-        if (other && (c = cx_find(t, e, fp, &cx0)) >= 0) return (unsigned)c;
-        if (in_b && (c = cx_find(t, b, fp, &cx1)) >= 0) return (unsigned)c;
-    }
+    if (hl_seg_by_size || !hl_seg_caching) n = 0; /* (no overflow) */
     t->busy = 1;
-    if (other || in_b)
+    if (n || other)
         t->ctx_others++;
     else
         t->ctx_misses++;
     seg_ctx_t *fill = e;
-    if (other)
-        fill = b; /* the first way keeps its shape; a new one goes to the second */
-    else if (!in_b && hl_seg_caching && e->ra)
-        ctx_move(t, b, e); /* a new (ra, fp): the first way's moves to the second */
-    else if (in_b)
-        fill = b;
-    unsigned c = decide_and_fill(t, fill, e, cx0, b, cx1, fp, size);
+    if (n == 1 && shape[0] != e) { /* a second shape of a (ra, fp) the first way does not
+                                      hold: it takes the first way (this (ra, fp) is the one
+                                      in use), its new shape the way it leaves */
+        fill = shape[0];
+        ctx_move(t, e, fill);
+        shape[0] = e;
+    } else if (n > 1) { /* a new shape: in place of the least used other way of this (ra, fp) */
+        fill = NULL;
+        for (unsigned i = 0; i < n; i++)
+            if (shape[i] != e && (!fill || shape[i]->hits < fill->hits)) fill = shape[i];
+    } else if (other) { /* the first way's shape stays: another way */
+        fill = victim(e);
+    } else if (hl_seg_caching && e->ra) { /* a new (ra, fp): the first way's moves over */
+        seg_ctx_t *v = victim(e);
+        ctx_move(t, v, e);
+    }
+    unsigned c = decide_and_fill(t, fill, shape, cxt, n, fp, size);
     t->busy = 0;
     return c;
 }
@@ -635,10 +661,10 @@ static inline int cx_probe(seg_tls_t *t, uint64_t tag) {
     return x->cls;
 }
 
-/* The second way holds this (ra, fp): its words, or the overflow under its
- * shape; -1 if neither knows this call's context.  The second way becomes
- * the first once it has served more. */
-static inline int way2(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp) {
+/* Way b of e's set holds this (ra, fp): its words, or the overflow under its
+ * shape; -1 if neither knows this call's context.  The way becomes the
+ * first once it has served more. */
+static inline int way_k(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp) {
     if (b->cls == SEG_CTX_SIZE) return -1;
     uintptr_t y0, y1;
     ctx_diff(b, fp, &y0, &y1);
@@ -646,7 +672,7 @@ static inline int way2(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp
     if (b->n > 2) y |= *(const uintptr_t *)((const char *)fp + b->off[2]) ^ b->w[2];
     if (!y) {
         unsigned c = b->cls;
-        if (++b->hits > e->hits + 16) { /* promote it: the fast path looks at the first way */
+        if (++b->hits > e->hits) { /* promote it: the fast path looks at the first way */
             seg_ctx_t tmp = *e;
             *e = *b;
             *b = tmp;
@@ -654,6 +680,16 @@ static inline int way2(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp
         return (int)c;
     }
     return cx_probe(t, cx_tag(b, fp, y0, y1));
+}
+
+/* The other ways of e's set that hold (ra, fp): one's class, or -1. */
+static inline int other_ways(seg_tls_t *t, seg_ctx_t *e, uintptr_t ra, void *const *fp) {
+    for (unsigned i = 1; i < SEG_CTX_WAYS; i++)
+        if (e[i].ra == ra && e[i].fp == (uintptr_t)fp) {
+            int c = way_k(t, e, &e[i], fp);
+            if (c >= 0) return c;
+        }
+    return -1;
 }
 
 /* The thread's caches are not where its lookups look (seg_ident.h): it has
@@ -677,26 +713,22 @@ static unsigned __attribute__((noinline)) ident_redirected(void *const *fp, size
     return t->ident_mode(fp, size, t); /* a walk every time, or no identification */
 }
 
-/* The first way holds another (ra, fp): the second way, else the rest. */
+/* The first way holds another (ra, fp): the other ways, else the rest. */
 unsigned __attribute__((noinline)) hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t,
                                                      seg_ctx_t *e) {
     if (HL_UNLIKELY(t->ctxp != t->ctx)) return ident_redirected(fp, size, t);
-    seg_ctx_t *b = e + 1;
-    if (b->ra == (uintptr_t)fp[1] && b->fp == (uintptr_t)fp) {
-        int c = way2(t, e, b, fp);
-        if (c >= 0) return (unsigned)c;
-    }
+    int c = other_ways(t, e, (uintptr_t)fp[1], fp);
+    if (c >= 0) return (unsigned)c;
     return ident_more(t, e, fp, size, 0);
 }
 
-/* ident_other without the overflow's hit: the second way, then the rest
+/* ident_other without the overflow's hit: the other ways, then the rest
  * (ident_more). */
 static unsigned __attribute__((noinline)) ident_other2(void *const *fp, size_t size, seg_tls_t *t,
                                                        seg_ctx_t *e) {
     if (HL_UNLIKELY(e->cls == SEG_CTX_SIZE)) return ident_more(t, e, fp, size, 1);
-    int k;
-    seg_ctx_t *b = e + 1;
-    if (b->ra == e->ra && b->fp == e->fp && (k = way2(t, e, b, fp)) >= 0) return (unsigned)k;
+    int k = other_ways(t, e, e->ra, fp);
+    if (k >= 0) return (unsigned)k;
     return ident_more(t, e, fp, size, 1);
 }
 
@@ -744,6 +776,7 @@ unsigned __attribute__((noinline)) hl_seg_identify_size(void *const *fp, size_t 
 
 /* The decisions the slots served since they were filled (seg_front.c). */
 void hl_seg_ident_count(const seg_tls_t *t, uint64_t lv[2 * HL_SEG_LEVELS]) {
+    if (!t->ctx) return; /* (a thread that never started) */
     for (unsigned i = 0; i < SEG_CTX_SLOTS; i++)
         if (t->ctx[i].ra) lv[t->ctx[i].counter] += t->ctx[i].hits;
     for (unsigned i = 0; i < SEG_RA_SLOTS; i++)

@@ -32,13 +32,15 @@ static inline unsigned hl_seg_ra_slot(uintptr_t ra) {
 }
 _Static_assert(SEG_RA_SLOTS == 1 << 9, "hl_seg_ra_slot's shift");
 
-/* The context cache is 2-way set associative: the set of (ra, fp) is the
- * pair of slots at 2 * hl_seg_ctx_set(ra, fp) (the top bits of a 32-bit
- * product of the bits that vary); the fast path looks at the first. */
+/* The context cache is SEG_CTX_WAYS-way set associative: the set of (ra,
+ * fp) is the slots from SEG_CTX_WAYS * hl_seg_ctx_set(ra, fp) (the top bits
+ * of a 32-bit product of the bits that vary); the fast path looks at the
+ * first. */
 static inline unsigned hl_seg_ctx_set(uintptr_t ra, uintptr_t fp) {
     return (uint32_t)(ra ^ fp) * 0x9E3779B1u >> (32 - 10);
 }
-_Static_assert(SEG_CTX_SLOTS == 2 << 10, "hl_seg_ctx_set's shift");
+_Static_assert(SEG_CTX_SLOTS == SEG_CTX_WAYS << 10, "hl_seg_ctx_set's shift");
+_Static_assert(sizeof(seg_ctx_t) * SEG_CTX_WAYS == 1 << SEG_CTX_SET_SHIFT, "a set's bytes");
 
 /* The misses (seg_ident.c; their arguments in the fast path's order, so that
  * its tail calls move nothing). */
@@ -55,7 +57,7 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void 
                                                                           seg_tls_t *t) {
     uintptr_t ra = (uintptr_t)fp[1];
     seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp +
-                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << 7));
+                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << SEG_CTX_SET_SHIFT));
     if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp))
         return hl_seg_ident_miss(fp, size, t, e);
     const char *f = (const char *)fp;
@@ -74,7 +76,7 @@ static inline __attribute__((always_inline)) int hl_seg_identify_find(void *cons
                                                                      seg_ctx_t **ep) {
     uintptr_t ra = (uintptr_t)fp[1];
     seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp +
-                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << 7));
+                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << SEG_CTX_SET_SHIFT));
     *ep = e;
     if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp)) return -1;
     const char *f = (const char *)fp;

@@ -18,16 +18,20 @@
  *   │          blocks, until the thread starts: every request misses)        │
  *   │ state, pend, pend_cls, hint   the class of the allocation on its way    │ segregated.c
  *   │          to the lock                                                    │
- *   │ ctx[]    (return address, frame) → the frames that decide, their        │ seg_ident.c
- *   │          return addresses, the class                                    │
- *   │ ra[]     return address → its decision alone, or "walk" and its rule    │ seg_ident.c
- *   │ rules[]  return address → its unwind rule (walks)                       │ seg_ident.c
- *   │ path[]   the walked return addresses (and size) → class                 │ seg_ident.c
  *   │ counters; next: the registry of threads (under the lock)                │
+ *   │ ctx, cx, ra, path, rules: pointers to the arrays of hl_seg_caches       │
  *   └──────────────────────────────────────────────────────────────────────────┘
+ *   hl_seg_caches (seg_caches_t, zero until used):
+ *     ctx[]    (return address, frame) → the frames that decide, their return    seg_ident.c
+ *              addresses and where they lie, the class
+ *     cx[]     the overflow: other contexts of a slot's (return address, frame)
+ *     ra[]     return address → its decision alone, or "walk" and its rule
+ *     path[]   the walked return addresses (and size) → class
+ *     rules[]  return address → its unwind rule (walks)
  *
- * The whole block is in .tdata (its function pointer starts non-zero), so
- * the library carries its image; a thread's copy is made when it starts.
+ * hl_seg_t is in .tdata (its function pointers start non-zero, the fast
+ * cores' bases at SF_NO_BASE), so the library carries its image and each
+ * new thread copies it; the caches are a separate block in .tbss.
  */
 #ifndef HL_SEG_THREAD_H
 #define HL_SEG_THREAD_H
@@ -83,6 +87,8 @@ static inline size_t seg_core_offset(const void *p) {
 /* ---- the identification's caches (seg_ident.c) ---- */
 
 #define SEG_CTX_SLOTS  2048
+#define SEG_CTX_WAYS   2
+#define SEG_CTX_SET_SHIFT 7 /* log2 of a set's bytes */
 #define SEG_CTX_WORDS  3
 #define SEG_RA_SLOTS   512
 #define SEG_PATH_SLOTS 2048
@@ -114,7 +120,7 @@ _Static_assert(sizeof(seg_ctx_t) == 64, "a context slot is a cache line");
  * that calls a wrapper from several call sites): keyed by a mix of the
  * slot's salt (a number given at each filling) and how the words read at its
  * offsets differ from its own. */
-#define SEG_CX_SLOTS 1024
+#define SEG_CX_SLOTS 4096
 typedef struct seg_cx {
     uint64_t tag;     /* 0: empty */
     uint8_t cls;
@@ -207,15 +213,27 @@ typedef struct seg_tls {
     uint64_t last_sp;
     uint64_t last_keys[16];
     struct seg_tls *next;
-    /* the caches */
+    /* the caches: the thread's seg_caches_t (set when it starts; NULL before) */
+    seg_ctx_t *ctx;
+    seg_cx_t *cx;
+    seg_ra_slot_t *ra;
+    seg_path_slot_t *path;
+    seg_rule_slot_t *rules;
+} seg_tls_t;
+
+/* The identification's caches, zero until used: a block of their own
+ * (.tbss), so that the library's initialised block (.tdata, which each new
+ * thread copies) is only the fast cores' state and the fields above. */
+typedef struct seg_caches {
     seg_ctx_t ctx[SEG_CTX_SLOTS];
     seg_cx_t cx[SEG_CX_SLOTS];
     seg_ra_slot_t ra[SEG_RA_SLOTS];
     seg_path_slot_t path[SEG_PATH_SLOTS];
     seg_rule_slot_t rules[SEG_RULE_SLOTS];
-} seg_tls_t;
+} seg_caches_t;
 
 extern __thread seg_tls_t hl_seg_t __attribute__((tls_model("initial-exec")));
+extern __thread seg_caches_t hl_seg_caches __attribute__((tls_model("initial-exec")));
 
 /* Empty caches nothing writes (seg_ident.h): where t->ctxp and t->spp point
  * while every lookup must miss. */
