@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 
-from heaplab_layout import LAYOUT
+from heaplab_layout import LAYOUT, compare_records
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -192,7 +192,7 @@ def compare_run(traces, counter, out, tag, repeat, timeout, allocators):
            "--timeout", str(timeout), "--state", state, "--json", js]
     print(f"== {tag}: heaplab compare --counter {counter} (load {load()})", file=sys.stderr)
     t = timed(cmd, stdout=subprocess.DEVNULL)
-    t["records"] = json.load(open(js)) if os.path.exists(js) else []
+    t["records"] = compare_records(js) if os.path.exists(js) else []
     t["state"] = state
     return t
 
@@ -276,8 +276,9 @@ def parallel_check(traces, out, allocators, repeat, local):
     t2 = timed(["parallel", "--will-cite", "-j1", "-a", os.path.join(plan, "jobs-alone.txt")], stdout=subprocess.DEVNULL)
     mj = os.path.join(out, "merged.json")
     m = subprocess.run([HEAPLAB, "compare", "--merge", plan, "--json", mj], cwd=ROOT, capture_output=True, text=True)
-    merged = json.load(open(mj))
-    skip = {"wall_s", "wall_runs_s", "wall_ratio_glibc", "ns_per_event", "peak_rss_growth_bytes"}
+    merged = compare_records(mj)
+    skip = {"wall_s", "wall_runs_s", "wall_ratio_glibc", "cpu_s", "cpu_runs_s", "cpu_ratio_glibc", "ns_per_event",
+            "peak_rss_growth_bytes"}
     rss_only = {"peak_footprint_bytes", "footprint_vs_firstfit", "utilization"}
     diffs = []
     for a, b in zip(local, merged):

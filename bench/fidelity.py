@@ -15,11 +15,17 @@ allocator:
   error           replay ×glibc / live ×glibc - 1, and predicted / live - 1
 
 and across the allocators, Spearman's rank correlation of wall time, live
-against replay.
+against replay. The same figures in CPU time (user + system: the live
+program's and the replay's timed region's, every thread's) follow each
+program's line: on a machine shared with other work a run waits for a core
+without using it, which wall time counts and CPU time does not.
 
 Programs: the bundled workloads (`heaplab workloads`), bench/progs/prodcons.c
-(4 threads, cross-thread frees) and a multithreaded Debian program
-(`xz -T4`, small blocks so that four threads work). Traces of programs with
+(4 threads, cross-thread frees) and two multithreaded Debian programs:
+`git repack -a -d -f --threads=4` on a generated repository (pack-objects'
+four delta-search threads allocate about 80 K objects and free each
+other's; `git`) and `xz -T4` with small blocks (four threads, but only
+about 350 allocations; `xz`, not run by default). Traces of programs with
 several threads replay with their threads (`--threads recorded`, the
 default), or serially with `--threads serial`, to compare the two.
 
@@ -28,7 +34,7 @@ allocator. Wall times on a loaded machine are noisy: the JSON keeps every run
 and the machine's load average beside each program.
 
   bench/fidelity.py                                  everything, into out/bench/fidelity
-  bench/fidelity.py --programs prodcons,xz --runs 5 --threads serial
+  bench/fidelity.py --programs prodcons,git,xz --runs 5 --threads serial
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
   bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
   bench/fidelity.py --programs perl-wc,make-n --time-modes plain,touch --runs 4
@@ -48,6 +54,7 @@ of the allocators' locks, not parallel speed-up.
 import argparse
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -56,12 +63,13 @@ import subprocess
 import sys
 import tempfile
 
-from heaplab_layout import LAYOUT, write_json
+from heaplab_layout import LAYOUT, compare_records, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
 WORKLOADS = ["perl-wc", "make-n", "python", "sqlite", "gawk-wc"]
-EXTRA = ["prodcons", "xz"]
+EXTRA = ["prodcons", "git"]
+MORE = ["xz"]
 
 
 def sh(cmd, **kw):
@@ -106,6 +114,37 @@ def text_input(path, mb):
     return path
 
 
+def git_repo(path, scale):
+    """A git repository made the same every time: 300 text files changed
+    over 40 * scale commits (fast-import from a seeded generator)."""
+    if os.path.isdir(os.path.join(path, ".git")):
+        return path
+    rng = random.Random(13)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+             for _ in range(3000)]
+    files = {f"src/f{i:03d}.txt": [" ".join(rng.choice(words) for _ in range(10)) for _ in range(150)]
+             for i in range(300)}
+
+    def data(b):
+        return b"data %d\n" % len(b) + b + b"\n"
+    stream = bytearray()
+    for c in range(max(2, int(40 * scale))):
+        for name in rng.sample(sorted(files), 60):
+            lines = files[name]
+            for _ in range(5):
+                lines[rng.randrange(len(lines))] = " ".join(rng.choice(words) for _ in range(10))
+        stream += b"commit refs/heads/main\ncommitter H <h@example.org> %d +0000\n" % (1700000000 + c)
+        stream += data(b"commit %d" % c)
+        for name in sorted(files):
+            stream += b"M 100644 inline " + name.encode() + b"\n" + data(("\n".join(files[name]) + "\n").encode())
+        stream += b"\n"
+    tmp = tempfile.mkdtemp(prefix=".git-", dir=os.path.dirname(path))
+    subprocess.run(["git", "init", "-q", tmp], check=True)
+    subprocess.run(["git", "-C", tmp, "fast-import", "--quiet"], input=bytes(stream), check=True)
+    os.rename(tmp, path)
+    return path
+
+
 def program(name, scale, work):
     inputs = os.path.join(work, "inputs")
     os.makedirs(inputs, exist_ok=True)
@@ -117,13 +156,22 @@ def program(name, scale, work):
             sh(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "progs", "prodcons.c")])
         threads = name.split(":")[1] if ":" in name else "4"
         return {}, [exe, str(max(1000, int(200000 * scale))), threads], None
+    if name == "git":
+        if not shutil.which("git"):
+            sys.exit("bench/fidelity.py: git is not installed (scripts/setup.sh installs it)")
+        repo = git_repo(os.path.join(inputs, f"fidelity-git-x{scale}"), scale)
+        # pack-objects (run by repack) searches deltas on four threads, which
+        # allocate and free each other's objects; -f recomputes every delta on
+        # each run, so every run does the same work; stdout stays empty (the
+        # pack itself differs from run to run with the threads' scheduling)
+        return {}, ["git", "-C", repo, "repack", "-a", "-d", "-f", "-q", "--threads=4"], None
     if name == "xz":
         if not shutil.which("xz"):
             sys.exit("bench/fidelity.py: xz is not installed (scripts/setup.sh installs xz-utils)")
         src = text_input(os.path.join(inputs, "fidelity-text.txt"), max(1, int(8 * scale)))
         # 256 KiB blocks: a small input still keeps four threads busy
         return {}, ["xz", "-T4", "--block-size=262144", "-3", "-c", src], None
-    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA)}, prodcons:THREADS")
+    sys.exit(f"bench/fidelity.py: no program {name!r}; known: {', '.join(WORKLOADS + EXTRA + MORE)}, prodcons:THREADS")
 
 
 def record(name, env, argv, stdin, work):
@@ -203,8 +251,8 @@ def measure(name, a, work, mode, done):
     if a.threads:
         rcmd += ["--threads", a.threads]
     subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    live = {r["allocator"]: r for r in json.load(open(live_json))}
-    rep = {r["allocator"]: r for r in json.load(open(rep_json))}
+    live = {r["allocator"]: r for r in compare_records(live_json)}
+    rep = {r["allocator"]: r for r in compare_records(rep_json)}
     lg, rg = live.get("glibc", {}).get("wall_s"), rep.get("glibc", {}).get("wall_s")
     rows = []
     for n in live:
@@ -212,6 +260,9 @@ def measure(name, a, work, mode, done):
         row = {"allocator": n, "live_status": lr.get("status"), "replay_status": rr.get("status"),
                "live_wall_s": lr.get("wall_s"), "replay_wall_s": rr.get("wall_s"),
                "live_runs_s": lr.get("wall_runs_s"), "replay_runs_s": rr.get("wall_runs_s"),
+               "live_cpu_s": lr.get("cpu_s"), "replay_cpu_s": rr.get("cpu_s"),
+               "live_cpu_runs_s": lr.get("cpu_runs_s"), "replay_cpu_runs_s": rr.get("cpu_runs_s"),
+               "live_cpu_ratio": lr.get("cpu_ratio_glibc"), "replay_cpu_ratio": rr.get("cpu_ratio_glibc"),
                "live_ratio": lr.get("wall_ratio_glibc"), "replay_ratio": rr.get("wall_ratio_glibc"),
                "threads_mode": rr.get("threads_mode"), "replay_threads": rr.get("replay_threads")}
         if None not in (lg, rg, row["replay_wall_s"]) and lg > 0:
@@ -220,8 +271,13 @@ def measure(name, a, work, mode, done):
             row["replay_vs_live"] = row["replay_ratio"] / row["live_ratio"] - 1
         if row["live_ratio"] and row.get("predicted_ratio"):
             row["predicted_vs_live"] = row["predicted_ratio"] / row["live_ratio"] - 1
+        lc, rc = live.get("glibc", {}).get("cpu_s"), rep.get("glibc", {}).get("cpu_s")
+        if None not in (lc, rc, row["replay_cpu_s"], row["live_cpu_ratio"]) and lc > 0:
+            row["predicted_cpu_ratio"] = 1 + (row["replay_cpu_s"] - rc) / lc
+            row["predicted_cpu_vs_live"] = row["predicted_cpu_ratio"] / row["live_cpu_ratio"] - 1
         rows.append(row)
     both = [r for r in rows if r["live_wall_s"] and r["replay_wall_s"]]
+    cboth = [r for r in rows if r["live_cpu_s"] and r["replay_cpu_s"]]
     events = next((r.get("events") for r in rep.values() if r.get("events")), None)
     return {
         "program": name, "time_mode": mode, "command": argv, "env": env, "trace": trace, "events": events,
@@ -242,6 +298,15 @@ def measure(name, a, work, mode, done):
         if all(r["live_runs_s"] and r["replay_runs_s"] for r in both) else None,
         "spearman_live_halves_min": halves([r["live_runs_s"] for r in both], min),
         "spearman_replay_halves_min": halves([r["replay_runs_s"] for r in both], min),
+        # the same in CPU time (user + system), which waiting for a core on a
+        # shared machine does not inflate (older heaplabs record none: None)
+        "spearman_cpu": spearman([r["live_cpu_s"] for r in cboth], [r["replay_cpu_s"] for r in cboth]),
+        "spearman_live_halves_cpu": halves([r["live_cpu_runs_s"] for r in cboth]),
+        "spearman_replay_halves_cpu": halves([r["replay_cpu_runs_s"] for r in cboth]),
+        "predicted_cpu_within_15pct": sum(1 for r in rows if r.get("predicted_cpu_vs_live") is not None
+                                          and abs(r["predicted_cpu_vs_live"]) <= 0.15),
+        "predicted_within_15pct": sum(1 for r in rows if r.get("predicted_vs_live") is not None
+                                      and abs(r["predicted_vs_live"]) <= 0.15),
         "allocators_compared": len(both),
         "rows": rows,
     }
@@ -287,12 +352,18 @@ def main():
                   f"(live against live: {fmt(r['spearman_live_halves_min'])}, replay against replay: "
                   f"{fmt(r['spearman_replay_halves_min'])}), "
                   f"load {r['load_before']}..{r['load_after']}")
+            print(f"  in CPU time: Spearman {fmt(r['spearman_cpu'])} (live against live: "
+                  f"{fmt(r['spearman_live_halves_cpu'])}, replay against replay: "
+                  f"{fmt(r['spearman_replay_halves_cpu'])}); predicted ratio within ±15% of live: "
+                  f"{r['predicted_within_15pct']} of {r['allocators_compared']} by wall time, "
+                  f"{r['predicted_cpu_within_15pct']} by CPU time")
             print(f"  {'allocator':<14} {'live×g':>7} {'replay×g':>8} {'pred×g':>7} {'replay err':>10} "
-                  f"{'pred err':>8} {'threads':>8}")
+                  f"{'pred err':>8} {'cpu pred err':>12} {'threads':>8}")
             for row in r["rows"]:
                 print(f"  {row['allocator']:<14} {fmt(row['live_ratio']):>7} {fmt(row['replay_ratio']):>8} "
                       f"{fmt(row.get('predicted_ratio')):>7} {fmt(row.get('replay_vs_live'), pct=True):>10} "
                       f"{fmt(row.get('predicted_vs_live'), pct=True):>8} "
+                      f"{fmt(row.get('predicted_cpu_vs_live'), pct=True):>12} "
                       f"{(row['threads_mode'] or '—') + '/' + str(row['replay_threads'] or '—'):>8}"
                       + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))

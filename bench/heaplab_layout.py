@@ -105,3 +105,13 @@ if __name__ == "__main__":
         print(paths[what])
     else:
         sys.exit(f"usage: {sys.argv[0]} root|heaplab|lib|bin|native|valgrind|zoo")
+
+
+def compare_records(path):
+    """The records of a `heaplab compare --json` file: a document with
+    schema, provenance and records (schema version 2), or the bare array of
+    records older heaplabs wrote (version 1)."""
+    import json
+    with open(path) as f:
+        doc = json.load(f)
+    return doc["records"] if isinstance(doc, dict) else doc

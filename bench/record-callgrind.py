@@ -13,7 +13,12 @@ agent preloaded (stacks off, then 8 frames), with --separate-threads=yes:
 
 The chunk caps are raised (HEAPLAB_RECORD_RING_KB) so that no producer waits
 for the writer: callgrind runs one thread at a time, and a producer that
-waits would do writer work on its own thread. Inputs are smaller than the
+waits would do writer work on its own thread. The flush interval is raised
+(HEAPLAB_RECORD_FLUSH_MS) so that rounds come when a thread has
+4 * block_events bytes of rows waiting, as in a native run: under callgrind
+a program runs ~50x slower, and the 200 ms flush would cut its rows into
+blocks far smaller than natively, which zstd takes at more instructions a
+byte and compresses less. Inputs are smaller than the
 wall-time benchmark's (callgrind is ~50x slower): a few minutes in all.
 
   bench/record-callgrind.py
@@ -121,7 +126,7 @@ def main():
             files = callgrind(argv, stdin, out / f"{name}-{depth}.cg",
                               {"LD_PRELOAD": str(agent), "HEAPLAB_RECORD_OUT": str(trace),
                                "HEAPLAB_RECORD_STACK_DEPTH": depth, "HEAPLAB_RECORD_RING_KB": "262144",
-                               "HEAPLAB_RECORD_RING_TOTAL_MB": "1024"})
+                               "HEAPLAB_RECORD_RING_TOTAL_MB": "1024", "HEAPLAB_RECORD_FLUSH_MS": "600000"})
             prog = writer = drained = 0
             for f in files:
                 t = total(f)

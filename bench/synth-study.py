@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from heaplab_layout import LAYOUT, zoo_names as _zoo_names
+from heaplab_layout import LAYOUT, compare_records, zoo_names as _zoo_names
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -168,7 +168,7 @@ def cpu_runs(prog, wenv, argv, names, out, repeat):
 def load(path):
     if not os.path.exists(path):
         return []
-    return json.load(open(path))
+    return compare_records(path)
 
 
 def by_name(recs):

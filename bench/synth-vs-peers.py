@@ -42,7 +42,7 @@ import os
 import subprocess
 import sys
 
-from heaplab_layout import LAYOUT, write_json
+from heaplab_layout import LAYOUT, compare_records, write_json
 
 ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
@@ -151,7 +151,7 @@ def run(a):
 def load(path):
     if not os.path.exists(path):
         return {}
-    return {r["allocator"]: r for r in json.load(open(path))}
+    return {r["allocator"]: r for r in compare_records(path)}
 
 
 def ratio(a, b):

@@ -9,6 +9,7 @@ pkgs=(
     libunwind-dev                     # the agent's call-stack unwinder
     valgrind                          # instruction counts, the reference tool
     parallel                          # GNU parallel: runs the jobs of compare --plan (and its test)
+    git xz-utils                      # bench/fidelity.py's multithreaded Debian programs
     libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4   # peer allocators
     perl make gawk sqlite3 python3 ghostscript         # real workloads
     binutils heaptrack                # stats' checks: objcopy/strip (debug files), heaptrack's totals

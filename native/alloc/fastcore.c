@@ -15,13 +15,11 @@ static inline char *span_of(const sf_slot_t *s, unsigned c) {
     return (char *)(s->base + ((uintptr_t)c << SF_CLASS_SHIFT));
 }
 
-static inline size_t blocks_per_slab(const sf_core_t *core, unsigned c) {
-    return core->slab[c] / core->block[c];
-}
-
-/* The end mark of a slab: its last block + 1 (carve while bump < end). */
-static inline char *slab_end_mark(const sf_core_t *core, unsigned c, char *slab) {
-    return slab + (blocks_per_slab(core, c) - 1) * core->block[c] + 1;
+/* The carve range of a slab of `bytes` at x: its blocks, carved downward. */
+static inline void slab_range(const sf_core_t *core, unsigned c, char *x, size_t bytes, char **carve,
+                              char **floor) {
+    *floor = x;
+    *carve = x + bytes / core->block[c] * core->block[c];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -29,16 +27,17 @@ static inline char *slab_end_mark(const sf_core_t *core, unsigned c, char *slab)
 /* ------------------------------------------------------------------------ */
 
 /* The bytes of a slot's record: bins for the classes with blocks only
- * (bin[c] for c >= nclass is never touched), so that a small program's two
- * slots take a page each, not two. */
+ * (bin[c] for c >= nclass is never touched), so that a small program's
+ * slot takes a page, not two. */
 static size_t slot_bytes(const sf_core_t *core) {
     return offsetof(sf_slot_t, bin) + core->nclass * sizeof(sf_bin_t);
 }
 
-/* A new slot: its address space, its bins.  Under the lock.  NULL when the
- * OS gives no more address space or every index is used. */
-static sf_slot_t *slot_new(sf_core_t *core) {
-    if (core->nslots > SF_MAX_SLOTS) return NULL;
+/* A new slot at `index` (0: the shared one; else the next unused index):
+ * its address space, its bins.  Under the lock.  NULL when the OS gives no
+ * more address space or every index is used. */
+static sf_slot_t *slot_new(sf_core_t *core, unsigned index) {
+    if (index > SF_MAX_SLOTS) return NULL;
     size_t bytes = (size_t)1 << SF_SLOT_SHIFT;
     char *base = hl_reserve(bytes, bytes);
     if (!base) return NULL;
@@ -47,23 +46,36 @@ static sf_slot_t *slot_new(sf_core_t *core) {
     sf_slot_t *s = hl_pages_alloc(slot_bytes(core), 0);
     if (!s) return NULL;
     s->base = (uintptr_t)base;
-    s->index = core->nslots;
-    for (unsigned c = 0; c < core->nclass; c++)
+    s->index = index;
+    for (unsigned c = 0; c < core->nclass; c++) {
         s->bin[c].top = s->bin[c].committed = span_of(s, c);
-    core->slots[core->nslots++] = s;
+        s->bin[c].floor = SF_FLOOR_EMPTY;
+    }
+    core->slots[index] = s;
+    if (index == core->nslots) core->nslots++;
     /* Published after the slot is whole: sf_slot_of reads it without the lock. */
-    __atomic_store_n(&core->slot_of[hi], (unsigned char)core->nslots, __ATOMIC_RELEASE);
+    __atomic_store_n(&core->slot_of[hi], (unsigned char)(index + 1), __ATOMIC_RELEASE);
     return s;
+}
+
+/* Slot 0, made when first needed.  Under the lock.  NULL: no address space. */
+static sf_slot_t *shared_slot(sf_core_t *core) {
+    return core->slots[0] ? core->slots[0] : slot_new(core, 0);
 }
 
 int sf_init_locked(sf_core_t *core, int front_on) {
     if (core->inited) return 0;
     if (core->nclass > SF_NONE) hl_fatal("%s: %u classes (at most %u)", core->name, core->nclass, SF_NONE);
-    for (unsigned c = 0; c < core->nclass; c++)
-        if (core->block[c] % 16 || !core->block[c] || core->slab[c] % hl_page_size() ||
-            core->slab[c] < core->block[c] || core->slab[c] / core->block[c] > 65535)
-            hl_fatal("%s: class %u: block %u, slab %u", core->name, c, core->block[c], core->slab[c]);
-    if (!slot_new(core)) return -1; /* slot 0, the shared one */
+    for (unsigned c = 0; c < core->nclass; c++) {
+        uint32_t b = core->block[c], sb = core->slab[c], mx = core->slab_max ? core->slab_max[c] : sb;
+        unsigned j = 0;
+        while (j < 16 && ((size_t)sb << j) < mx)
+            j++;
+        if (b % 16 || !b || sb % hl_page_size() || sb < b || ((size_t)sb << j) != mx)
+            hl_fatal("%s: class %u: block %u, slab %u, largest slab %u", core->name, c, b, sb, mx);
+        core->growth[c] = (unsigned char)j;
+    }
+    core->nslots = 1; /* index 0 is the shared slot's, made when first needed */
     core->front_on = front_on;
     core->inited = 1;
     return 0;
@@ -94,55 +106,86 @@ static int push_free_slab(sf_bin_t *b, uint32_t k) {
  * their pages to the OS, keeps them for reuse.  Returns the bytes given. */
 static size_t reclaim_class(sf_core_t *core, sf_slot_t *s, unsigned c, void **headp) {
     sf_bin_t *b = &s->bin[c];
-    void *r = __atomic_exchange_n(&b->remote, NULL, __ATOMIC_ACQUIRE);
-    if (r) { /* the remote stack joins the list */
-        void **last = r;
+    if (__atomic_load_n(&b->remote, __ATOMIC_RELAXED)) { /* the remote stack joins the list */
+        void **r = __atomic_exchange_n((void ***)&b->remote, NULL, __ATOMIC_ACQUIRE), **last = r;
         while (*last)
             last = *last;
         *last = *headp;
         *headp = r;
     }
-    if (!*headp) return 0;
     char *span = span_of(s, c);
-    size_t sb = core->slab[c], per = blocks_per_slab(core, c);
-    size_t nslabs = (size_t)(b->top - span) / sb;
-    if (!nslabs) return 0;
-    if (nslabs * sizeof(uint16_t) > core->scratch_bytes) {
-        size_t want = HL_ALIGN_UP(nslabs * sizeof(uint16_t), hl_page_size());
-        uint16_t *n = hl_pages_alloc(want, 0);
+    size_t nslabs = b->nslab, bs = core->block[c];
+    /* A list shorter than the smallest slab's blocks frees no slab: most
+     * lists, in a heap that grows, end here. */
+    size_t least = core->slab[c] / bs, seen = 0;
+    for (void **f = *headp; f && seen < least; f = *f)
+        seen++;
+    core->reclaim_walked += seen;
+    if (seen < least) return 0;
+    if (nslabs * sizeof(uint32_t) > core->scratch_bytes) {
+        size_t want = HL_ALIGN_UP(nslabs * sizeof(uint32_t), hl_page_size());
+        uint32_t *n = hl_pages_alloc(want, 0);
         if (!n) return 0;
         if (core->scratch) hl_pages_free(core->scratch, core->scratch_bytes);
         core->scratch = n;
         core->scratch_bytes = want;
     }
-    uint16_t *count = core->scratch;
+    uint32_t *count = core->scratch;
     memset(count, 0, nslabs * sizeof *count);
-    size_t full = 0;
-    for (void **f = *headp; f; f = *f)
-        if (++count[(size_t)((char *)f - span) / sb] == per) full++;
+    /* Free blocks come in runs from one slab: the last slab found is tried
+     * first ([lo, lo + len) holds per blocks, slab k). */
+    size_t full = 0, walked = 0, k = 0, lo = 0, len = 0, per = 0, bytes;
+    for (void **f = *headp; f; f = *f) {
+        size_t off = (size_t)((char *)f - span);
+        if (off - lo >= len) {
+            k = sf_slab_index(core, c, off);
+            lo = sf_slab_at(core, c, k, &len);
+            per = len / bs;
+        }
+        if (++count[k] == per) full++;
+        walked++;
+    }
+    core->reclaim_walked += walked;
     if (!full) return 0;
     /* Unlink the blocks of full slabs, keeping the order of the rest. */
     void **keep = headp;
-    for (void **f = *headp; f; f = *f)
-        if (count[(size_t)((char *)f - span) / sb] != per) {
+    len = 0;
+    int drop = 0;
+    for (void **f = *headp; f; f = *f) {
+        size_t off = (size_t)((char *)f - span);
+        if (off - lo >= len) {
+            k = sf_slab_index(core, c, off);
+            lo = sf_slab_at(core, c, k, &len);
+            drop = count[k] == len / bs;
+        }
+        if (!drop) {
             *keep = f;
             keep = f;
         }
+    }
     *keep = NULL;
     size_t given = 0;
-    for (size_t k = 0; k < nslabs; k++) {
-        if (count[k] != per) continue;
-        size_t run = 1;
-        while (k + run < nslabs && count[k + run] == per)
-            run++;
-        hl_decommit(span + k * sb, run * sb);
-        /* A slab there is no room to remember stays counted, empty (its
-         * blocks are lost to reuse, never handed out twice). */
-        for (size_t j = k; j < k + run; j++)
-            given += push_free_slab(b, (uint32_t)j) ? sb : 0;
-        k += run - 1;
+    for (k = 0; k < nslabs; k++) {
+        size_t at = sf_slab_at(core, c, k, &bytes);
+        if (count[k] != bytes / bs) continue;
+        /* Neighbouring full slabs go back in one call. */
+        size_t run = 0, nb = bytes;
+        do {
+            /* A slab there is no room to remember stays counted, empty (its
+             * blocks are lost to reuse, never handed out twice). */
+            if (push_free_slab(b, (uint32_t)k)) {
+                given += nb;
+                b->used--;
+            }
+            run += nb;
+            if (k + 1 == nslabs) break;
+            (void)sf_slab_at(core, c, k + 1, &nb);
+            if (count[k + 1] != nb / bs) break;
+            k++;
+        } while (1);
+        hl_decommit(span + at, run);
     }
-    b->slabs -= given / sb;
+    b->bytes -= given;
     return given;
 }
 
@@ -163,22 +206,25 @@ static void reclaim_locked(sf_core_t *core, sf_slot_t *s, void **heads, size_t w
     core->reclaims++;
 }
 
-/* A new slab for class c of slot s, set up in *bump / *end; 0 when the
- * span is full.  Under the lock.  `heads`: the slot's lists, for reclaim. */
-static int slab_next(sf_core_t *core, sf_slot_t *s, unsigned c, char **bump, char **end, void **heads) {
+/* A new slab for class c of slot s, its blocks set up as the carve range
+ * *carve / *floor: a slab given back first, else the next slab of the
+ * schedule from the top of the span; 0 when the span is full.  Under the
+ * lock.  `heads`: the slot's lists, for reclaim. */
+static int slab_next(sf_core_t *core, sf_slot_t *s, unsigned c, char **carve, char **floor, void **heads) {
     sf_bin_t *b = &s->bin[c];
-    size_t sb = core->slab[c];
     char *span = span_of(s, c);
     if (!b->nfree && s->taken >= SF_RECLAIM_MIN && s->taken >= s->footprint / SF_RECLAIM_SHARE) {
         reclaim_locked(core, s, heads, s->taken);
         s->taken = 0;
     }
     char *x;
+    size_t sb;
     if (b->nfree) {
-        x = span + (size_t)b->free_slabs[--b->nfree] * sb;
+        x = span + sf_slab_at(core, c, b->free_slabs[--b->nfree], &sb);
     } else {
-        if ((size_t)(span + ((size_t)1 << SF_CLASS_SHIFT) - b->top) < sb) return 0;
-        x = b->top;
+        size_t off = sf_slab_at(core, c, b->nslab, &sb);
+        if (off + sb > ((size_t)1 << SF_CLASS_SHIFT)) return 0;
+        x = span + off; /* == b->top */
         if (x + sb > b->committed) {
             size_t grow = HL_ALIGN_UP((size_t)(x + sb - b->committed), SF_COMMIT_GRANULE);
             size_t left = (size_t)(span + ((size_t)1 << SF_CLASS_SHIFT) - b->committed);
@@ -186,15 +232,16 @@ static int slab_next(sf_core_t *core, sf_slot_t *s, unsigned c, char **bump, cha
             if (hl_commit(b->committed, grow) != 0) return 0;
             b->committed += grow;
         }
+        b->nslab++;
         b->top = x + sb;
         s->taken += sb;
     }
-    b->slabs++;
+    b->used++;
+    b->bytes += sb;
     s->footprint += sb;
     core->slabs_taken++;
     hl_footprint_add((intptr_t)sb);
-    *bump = x;
-    *end = slab_end_mark(core, c, x);
+    slab_range(core, c, x, sb, carve, floor);
     return 1;
 }
 
@@ -206,16 +253,18 @@ static void load_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
     for (unsigned c = 0; c < SF_NCLASS; c++) {
         if (c >= core->nclass) { /* no bin: never has blocks */
             t->head[c] = NULL;
-            t->bump[c] = t->end[c] = NULL;
+            t->carve[c] = NULL;
+            t->floor[c] = SF_FLOOR_EMPTY;
             t->bsize[c] = 0;
             continue;
         }
         t->head[c] = s->bin[c].head;
-        t->bump[c] = s->bin[c].bump;
-        t->end[c] = s->bin[c].end;
+        t->carve[c] = s->bin[c].carve;
+        t->floor[c] = s->bin[c].floor;
         s->bin[c].head = NULL;
-        s->bin[c].bump = s->bin[c].end = NULL;
-        t->bsize[c] = c < core->nclass ? core->block[c] : 0;
+        s->bin[c].carve = NULL;
+        s->bin[c].floor = SF_FLOOR_EMPTY;
+        t->bsize[c] = core->block[c];
     }
     memcpy(t->map, core->map, sizeof t->map);
 }
@@ -224,10 +273,11 @@ static void load_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
 static void save_lists(sf_core_t *core, sf_tls_t *t, sf_slot_t *s) {
     for (unsigned c = 0; c < core->nclass; c++) {
         s->bin[c].head = t->head[c];
-        s->bin[c].bump = t->bump[c];
-        s->bin[c].end = t->end[c];
+        s->bin[c].carve = t->carve[c];
+        s->bin[c].floor = t->floor[c];
         t->head[c] = NULL;
-        t->bump[c] = t->end[c] = NULL;
+        t->carve[c] = NULL;
+        t->floor[c] = SF_FLOOR_EMPTY;
     }
     core->exited_mallocs += t->mallocs;
     core->exited_frees += t->frees;
@@ -265,7 +315,7 @@ static void thread_start(sf_core_t *core, sf_tls_t *t) {
     sf_slot_t *s = NULL;
     for (unsigned i = 1; i < core->nslots && !s; i++)
         if (!core->slots[i]->owned) s = core->slots[i];
-    if (!s) s = slot_new(core);
+    if (!s) s = slot_new(core, core->nslots);
     if (s) {
         load_lists(core, t, s);
         s->owned = 1;
@@ -301,7 +351,7 @@ void *sf_malloc_slow(sf_core_t *core, sf_tls_t *t, size_t n, int *fresh) {
             p = r;
         } else {
             hl_front_enter();
-            int ok = slab_next(core, s, c, &t->bump[c], &t->end[c], t->head);
+            int ok = slab_next(core, s, c, &t->carve[c], &t->floor[c], t->head);
             hl_front_leave();
             if (!ok) return NULL;
             p = sf_take(t, c, fresh);
@@ -326,10 +376,13 @@ size_t sf_block_size(const sf_core_t *core, void *p, const char *what) {
     unsigned c = sf_class_at(p);
     if (HL_UNLIKELY(!s || c >= core->nclass))
         hl_fatal("%s(%p): not a block of this allocator", what, p);
-    size_t off = (size_t)((char *)p - span_of(s, c));
-    size_t sb = core->slab[c], bs = core->block[c];
-    if (HL_UNLIKELY((char *)p >= __atomic_load_n(&s->bin[c].top, __ATOMIC_RELAXED) ||
-                    (off % sb) % bs || (off % sb) / bs >= sb / bs))
+    size_t off = (size_t)((char *)p - span_of(s, c)), bs = core->block[c], sb = 0, at = 0;
+    int ok = (char *)p < __atomic_load_n(&s->bin[c].top, __ATOMIC_RELAXED);
+    if (HL_LIKELY(ok)) at = sf_slab_at(core, c, sf_slab_index(core, c, off), &sb);
+    /* Offsets in a span fit in 32 bits, and a 32-bit division is the cheaper
+     * (a remote free comes here); a multiple of bs below sb - bs + 1 is a block. */
+    uint32_t d = (uint32_t)(off - at);
+    if (HL_UNLIKELY(!ok || d % (uint32_t)bs || d + bs > sb))
         hl_fatal("%s(%p): not the start of a block (corruption, or a pointer into a block)", what, p);
     return bs;
 }
@@ -353,7 +406,8 @@ int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {
 
 
 void *sf_alloc_locked(sf_core_t *core, unsigned c, int *fresh) {
-    sf_slot_t *s = core->slots[0];
+    sf_slot_t *s = shared_slot(core);
+    if (!s) return NULL;
     sf_bin_t *b = &s->bin[c];
     core->locked_mallocs++;
     void **f = b->head;
@@ -363,22 +417,23 @@ void *sf_alloc_locked(sf_core_t *core, unsigned c, int *fresh) {
         *fresh = 0;
         return f;
     }
-    if (b->bump >= b->end) {
+    uintptr_t x = (uintptr_t)b->carve - core->block[c];
+    if (x < (uintptr_t)b->floor) {
         void *heads[SF_NCLASS]; /* slot 0's lists, as reclaim takes them */
         for (unsigned k = 0; k < core->nclass; k++)
             heads[k] = s->bin[k].head;
-        int ok = slab_next(core, s, c, &b->bump, &b->end, heads);
+        int ok = slab_next(core, s, c, &b->carve, &b->floor, heads);
         for (unsigned k = 0; k < core->nclass; k++)
             s->bin[k].head = heads[k];
         if (!ok) {
             core->locked_mallocs--;
             return NULL;
         }
+        x = (uintptr_t)b->carve - core->block[c];
     }
-    char *x = b->bump;
-    b->bump = x + core->block[c];
+    b->carve = (char *)x;
     *fresh = 1;
-    return x;
+    return (void *)x;
 }
 
 void sf_free_locked(sf_core_t *core, void *p) {
@@ -432,23 +487,47 @@ void sf_fork_child_locked(sf_core_t *core, sf_tls_t *self) {
 static size_t check_list(sf_core_t *core, sf_slot_t *s, unsigned c, void *head) {
     sf_bin_t *b = &s->bin[c];
     char *span = span_of(s, c);
-    size_t sb = core->slab[c], bs = core->block[c];
-    size_t most = (size_t)(b->top - span) / sb * (sb / bs), n = 0;
+    size_t bs = core->block[c], most = (size_t)(b->top - span) / bs, n = 0;
     for (void **f = head; f; f = *f) {
         HL_CHECK(++n <= most);
         HL_CHECK(sf_slot_of(core, f) == s && sf_class_at(f) == c);
-        size_t off = (size_t)((char *)f - span);
-        HL_CHECK((char *)f < b->top && (off % sb) % bs == 0 && (off % sb) / bs < sb / bs);
-        for (uint32_t k = 0; k < b->nfree; k++)
-            HL_CHECK(b->free_slabs[k] != off / sb);
+        HL_CHECK((char *)f < b->top);
+        size_t off = (size_t)((char *)f - span), sb;
+        size_t k = sf_slab_index(core, c, off), at = sf_slab_at(core, c, k, &sb);
+        HL_CHECK(at <= off && (off - at) % bs == 0 && (off - at) / bs < sb / bs);
+        for (uint32_t i = 0; i < b->nfree; i++)
+            HL_CHECK(b->free_slabs[i] != k);
     }
     return n;
+}
+
+/* A carve range: empty, or the blocks of one slab below `carve` (a slab in
+ * use while any are left). */
+static void check_range(sf_core_t *core, sf_slot_t *s, unsigned c, char *carve, char *floor) {
+    if (floor == SF_FLOOR_EMPTY) {
+        HL_CHECK(carve == NULL);
+        return;
+    }
+    sf_bin_t *b = &s->bin[c];
+    char *span = span_of(s, c);
+    size_t bs = core->block[c], sb;
+    HL_CHECK(floor >= span && floor < b->top);
+    size_t k = sf_slab_index(core, c, (size_t)(floor - span));
+    HL_CHECK(span + sf_slab_at(core, c, k, &sb) == floor);
+    HL_CHECK(carve >= floor && carve <= floor + sb / bs * bs && (size_t)(carve - floor) % bs == 0);
+    /* A range carved to its end may lie in a slab given back since. */
+    for (uint32_t i = 0; i < b->nfree && carve > floor; i++)
+        HL_CHECK(b->free_slabs[i] != k);
 }
 
 void sf_check_locked(sf_core_t *core, sf_tls_t *self) {
     if (!core->inited) return;
     for (unsigned i = 0; i < core->nslots; i++) {
         sf_slot_t *s = core->slots[i];
+        if (!s) { /* slot 0, not needed yet */
+            HL_CHECK(i == 0);
+            continue;
+        }
         HL_CHECK(s->index == i && (s->base & (((uintptr_t)1 << SF_SLOT_SHIFT) - 1)) == 0);
         HL_CHECK(sf_slot_of(core, (void *)s->base) == s);
         HL_CHECK(i > 0 || !s->owned);
@@ -456,27 +535,37 @@ void sf_check_locked(sf_core_t *core, sf_tls_t *self) {
         for (unsigned c = 0; c < core->nclass; c++) { /* no bin beyond nclass */
             sf_bin_t *b = &s->bin[c];
             char *span = span_of(s, c);
+            size_t sb;
             HL_CHECK(span <= b->top && b->top <= b->committed &&
                      b->committed <= span + ((size_t)1 << SF_CLASS_SHIFT));
-            size_t sb = core->slab[c];
-            HL_CHECK((size_t)(b->top - span) % sb == 0);
-            HL_CHECK(b->slabs + b->nfree == (size_t)(b->top - span) / sb);
-            foot += b->slabs * sb;
+            HL_CHECK(span + sf_slab_at(core, c, b->nslab, &sb) == b->top);
+            HL_CHECK(b->used + b->nfree == b->nslab);
+            size_t bytes = 0;
+            for (uint32_t k = 0; k < b->nslab; k++) {
+                (void)sf_slab_at(core, c, k, &sb);
+                HL_CHECK(sf_slab_index(core, c, sf_slab_at(core, c, k, &sb)) == k);
+                bytes += sb;
+            }
+            for (uint32_t k = 0; k < b->nfree; k++) {
+                HL_CHECK(b->free_slabs[k] < b->nslab);
+                (void)sf_slab_at(core, c, b->free_slabs[k], &sb);
+                bytes -= sb;
+            }
+            HL_CHECK(bytes == b->bytes);
+            foot += b->bytes;
             /* The lists this caller may walk: unowned slots', slot 0's, its own. */
-            void *head = NULL, *bump = NULL, *end = NULL;
+            void *head = NULL;
+            char *carve = NULL, *floor = NULL;
             if (!s->owned) {
-                head = b->head, bump = b->bump, end = b->end;
+                head = b->head, carve = b->carve, floor = b->floor;
             } else if (s->tls == self) {
-                head = self->head[c], bump = self->bump[c], end = self->end[c];
-                HL_CHECK(!b->head && !b->bump);
+                head = self->head[c], carve = self->carve[c], floor = self->floor[c];
+                HL_CHECK(!b->head && !b->carve && b->floor == SF_FLOOR_EMPTY);
             } else {
                 continue;
             }
             check_list(core, s, c, head);
-            if (bump) {
-                HL_CHECK((char *)bump <= (char *)end + core->block[c] - 1);
-                HL_CHECK((char *)end > span && (char *)end <= b->top);
-            }
+            check_range(core, s, c, carve, floor);
         }
         HL_CHECK(foot == s->footprint);
     }
@@ -488,29 +577,34 @@ void sf_report_locked(sf_core_t *core, sf_tls_t *self, void (*line)(const char *
     char buf[256];
     for (unsigned i = 0; i < core->nslots; i++) {
         sf_slot_t *s = core->slots[i];
+        if (!s) continue;
         size_t n = hl_format(buf, sizeof buf, "%s: slot %u%s: footprint %zu bytes, taken since reclaim %zu\n",
                              core->name, i, s->owned ? (s->tls == self ? " (this thread)" : " (a thread)") : "",
                              s->footprint, s->taken);
         line(buf, n);
         for (unsigned c = 0; c < core->nclass; c++) {
             sf_bin_t *b = &s->bin[c];
-            if (!b->slabs && !b->nfree) continue;
+            if (!b->nslab) continue;
             void *head = b->head;
-            char *bump = b->bump, *end = b->end;
-            if (s->owned && s->tls == self) head = self->head[c], bump = self->bump[c], end = self->end[c];
-            else if (s->owned) head = NULL, bump = end = NULL;
-            size_t listed = 0, remote = 0;
+            char *carve = b->carve, *floor = b->floor;
+            if (s->owned && s->tls == self) head = self->head[c], carve = self->carve[c], floor = self->floor[c];
+            else if (s->owned) head = NULL, carve = NULL, floor = SF_FLOOR_EMPTY;
+            size_t listed = 0, remote = 0, sb;
             for (void **f = head; f; f = *f) listed++;
             for (void **f = __atomic_load_n(&b->remote, __ATOMIC_ACQUIRE); f; f = *f) remote++;
-            size_t left = bump < end ? (size_t)(end - bump) / core->block[c] + 1 : 0;
+            size_t left = floor != SF_FLOOR_EMPTY ? (size_t)(carve - floor) / core->block[c] : 0;
+            (void)sf_slab_at(core, c, b->nslab - 1, &sb);
             n = hl_format(buf, sizeof buf,
-                          "  class %u block %u: %zu slabs of %u (%zu given back), %zu free listed, "
-                          "%zu remote, %zu uncarved\n",
-                          c, core->block[c], b->slabs, core->slab[c], (size_t)b->nfree, listed, remote, left);
+                          "  class %u block %u: %u slabs, %zu bytes (first %u, last %zu; %u given back), "
+                          "%zu free listed, %zu remote, %zu uncarved\n",
+                          c, core->block[c], b->used, b->bytes, core->slab[c], sb, b->nfree, listed, remote,
+                          left);
             line(buf, n);
         }
     }
-    size_t n = hl_format(buf, sizeof buf, "%s: %lu reclaims gave back %lu bytes; %lu slabs taken\n", core->name,
-                         core->reclaims, core->reclaimed_bytes, core->slabs_taken);
+    size_t n = hl_format(buf, sizeof buf,
+                         "%s: %lu reclaims walked %lu free blocks, gave back %lu bytes; %lu slabs taken\n",
+                         core->name, core->reclaims, core->reclaim_walked, core->reclaimed_bytes,
+                         core->slabs_taken);
     line(buf, n);
 }

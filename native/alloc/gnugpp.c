@@ -128,13 +128,21 @@ static char *fs_find(bt_heap_t *h, size_t need) {
 /* The malloc interface                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* GNUGPP_LAZY_START=1 (how heaplab synth compiles this file for a
+ * synthesized allocator's general blocks): the heap starts at its first
+ * growth (btag.h), not at init, so that a program whose blocks all come from
+ * elsewhere pays no page for it; the tunables are still read at init. */
+#ifndef GNUGPP_LAZY_START
+#define GNUGPP_LAZY_START 0
+#endif
+
 static int gp_init(void) {
     if (inited) return 0;
     for (int i = 0; i < NBINS; i++)
         bins[i].next = bins[i].prev = &bins[i];
     bt_init(&heap, NULL, hl_tunable("HEAPLAB_GNUGPP_SPLIT", 16),
             hl_tunable("HEAPLAB_GNUGPP_GROW", 4096), 16);
-    if (bt_start(&heap) != 0) return -1;
+    if (!GNUGPP_LAZY_START && bt_start(&heap) != 0) return -1;
     inited = true;
     return 0;
 }

@@ -188,6 +188,12 @@ hl_heap_t *hl_default_heap(void);
 void *hl_pages_alloc(size_t bytes, size_t align);
 void hl_pages_free(void *p, size_t bytes);
 
+/* A page-aligned hl_pages_alloc mapping of old_bytes resized to new_bytes
+ * (both rounded up to the page), moved if it must be (mremap): its contents
+ * are kept and nothing is copied; the bytes past old_bytes read as zero.
+ * Returns where it is now, or NULL (the mapping is as it was). */
+void *hl_pages_resize(void *p, size_t old_bytes, size_t new_bytes);
+
 /* The OS page size (4096 on x86-64 Linux). */
 size_t hl_page_size(void);
 

@@ -362,6 +362,19 @@ void *hl_pages_alloc(size_t bytes, size_t align) {
     return p;
 }
 
+void *hl_pages_resize(void *p, size_t old_bytes, size_t new_bytes) {
+    size_t ps = hl_page_size();
+    old_bytes = HL_ALIGN_UP(old_bytes, ps);
+    if (new_bytes == 0 || new_bytes > HL_MAX_REQUEST + HL_MAX_ALIGN) return NULL;
+    new_bytes = HL_ALIGN_UP(new_bytes, ps);
+    os_calls++;
+    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) return NULL;
+    mapped_bytes = mapped_bytes - old_bytes + new_bytes;
+    note_footprint();
+    return q;
+}
+
 void hl_pages_free(void *p, size_t bytes) {
     bytes = HL_ALIGN_UP(bytes, hl_page_size());
     os_calls++;

@@ -942,16 +942,11 @@ static __attribute__((noinline)) int memo_miss(uintptr_t *out, int max, hl_unwin
     return n;
 }
 
-/* Entered by a jump from the stub below, which left the caller's return
- * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. The hit is a
- * leaf: a slot, the key, then one load and compare per word read. */
-__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
-                                                                     hl_unwind_memos_t *m,
-                                                                     uint64_t *value);
-int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
-    m->pending = NULL;
+/* Everything a lookup does beyond the hit of hl_unwind_memo_walk_: the
+ * other way, the place of a new memo, the score; then the walk. */
+static __attribute__((noinline)) int memo_walk_slow(void **buf, int max, hl_unwind_memos_t *m,
+                                                    uint64_t *value, uint32_t g) {
     if (max <= 0) return 0;
-    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
     if (__builtin_expect(__atomic_load_n(&mode, __ATOMIC_RELAXED) != HL_UNWIND_MODE_FAST ||
                              !m->slots,
                          0))
@@ -997,6 +992,39 @@ int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *va
         m->skip = 4096;
     }
     return memo_miss((uintptr_t *)buf, max, m, w ? e1 : e0, g);
+}
+
+/* Entered by a jump from the stub below, which left the caller's return
+ * address, stack pointer and rbp in m->ra, m->cfa, m->rbp. The hit of the
+ * way that stood last is a leaf with few registers (~50 instructions and
+ * 6 a word read); everything else is memo_walk_slow's. */
+__attribute__((visibility("hidden"), used)) int hl_unwind_memo_walk_(void **buf, int max,
+                                                                     hl_unwind_memos_t *m,
+                                                                     uint64_t *value);
+int hl_unwind_memo_walk_(void **buf, int max, hl_unwind_memos_t *m, uint64_t *value) {
+    m->pending = NULL;
+    uint32_t g = __atomic_load_n(&gen, __ATOMIC_ACQUIRE);
+    /* mode is HL_UNWIND_MODE_FAST (0) once known, -1 before */
+    if (__builtin_expect(
+            (__atomic_load_n(&mode, __ATOMIC_RELAXED) | (int)m->skip) == 0 && m->slots && max > 0,
+            1)) {
+        uintptr_t ra = m->ra, cfa = m->cfa;
+        unsigned s = memo_slot(m, ra, cfa) & ~1u;
+        const hl_unwind_memo_t *e = &m->slots[s + m->slots[s].mru];
+        if (e->ra == ra && e->cfa == cfa && e->max == (unsigned)max && e->gen == g &&
+            e->nreads && (!e->use_rbp || e->rbp == m->rbp)) {
+            const uintptr_t *const *a = (const uintptr_t *const *)e->addr;
+            unsigned i = 0, k = e->nreads;
+            while (*a[i] == e->val[i])
+                if (++i == k) {
+                    m->hits++;
+                    if (m->score < 64) m->score++;
+                    *value = e->value;
+                    return -1;
+                }
+        }
+    }
+    return memo_walk_slow(buf, max, m, value, g);
 }
 
 void hl_unwind_memo_keep(hl_unwind_memos_t *m, uint64_t value) {

@@ -241,6 +241,13 @@ typedef struct hl_clock {
  * Pending definitions go out first. Returns 0 or -1. */
 int hl_writer_events_v2(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
                         const hl_clock_t *clock, const uint8_t *rows, size_t len);
+/* The same with the rows in `n` pieces, one after another in the stream
+ * (the recording agent's chunks), written as one block. `copied` (if not
+ * NULL) is called with `arg` once the rows are copied, before the block is
+ * compressed and written: the caller may reuse their memory from then on. */
+int hl_writer_events_v2_segs(hl_writer_t *w, uint32_t thread, uint64_t round, uint64_t first_byte,
+                             const hl_clock_t *clock, const hl_bytes_t *segs, size_t n,
+                             void (*copied)(void *arg), void *arg);
 /* v2: the INHERITED block: `n` entries encoded by hl_enc_inherited, all at
  * `time_ns`. Once, before the first EVENTS block. */
 int hl_writer_inherited(hl_writer_t *w, uint64_t time_ns, uint64_t n, const uint8_t *entries,

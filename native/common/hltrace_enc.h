@@ -42,13 +42,16 @@
 
 #define HL_ENC_EDGE_SLOTS 64
 #define HL_ENC_RING       4096 /* allocations and releases codes 1 and 2 may name */
-#define HL_ENC_FREED      (1ull << 63)
 /* Most bytes one row can take: op, ticks, two edges, old, size, align, addr, stack. */
 #define HL_ENC_MAX_ROW (1 + 10 + 2 * (5 + 10) + 11 + 10 + 10 + 11 + 5)
 
+/* A slot of the encoder's table: the last allocation or release whose
+ * address maps here. key = the address of an allocation, ~address of a
+ * release (no address a program gets from malloc equals the complement of
+ * another), so one compare tells both the address and the role. */
 typedef struct hl_enc_slot {
-    uint64_t addr;
-    uint64_t n; /* the allocation count at it, or the release count | HL_ENC_FREED */
+    uint64_t key;
+    uint64_t n; /* the allocation (or release) count when it was encoded */
 } hl_enc_slot_t;
 
 typedef struct hl_enc {
@@ -57,7 +60,7 @@ typedef struct hl_enc {
     uint64_t last_tick;
     uint32_t lsrc[HL_ENC_EDGE_SLOTS]; /* source thread + 1; 0: none yet */
     uint64_t ln[HL_ENC_EDGE_SLOTS];
-    hl_enc_slot_t tab[HL_ENC_RING]; /* by (address >> 4) % HL_ENC_RING */
+    hl_enc_slot_t tab[HL_ENC_RING]; /* by (address >> 4) % HL_ENC_RING (hl_enc_slot) */
 } hl_enc_t;
 
 static inline uint8_t *hl_enc_u(uint8_t *p, uint64_t v) {
@@ -88,9 +91,23 @@ static inline uint8_t *hl_enc_delta(uint8_t *p, hl_enc_t *e, uint64_t addr) {
     return hl_enc_u(p, (hl_zz((int64_t)d >> 4) << 2) + 1);
 }
 
+/* tab[(addr >> 4) % HL_ENC_RING], as one mask of the address (a slot is 16 bytes). */
 static inline hl_enc_slot_t *hl_enc_slot(hl_enc_t *e, uint64_t addr) {
-    return &e->tab[(addr >> 4) & (HL_ENC_RING - 1)];
+    _Static_assert(sizeof(hl_enc_slot_t) == 16, "a slot is 16 bytes");
+    return (hl_enc_slot_t *)((char *)e->tab + (addr & ((HL_ENC_RING - 1) << 4)));
 }
+
+/* The code (c, as written) naming the release or allocation `n` when the
+ * count is now `count`: 4 * age + 3 (releases) or + 2 (allocations), age =
+ * count - 1 - n. Below 2^14 exactly when age < HL_ENC_RING, so one compare
+ * checks both the ring's reach and that the varint has at most two bytes. */
+static inline uint64_t hl_enc_code_release(uint64_t count, uint64_t n) {
+    return 4 * (count - n) - 1;
+}
+static inline uint64_t hl_enc_code_alloc(uint64_t count, uint64_t n) {
+    return 4 * (count - n) - 2;
+}
+#define HL_ENC_CODE_LIM 0x4000u
 
 /* A `new` address: the result of an allocation (NULL: it failed). */
 static inline uint8_t *hl_enc_new(uint8_t *p, hl_enc_t *e, uint64_t addr) {
@@ -99,14 +116,14 @@ static inline uint8_t *hl_enc_new(uint8_t *p, hl_enc_t *e, uint64_t addr) {
         return p;
     }
     hl_enc_slot_t *s = hl_enc_slot(e, addr);
-    uint64_t age = e->nfree - 1 - (s->n & ~HL_ENC_FREED);
-    if (s->addr == addr && (s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+    uint64_t c = hl_enc_code_release(e->nfree, s->n);
+    if (s->key == ~addr && c < HL_ENC_CODE_LIM) {
         e->prev_addr = addr;
-        p = hl_enc_u(p, (age << 2 | 2) + 1);
+        p = hl_enc_u(p, c);
     } else {
         p = hl_enc_delta(p, e, addr);
     }
-    s->addr = addr;
+    s->key = addr;
     s->n = e->nalloc++;
     return p;
 }
@@ -114,15 +131,15 @@ static inline uint8_t *hl_enc_new(uint8_t *p, hl_enc_t *e, uint64_t addr) {
 /* A `gone` address: what a free or realloc_free releases. */
 static inline uint8_t *hl_enc_gone(uint8_t *p, hl_enc_t *e, uint64_t addr) {
     hl_enc_slot_t *s = hl_enc_slot(e, addr);
-    uint64_t age = e->nalloc - 1 - s->n;
-    if (s->addr == addr && !(s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+    uint64_t c = hl_enc_code_alloc(e->nalloc, s->n);
+    if (s->key == addr && c < HL_ENC_CODE_LIM) {
         e->prev_addr = addr;
-        p = hl_enc_u(p, (age << 2 | 1) + 1);
+        p = hl_enc_u(p, c);
     } else {
         p = hl_enc_delta(p, e, addr);
     }
-    s->addr = addr;
-    s->n = e->nfree++ | HL_ENC_FREED;
+    s->key = ~addr;
+    s->n = e->nfree++;
     return p;
 }
 
@@ -134,10 +151,10 @@ static inline uint8_t *hl_enc_old(uint8_t *p, hl_enc_t *e, uint64_t addr) {
         return p;
     }
     hl_enc_slot_t *s = hl_enc_slot(e, addr);
-    uint64_t age = e->nalloc - 1 - s->n;
-    if (s->addr == addr && !(s->n & HL_ENC_FREED) && age < HL_ENC_RING) {
+    uint64_t c = hl_enc_code_alloc(e->nalloc, s->n);
+    if (s->key == addr && c < HL_ENC_CODE_LIM) {
         e->prev_addr = addr;
-        return hl_enc_u(p, (age << 2 | 1) + 1);
+        return hl_enc_u(p, c);
     }
     return hl_enc_delta(p, e, addr);
 }

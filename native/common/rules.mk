@@ -8,6 +8,7 @@
 #   build/bin/hltrace-script     test tool: builds a trace from a vector script with the C writer
 #   build/bin/hltrace-selftest   test tool: round trips, every truncation, every bit flip
 #   build/bin/hl-fmt-test        test tool: hl_fmt.h (numbers to text, no malloc) against snprintf
+#   build/bin/hltrace-bench      benchmark: the reader's ns per event and a digest of its output
 #   build/obj/common/hl_unwind.o the cached stack walker (hl_unwind.h), libunwind for odd
 #                                frames: linked into the agent and the segregated allocators
 #   build/bin/unwind-oracle*     test tools: hl_unwind against libunwind (C, C++, no fallback)
@@ -35,12 +36,15 @@ $(BINDIR)/hltrace-script: $(COMMON_DIR)/tests/hltrace_script.c $(HLTRACE_OBJ) | 
 $(BINDIR)/hltrace-selftest: $(COMMON_DIR)/tests/hltrace_selftest.c $(HLTRACE_OBJ) | dirs
 	$(CC) $(CFLAGS) $^ -o $@ $(HLTRACE_LIBS)
 
+$(BINDIR)/hltrace-bench: $(COMMON_DIR)/tests/hltrace_bench.c $(HLTRACE_OBJ) | dirs
+	$(CC) $(CFLAGS) -Werror $^ -o $@ $(HLTRACE_LIBS)
+
 # hl_fmt.h (header only): the number formatter every room uses, against snprintf.
 $(BINDIR)/hl-fmt-test: $(COMMON_DIR)/tests/hl_fmt_test.c $(COMMON_DIR)/hl_fmt.h | dirs
 	$(CC) $(CFLAGS) -Werror -Wshadow -o $@ $<
 
 ALL_TARGETS += $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest \
-               $(BINDIR)/hl-fmt-test
+               $(BINDIR)/hl-fmt-test $(BINDIR)/hltrace-bench
 
 .PHONY: test-common
 test-common: $(BINDIR)/hltrace-dump $(BINDIR)/hltrace-script $(BINDIR)/hltrace-selftest \

@@ -21,14 +21,19 @@
  * A thread's stream (what one thread's chunks hold, in order):
  *
  *   chunk: [ header | rows: op byte + fields, one per event ...................... ]
- *            pub = bytes of rows, published after every event
- *            next: the chunk the producer went on to (set after its last pub)
+ *            the published mark: t->data (the producer's cursor, stored with
+ *              release after every row) while this is t's current chunk;
+ *              pub, the final mark, once the producer has moved on
+ *            next: the chunk the producer went on to (set after pub)
  *
  * Invariants: a thread writes only its own chunks; the writer reads a chunk
- * only below its published mark, and frees it only after `next` is set and
- * everything up to the final mark is copied; an event's row is complete
- * before its pub, and every edge names a step whose thread had claimed it
- * (by its exchange in edges.c) before the edge was read.
+ * only below its published mark (hl_chunk_mark), and frees it only after
+ * `next` is set and everything up to the final mark is copied; pub is
+ * stored before next, and next before the cursor leaves the chunk, so a
+ * cursor outside a chunk means that chunk is final; an event's row is
+ * complete before the cursor passes it, and every edge names a step whose
+ * thread had claimed it (by its exchange in edges.c) before the edge was
+ * read.
  */
 #ifndef HEAPLAB_RECORD_AGENT_H
 #define HEAPLAB_RECORD_AGENT_H
@@ -82,7 +87,8 @@ extern hl_config_t hl_cfg;
 
 typedef struct hl_chunk hl_chunk_t;
 struct hl_chunk {
-    _Atomic uint64_t pub;      /* the end of the rows published (an address in data) */
+    _Atomic uint64_t pub;      /* the end of its rows, once the producer has left it (an
+                                  address in data; until then, the producer's cursor) */
     hl_chunk_t *_Atomic next;  /* set by the producer after its last pub */
     hl_chunk_t *free_next;     /* in the pool */
     uint8_t pad[HL_CHUNK_HDR - 24];
@@ -105,21 +111,39 @@ void hl_chunks_fork_child(void);
 
 enum { TS_ACTIVE = 1, TS_EXITING = 2, TS_FREE = 3 };
 
+/* The gate: one word the fast paths test (all bytes 0: one thread, no
+ * stacks, not inside the agent), written only by the owning thread. */
+#define HL_GATE_ACTIVE      0x00000001u /* byte 0: inside a hook or the agent */
+#define HL_GATE_MT          0x00000100u /* byte 1: edges are recorded (hl_mt, as this thread saw it) */
+#define HL_GATE_STACKS      0x00010000u /* byte 2: allocations take a stack */
+#define HL_GATE_FREE_STACKS 0x01000000u /* byte 3: frees take a stack */
+#define HL_GATE_ALLOC       (HL_GATE_ACTIVE | HL_GATE_MT | HL_GATE_STACKS)
+#define HL_GATE_FREE        (HL_GATE_ACTIVE | HL_GATE_MT | HL_GATE_FREE_STACKS)
+
 struct hl_thread {
     /* producer side: the owning thread only; the hot fields in one line */
-    uint8_t *data;            /* where the next row goes */
+    uint8_t *data;            /* where the next row goes, and the end of the rows published in
+                                 the current chunk (stored with release after each row) */
     uint8_t *_Atomic data_lim; /* a row starting here or beyond takes the slow path: a new
                                   chunk, a time stamp (a writer pass sets it to NULL), or
                                   recording stopped (NULL too) */
+    union {
+        uint32_t gate; /* HL_GATE_*: the fast paths test it in one instruction */
+        struct {
+            uint8_t active; /* inside a hook or the agent (a count; other threads read it
+                               atomically): nested calls pass through; the final drain
+                               waits for it to fall to 0 */
+            uint8_t mt, stacks, free_stacks;
+        };
+    };
+    uint32_t index;           /* in the current trace */
+    uint64_t steps;           /* steps recorded (a two-step realloc counts 2) */
+    uint64_t slot_me;         /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
+    _Atomic uint64_t *slots;  /* hl_slots while the mt byte is set */
+    hl_enc_t enc;             /* the row encoder's state (prev_addr, nalloc, nfree first) */
     uint8_t *chunk_lim;       /* where a row may no longer start in this chunk */
     hl_chunk_t *chunk;        /* the current chunk (NULL: none yet) */
-    uint64_t steps;           /* steps recorded (a two-step realloc counts 2) */
     uint64_t twos;            /* two-step events recorded: rows = steps - twos */
-    _Atomic uint32_t active;  /* inside a hook or the agent (a count): nested calls pass
-                                 through; the final drain waits for it to fall to 0 */
-    uint32_t index;           /* in the current trace */
-    uint64_t slot_me;          /* (index + 1) << HL_SLOT_SHIFT, for edges.c */
-    hl_enc_t enc;              /* the row encoder's state (prev_addr first) */
     uint64_t *scache;         /* stack hash -> id, HL_SCACHE_SLOTS pairs */
     hl_unwind_memos_t umemo;  /* walks -> stack ids, HL_UMEMO_SLOTS (hl_unwind.h) */
     _Atomic uint64_t waited_ns; /* backpressure, summed into END */
@@ -138,6 +162,23 @@ struct hl_thread {
     size_t map_bytes;
 };
 
+/* Another thread's view of t->active, and t's own changes to it. */
+static inline unsigned hl_active(hl_thread_t *t) {
+    return __atomic_load_n(&t->active, __ATOMIC_ACQUIRE);
+}
+static inline void hl_set_active(hl_thread_t *t, unsigned v) {
+    __atomic_store_n(&t->active, (uint8_t)v, __ATOMIC_RELAXED);
+}
+
+/* Where t's rows end in c, one of its chunks: the producer's cursor while c
+ * is its current chunk; else c is final, and its mark is the one the
+ * producer left in it before the cursor left (room_slow in hooks.c). */
+static inline uint64_t hl_chunk_mark(hl_thread_t *t, hl_chunk_t *c) {
+    uintptr_t d = (uintptr_t)__atomic_load_n(&t->data, __ATOMIC_ACQUIRE);
+    if (d - (uintptr_t)c->data <= HL_CHUNK_DATA) return d;
+    return atomic_load_explicit(&c->pub, memory_order_acquire);
+}
+
 /* What the writer needs to define a thread in THREADS (by index). */
 typedef struct hl_tinfo {
     pid_t tid;
@@ -148,6 +189,7 @@ typedef struct hl_tinfo {
 } hl_tinfo_t;
 
 hl_thread_t *hl_thread_self(void);               /* NULL when the thread has none */
+void hl_thread_sync_gate(hl_thread_t *t);        /* t's own thread: mt and stacks bytes anew */
 hl_thread_t *hl_thread_create(int start_writer); /* makes (or recycles) this thread's state */
 void hl_threads_init(void);
 /* Under hl_wlock: copies the info of thread `index` (0 if it is not registered). */
@@ -165,15 +207,18 @@ extern _Atomic int hl_mt;               /* a second thread may exist: edges are 
 /* A slot of the address table: (thread index + 1) << HL_SLOT_SHIFT | steps. */
 #define HL_SLOT_SHIFT 42
 #define HL_SLOT_STEPS ((1ull << HL_SLOT_SHIFT) - 1)
+#define HL_SLOTS (1u << 19)
 extern _Atomic uint64_t *hl_slots; /* NULL until the program goes multithreaded */
-extern uint64_t hl_slots_mask;
 int hl_edges_enable(void); /* maps the table; 0 or -1 */
 void hl_edges_reset(void); /* a fork child starts single-threaded */
 
-/* The step that last touched addr's slot, and this step in its place. */
-static inline uint64_t hl_edge_swap(uint64_t addr, uint64_t me) {
-    return atomic_exchange_explicit(&hl_slots[(addr >> 4) & hl_slots_mask], me,
-                                    memory_order_acq_rel);
+/* The step that last touched addr's slot in `slots` (hl_slots), and this
+ * step in its place. The slot's byte offset is one shift and one mask of
+ * the address: slot (addr >> 4) % HL_SLOTS, 8 bytes each. */
+static inline uint64_t hl_edge_swap(_Atomic uint64_t *slots, uint64_t addr, uint64_t me) {
+    _Atomic uint64_t *s =
+        (_Atomic uint64_t *)((char *)slots + ((addr >> 1) & ((uint64_t)(HL_SLOTS - 1) << 3)));
+    return atomic_exchange_explicit(s, me, memory_order_acq_rel);
 }
 
 /* ---------------------------------------------------------------- stacks (stacks.c) */

@@ -1,7 +1,7 @@
 /*
  * edges.c: the address table that orders events across threads.
  *
- *   slot = hl_slots[(address >> 4) & mask]:  (thread index + 1) << 42 | steps
+ *   slot = hl_slots[(address >> 4) % HL_SLOTS]:  (thread index + 1) << 42 | steps
  *
  * Every step that takes or gives back an address (an allocation after it
  * returns, a free before it, a realloc's two steps) exchanges the slot of
@@ -20,10 +20,7 @@
  */
 #include "agent.h"
 
-#define HL_SLOTS (1u << 19)
-
 _Atomic uint64_t *hl_slots;
-uint64_t hl_slots_mask;
 
 static pthread_mutex_t edges_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -32,7 +29,6 @@ int hl_edges_enable(void) {
     if (!hl_slots) {
         void *p = hl_os_alloc(HL_SLOTS * sizeof(uint64_t));
         if (p) {
-            hl_slots_mask = HL_SLOTS - 1;
             hl_slots = p; /* published to producers by the release store of hl_mt */
         }
     }

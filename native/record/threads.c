@@ -102,8 +102,16 @@ static void reset_producer(hl_thread_t *t) {
     t->steps = t->twos = 0;
     memset(&t->enc, 0, sizeof t->enc);
     atomic_store(&t->waited_ns, 0);
-    atomic_store(&t->active, 0);
+    t->gate = 0;
+    hl_thread_sync_gate(t);
     atomic_store(&t->first, NULL);
+}
+
+void hl_thread_sync_gate(hl_thread_t *t) {
+    t->mt = atomic_load_explicit(&hl_mt, memory_order_acquire) != 0;
+    t->slots = t->mt ? hl_slots : NULL; /* (published by hl_mt's release store) */
+    t->stacks = hl_cfg.stack_depth != 0;
+    t->free_stacks = hl_cfg.free_walk != 0;
 }
 
 hl_thread_t *hl_thread_create(int start_writer) {
@@ -140,9 +148,14 @@ hl_thread_t *hl_thread_create(int start_writer) {
         return NULL;
     }
     if (t->index > 0 && !atomic_load(&hl_mt)) {
-        /* a thread whose creation we did not see (README.md, "Limits") */
-        if (hl_edges_enable() == 0) atomic_store_explicit(&hl_mt, 1, memory_order_release);
+        /* a thread whose creation we did not see (README.md, "Limits"): the
+         * others take the multithreaded rows from their next row on */
+        if (hl_edges_enable() == 0) {
+            atomic_store_explicit(&hl_mt, 1, memory_order_release);
+            hl_threads_poke();
+        }
     }
+    hl_thread_sync_gate(t);
     atomic_store_explicit(&t->state, TS_ACTIVE, memory_order_release);
     pthread_setspecific(thread_key, t);
     if (start_writer) hl_writer_ensure_running();
@@ -246,12 +259,14 @@ HL_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
             hl_set_self(me);
         }
         if (!atomic_load(&hl_mt)) {
-            if (hl_edges_enable() == 0)
+            if (hl_edges_enable() == 0) {
                 atomic_store_explicit(&hl_mt, 1, memory_order_release);
-            else
+                hl_threads_poke(); /* (other threads: raw clones, README.md "Limits") */
+            } else
                 hl_note("cannot map the edge table: the order across threads may be wrong", "",
                         "");
         }
+        if (me) hl_thread_sync_gate(me); /* its next row has the edge */
         r = rec_get();
         if (r) {
             r->fn = fn;

@@ -11,9 +11,10 @@
  *   flush_ms passed, or the trace ends:
  *      THREADS  indices given out since the last round (threads.c)
  *      STACKS   ids given out since (stacks.c), frames -> (module, offset)
- *      EVENTS   per thread, per chunk: the bytes of rows published since the
- *               last round, as they are (the producer encoded them), one
- *               block each, all with this round's number and clock
+ *      EVENTS   per thread: the bytes of rows published since the last
+ *               round, as they are (the producer encoded them), from all
+ *               the chunks they lie in, one block (up to BLOCK_BYTES), all
+ *               with this round's number and clock
  *      chunks the producer has left and that are copied go back to the pool
  *
  * The writer never decodes a row: its cost per event is a copy and zstd.
@@ -192,7 +193,7 @@ static uint64_t waiting(hl_thread_t *t) {
     hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load_explicit(&t->first, memory_order_acquire);
     uint64_t n = 0;
     while (c) {
-        uint64_t pub = atomic_load_explicit(&c->pub, memory_order_acquire) - (uintptr_t)c->data;
+        uint64_t pub = hl_chunk_mark(t, c) - (uintptr_t)c->data;
         n += pub - (c == t->cchunk ? t->cdata : 0);
         c = atomic_load_explicit(&c->next, memory_order_acquire);
     }
@@ -210,36 +211,74 @@ static void snapshot(hl_thread_t *t) {
     while (c && (n = atomic_load_explicit(&c->next, memory_order_acquire)))
         c = n;
     t->snap = c;
-    t->snap_pub = c ? atomic_load_explicit(&c->pub, memory_order_acquire) : 0;
+    t->snap_pub = c ? hl_chunk_mark(t, c) : 0;
 }
 
-/* Writes t's rows up to its snapshot, one block per chunk, at most `budget`
- * bytes; gives back the chunks t has left behind. Returns the bytes
- * written. */
+/* Rows in one EVENTS block at most (a block takes a thread's rows from
+ * several chunks: zstd does better on bigger frames, in size and in
+ * instructions a byte; README.md "Cost"), and chunks in one block at most. */
+#define BLOCK_BYTES (512u << 10)
+#define BLOCK_SEGS  16
+
+/* The chunks of a block that are written to their final mark, given back
+ * as soon as the writer has copied their rows (before zstd runs: the
+ * producer can take them again meanwhile). */
+typedef struct give_back {
+    hl_thread_t *t;
+    hl_chunk_t *upto; /* every chunk from t->cchunk up to this one, not it */
+} give_back_t;
+
+static void give_back(void *arg) {
+    give_back_t *g = arg;
+    hl_thread_t *t = g->t;
+    while (t->cchunk != g->upto) {
+        hl_chunk_t *next = atomic_load_explicit(&t->cchunk->next, memory_order_acquire);
+        atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
+        hl_chunk_put(t->cchunk);
+        t->cchunk = next;
+    }
+}
+
+/* Writes t's rows up to its snapshot, as few blocks as BLOCK_BYTES allows,
+ * about `budget` bytes at most (whole chunks); gives back the chunks t has
+ * left behind. Returns the bytes written. */
 static uint64_t write_thread(hl_thread_t *t, uint64_t budget) {
     uint64_t done = 0;
     while (t->cchunk && done < budget && !W_broken) {
+        hl_bytes_t seg[BLOCK_SEGS];
+        size_t n = 0, len = 0;
         hl_chunk_t *c = t->cchunk;
-        int last = c == t->snap;
-        /* a chunk before the snapshot's is final: next was set after its last pub */
-        uint32_t pub = (uint32_t)((last ? t->snap_pub
-                                        : atomic_load_explicit(&c->pub, memory_order_acquire)) -
-                                  (uintptr_t)c->data);
-        if (pub > t->cdata) {
-            if (hl_writer_events_v2(W, t->index, round_no, t->bfirst, &clk, c->data + t->cdata,
-                                    pub - t->cdata)) {
+        uint32_t from = t->cdata, pub;
+        for (;;) {
+            int last = c == t->snap;
+            /* a chunk before the snapshot's is final: next was set after its final mark */
+            pub = (uint32_t)((last ? t->snap_pub
+                                   : atomic_load_explicit(&c->pub, memory_order_acquire)) -
+                             (uintptr_t)c->data);
+            if (pub > from) {
+                seg[n].ptr = c->data + from;
+                seg[n++].len = pub - from;
+                len += pub - from;
+            }
+            if (last || n == BLOCK_SEGS || len >= BLOCK_BYTES || done + len >= budget) break;
+            c = atomic_load_explicit(&c->next, memory_order_acquire);
+            from = 0;
+        }
+        give_back_t g = {t, c};
+        if (len) {
+            if (hl_writer_events_v2_segs(W, t->index, round_no, t->bfirst, &clk, seg, n, give_back,
+                                         &g)) {
                 broken(hl_writer_error(W));
                 break;
             }
-            t->bfirst += pub - t->cdata;
-            done += pub - t->cdata;
-            t->cdata = pub;
+            t->bfirst += len;
+            done += len;
         }
-        if (last) break;
-        t->cchunk = atomic_load_explicit(&c->next, memory_order_acquire);
-        t->cdata = 0;
-        atomic_fetch_sub_explicit(&t->nchunks, 1, memory_order_relaxed);
-        hl_chunk_put(c);
+        give_back(&g); /* (done already, unless the block was empty) */
+        t->cdata = pub;
+        if (c == t->snap) break;
+        /* (else a limit ended the block inside the snapshot: c is final, and
+         * the next block starts at its end; len > 0, so this moves on) */
     }
     return done;
 }
@@ -274,7 +313,7 @@ static void write_round(void) {
 static void recycle(void) {
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next) {
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_EXITING) continue;
-        if (hl_os_thread_alive(t->tid) || atomic_load(&t->active)) continue;
+        if (hl_os_thread_alive(t->tid) || hl_active(t)) continue;
         if (waiting(t)) continue;
         /* the thread is gone: nothing more will be published */
         hl_chunk_t *c = t->cchunk ? t->cchunk : atomic_load(&t->first);
@@ -408,7 +447,7 @@ static uint64_t inflight(void) {
     uint64_t n = 0;
     for (hl_thread_t *t = atomic_load(&hl_threads); t; t = t->next)
         if (atomic_load_explicit(&t->state, memory_order_acquire) != TS_FREE &&
-            atomic_load_explicit(&t->active, memory_order_acquire) &&
+            hl_active(t) &&
             t != hl_thread_self())
             n++;
     return n;
@@ -523,9 +562,9 @@ void hl_fork_child(pid_t parent) {
         }
         t->cchunk = c;
         t->bfirst = 0;
-        t->cdata = c ? (uint32_t)(atomic_load(&c->pub) - (uintptr_t)c->data) : 0;
+        t->cdata = c ? (uint32_t)(hl_chunk_mark(t, c) - (uintptr_t)c->data) : 0;
         atomic_store(&t->nchunks, c ? 1 : 0);
-        atomic_store(&t->active, 0);
+        hl_set_active(t, 0);
         atomic_store(&t->first, c);
         if (t != self) {
             atomic_store(&t->first, NULL);
@@ -534,6 +573,7 @@ void hl_fork_child(pid_t parent) {
         }
     }
     hl_edges_reset();
+    if (self) hl_thread_sync_gate(self); /* one thread again */
     hl_modules_new_trace();
     waited_done = rows_done = 0;
     /* the parent's trace as it was at the fork, for the INHERITED block */

@@ -5,14 +5,21 @@
  *   DIR/KEY.ops:
  *   | header: "HLOPS\0\0\1", key, the first pass's summary (4096 bytes) | op 0 | op 1 | ... |
  *                                                                       |<-16->|
+ *   its size is 4096 + 16 * the summary's events, else it is stale (a
+ *   mapped, not copied, chunk was measured and cost more: populating and
+ *   replacing 257 pages a chunk took twice the system time of read(2))
  *
  * KEY = fnv1a64(absolute path of the trace, its size, its mtime in ns, the
  * replayer's version), so an edited trace or a new replayer misses the
  * cache.  A writer fills KEY.ops.PID and renames it into place only when the
- * whole trace has been written, so readers never see a partial file and
- * concurrent writers of the same trace are harmless (the last rename wins,
- * with identical content).  Runs with --site-hints neither read nor write the
- * cache: it holds no stacks.
+ * whole trace has been written, so readers never see a partial file.  A run
+ * that misses takes an exclusive flock on KEY.ops.lock first and looks
+ * again, so that of runs started together one decodes the trace (in its
+ * first pass, straight into the cache) and the others wait for it and read
+ * the cache, instead of each decoding it; where flock fails, concurrent
+ * writers are still harmless (the last rename wins, with identical
+ * content).  Runs with --site-hints neither read nor write the cache: it
+ * holds no stacks.
  */
 #include "rp.h"
 
@@ -70,7 +77,8 @@ int rp_cache_open(const char *file, uint64_t key, rp_summary_t *s) {
         return -1;
     }
     memcpy(&h, block, sizeof h);
-    if (memcmp(h.magic, MAGIC, 8) || h.key != key) {
+    if (memcmp(h.magic, MAGIC, 8) || h.key != key ||
+        rp_file_size(fd) != HDR_BYTES + h.s.events * sizeof(rp_op_t)) {
         rp_close(fd);
         return -1;
     }
@@ -78,14 +86,8 @@ int rp_cache_open(const char *file, uint64_t key, rp_summary_t *s) {
     return fd;
 }
 
-int rp_cache_begin(const char *file, char *tmp, size_t len) {
-    rp_buf_t b = {tmp, 0, len};
-    rp_puts(&b, file);
-    rp_puts(&b, ".");
-    rp_putu(&b, (uint64_t)rp_pid());
-    if (b.len >= len) return -1;
-    tmp[b.len] = 0;
-    /* the directory is made on first use; a failure shows as rp_create's */
+/* The directory is made on first use; a failure shows as the caller's. */
+static void make_dir(const char *file) {
     char dir[PATH_MAX];
     size_t n = strlen(file);
     while (n && file[n - 1] != '/')
@@ -95,7 +97,28 @@ int rp_cache_begin(const char *file, char *tmp, size_t len) {
         dir[n - 1] = 0;
         rp_mkdir(dir);
     }
+}
+
+int rp_cache_begin(const char *file, char *tmp, size_t len) {
+    rp_buf_t b = {tmp, 0, len};
+    rp_puts(&b, file);
+    rp_puts(&b, ".");
+    rp_putu(&b, (uint64_t)rp_pid());
+    if (b.len >= len) return -1;
+    tmp[b.len] = 0;
+    make_dir(file);
     return rp_create(tmp);
+}
+
+int rp_cache_lock(const char *file) {
+    char lock[PATH_MAX + 8];
+    rp_buf_t b = {lock, 0, sizeof lock};
+    rp_puts(&b, file);
+    rp_puts(&b, ".lock");
+    if (b.len >= sizeof lock) return -1;
+    lock[b.len] = 0;
+    make_dir(file);
+    return rp_lock(lock);
 }
 
 int rp_cache_add(int fd, const rp_op_t *ops, size_t n, uint64_t *off) {

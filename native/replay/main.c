@@ -40,7 +40,8 @@
 static const char USAGE[] =
     "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
     "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf]\n"
-    "                      [--threads recorded|serial|unordered] [--footprint-every N] TRACE\n"
+    "                      [--threads recorded|serial|unordered] [--footprint-every N]\n"
+    "                      [--fill-cache] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -88,7 +89,10 @@ static const char USAGE[] =
     "                  replays serially and without the ops cache\n"
     "  --ops-cache DIR  keep the decoded trace in DIR (one file per trace, keyed by its path,\n"
     "                  size and mtime) and reuse it, so later runs skip decoding (not with\n"
-    "                  --site-hints)\n"
+    "                  --site-hints); runs started together decode it once (the others\n"
+    "                  wait for the one decoding it)\n"
+    "  --fill-cache    with --ops-cache: decode the trace into the cache unless it is there,\n"
+    "                  print {events, ops_cache, decode_ns} and stop without replaying\n"
     "\n"
     "Exit status: 0 done,\n"
     "1 unreadable trace, 2 bad usage, 3 check found problems, 4 a call that succeeded when\n"
@@ -162,7 +166,30 @@ static hl_reader_t *open_reader(int fd, const char *path) {
     return r;
 }
 
-static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
+/* An event as the replay loop takes it (and the ops cache keeps it). */
+static inline void to_op(const hl_event_t *e, rp_op_t *op) {
+    uint8_t b = e->kind;
+    uint64_t x = 0;
+    if (e->failed) b |= HL_OP_FAILED;
+    if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old))
+        x = e->old;
+    else if (e->kind == HL_REALLOC)
+        b |= HL_OP_OLD_NULL;
+    else if (hl_kind_has_align(e->kind))
+        x = e->align;
+    uint64_t size = e->size > RP_SIZE_MAX ? RP_SIZE_MAX : e->size;
+    if (hl_kind_is_release(e->kind)) size = 0;
+    op->w = size << 8 | b;
+    op->x = x;
+}
+
+/* Pass 1: what the trace holds (ti). With cache >= 0, also every event as
+ * an op into that cache file (its ops from byte *off), *ok cleared on a
+ * write error; a trace that cannot be read removes cache_tmp first. */
+static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti, int cache,
+                  const char *cache_tmp, uint64_t *off, int *ok) {
+    static rp_op_t sink[4096];
+    size_t sunk = 0;
     hl_reader_t *r = open_reader(fd, path);
     hl_item_t it;
     int rc;
@@ -190,6 +217,13 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             }
             ((uint64_t *)ti->thread_events.p)[e->thread]++;
             ((uint64_t *)ti->thread_edges.p)[e->thread] += e->n_after;
+            if (cache >= 0) {
+                to_op(e, &sink[sunk++]);
+                if (sunk == sizeof sink / sizeof *sink) {
+                    *ok &= rp_cache_add(cache, sink, sunk, off) == 0;
+                    sunk = 0;
+                }
+            }
             ti->s.events++;
             ti->s.kinds[e->kind]++;
             ti->s.failed += e->failed;
@@ -237,10 +271,12 @@ static void pass1(int fd, const char *path, int want_sites, trace_info_t *ti) {
             break;
         }
     }
+    if (cache >= 0 && sunk) *ok &= rp_cache_add(cache, sink, sunk, off) == 0;
     if (rc < 0) {
         const hl_error_t *e = hl_reader_error(r);
         if (!hl_error_is_cut_short(e)) {
             trace_error(e);
+            if (cache >= 0) rp_remove(cache_tmp);
             rp_exit(1);
         }
         ti->s.cut_short = 1;
@@ -308,7 +344,7 @@ static void *touch_table(uint64_t n, size_t elem) {
 
 int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
-    int threads = T_DEFAULT, no_edges = 0, wait_spin = 0;
+    int threads = T_DEFAULT, no_edges = 0, wait_spin = 0, fill_only = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20, foot_every = 0;
     const char *path = NULL;
@@ -358,6 +394,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--ops-cache")) {
             cache_dir = i + 1 < argc ? argv[++i] : NULL;
             if (!cache_dir || !*cache_dir) die_usage("--ops-cache needs a directory", NULL);
+        } else if (!strcmp(a, "--fill-cache")) {
+            fill_only = 1;
         } else if (!strcmp(a, "--per-call")) {
             per_call = 1;
         } else if (!strcmp(a, "--general")) {
@@ -401,6 +439,8 @@ int main(int argc, char **argv) {
         }
     }
     if (!path) die_usage("no trace given", NULL);
+    if (fill_only && (!cache_dir || hints))
+        die_usage("--fill-cache needs --ops-cache (and no --site-hints)", NULL);
     if (counter && vgmarks) die_usage("--count and --vg-marks need different Valgrind tools", NULL);
     if (counter == RP_COUNT_PERF) per_call = 1; /* perf counts in its wrappers (count.c) */
     int threads_ok = !hints && !vgmarks && !counter;
@@ -437,14 +477,64 @@ int main(int argc, char **argv) {
     int use_cache =
         cache_dir && !hints &&
         rp_cache_name(cache_dir, path, VERSION, cache_file, sizeof cache_file, &cache_key) == 0;
-    if (threads == T_RECORDED || threads == T_UNORDERED) use_cache = 0; /* it holds no threads */
+    /* a threaded run cannot use the cache (it holds no threads), but fills it
+     * for the serial runs beside it (counted replays are serial) */
+    int cache_serves = use_cache && threads != T_RECORDED && threads != T_UNORDERED;
+    int cache_filled = 0, cache_ok = 1;
     if (use_cache) cache_fd = rp_cache_open(cache_file, cache_key, &ti.s);
-    if (cache_fd >= 0 && threads == T_DEFAULT && ti.s.threads > 1) {
-        rp_close(cache_fd); /* threaded by default: the cache cannot serve it */
+    if (use_cache && cache_fd < 0) {
+        /* one run decodes the trace into the cache, in its first pass; runs
+         * started beside it wait for it here, then find the cache */
+        int lock = rp_cache_lock(cache_file);
+        cache_fd = rp_cache_open(cache_file, cache_key, &ti.s);
+        if (cache_fd < 0)
+            cache_out = rp_cache_begin(cache_file, cache_tmp, sizeof cache_tmp);
+        if (cache_out >= 0) {
+            pass1(fd, path, hints, &ti, cache_out, cache_tmp, &cache_off, &cache_ok);
+            rp_cache_commit(cache_out, cache_tmp, cache_file, cache_key, &ti.s,
+                            cache_ok && cache_off == ti.s.events * sizeof(rp_op_t));
+            cache_out = -1; /* closed */
+            cache_filled = 1;
+            if (cache_serves) cache_fd = rp_cache_open(cache_file, cache_key, &ti.s);
+        }
+        rp_unlock(lock);
+    }
+    if (fill_only) {
+        if (!cache_filled && cache_fd < 0) {
+            rp_buf_t b;
+            rp_buf_init(&b, 4096);
+            rp_puts(&b, "heaplab-replay: cannot write the ops cache ");
+            rp_puts(&b, cache_file);
+            rp_putc(&b, '\n');
+            rp_flush(&b, 2);
+            return 1;
+        }
+        rp_buf_t b;
+        rp_buf_init(&b, 4096);
+        int f = 1;
+        rp_putc(&b, '{');
+        rp_key(&b, &f, "replayer");
+        rp_put_jstr(&b, VERSION);
+        rp_key(&b, &f, "trace");
+        rp_put_jstr(&b, path);
+        rp_key(&b, &f, "events");
+        rp_putu(&b, ti.s.events);
+        rp_key(&b, &f, "ops_cache");
+        rp_put_jstr(&b, cache_filled ? "written" : "hit");
+        rp_key(&b, &f, "decode_ns");
+        rp_putu(&b, rp_now_ns() - t_decode0);
+        rp_puts(&b, "}\n");
+        rp_flush(&b, 1);
+        return 0;
+    }
+    if (cache_fd >= 0 && (!cache_serves || (threads == T_DEFAULT && ti.s.threads > 1))) {
+        rp_close(cache_fd); /* threaded: the cache cannot serve it */
         cache_fd = -1;
         use_cache = 0;
+        if (!cache_filled) memset(&ti.s, 0, sizeof ti.s); /* pass 1 counts afresh */
     }
-    if (cache_fd < 0) pass1(fd, path, hints, &ti);
+    if (cache_filled) use_cache = 0; /* written once is enough, whether it serves or not */
+    if (cache_fd < 0 && !cache_filled) pass1(fd, path, hints, &ti, -1, NULL, NULL, NULL);
     if (threads == T_DEFAULT)
         threads = threads_ok && ti.thread_events.len > 1 ? T_RECORDED : T_SERIAL;
     if (threads != T_SERIAL) use_cache = 0;
@@ -503,7 +593,6 @@ int main(int argc, char **argv) {
         r = open_reader(fd, path);
         if (use_cache) cache_out = rp_cache_begin(cache_file, cache_tmp, sizeof cache_tmp);
     }
-    int cache_ok = 1;
     /* threaded: every event now, split by thread (threads.c), and the threads made */
     static rp_tplan_t plan;
     int threaded = threads != T_SERIAL;
@@ -584,19 +673,7 @@ int main(int argc, char **argv) {
                     foot_live += e->size;
                 }
             }
-            uint8_t b = e->kind;
-            uint64_t x = 0;
-            if (e->failed) b |= HL_OP_FAILED;
-            if (hl_kind_is_release(e->kind) || (e->kind == HL_REALLOC && e->has_old))
-                x = e->old;
-            else if (e->kind == HL_REALLOC)
-                b |= HL_OP_OLD_NULL;
-            else if (hl_kind_has_align(e->kind))
-                x = e->align;
-            uint64_t size = e->size > RP_SIZE_MAX ? RP_SIZE_MAX : e->size;
-            if (hl_kind_is_release(e->kind)) size = 0;
-            ops[n].w = size << 8 | b;
-            ops[n].x = x;
+            to_op(e, &ops[n]);
             if (op_stack) op_stack[n] = e->stack;
             n++;
         }
@@ -726,7 +803,7 @@ int main(int argc, char **argv) {
     rp_key(&out, &f, "decode_ns");
     rp_putu(&out, decode_ns);
     rp_key(&out, &f, "ops_cache");
-    rp_put_jstr(&out, cache_fd >= 0 ? "hit" : cache_out >= 0 ? "written" : "off");
+    rp_put_jstr(&out, cache_filled || cache_out >= 0 ? "written" : cache_fd >= 0 ? "hit" : "off");
     rp_key(&out, &f, "chunks");
     rp_putu(&out, chunks);
     rp_key(&out, &f, "peak_live_bytes");

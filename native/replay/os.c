@@ -22,6 +22,7 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <linux/perf_event.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -53,6 +54,11 @@ void *rp_map(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) die_nomem(bytes);
     return p;
+}
+
+uint64_t rp_file_size(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 void rp_unmap(void *p, size_t bytes) {
@@ -182,6 +188,22 @@ void rp_remove(const char *path) {
 }
 int rp_pid(void) {
     return (int)getpid();
+}
+
+int rp_lock(const char *path) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+void rp_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing the last descriptor releases the lock */
 }
 
 int rp_pwrite_all(int fd, const void *buf, size_t len, uint64_t off) {

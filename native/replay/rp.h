@@ -66,6 +66,7 @@ typedef struct rp_summary {
 void *rp_map(size_t bytes); /* zeroed pages; exits with a message on failure */
 void rp_unmap(void *p, size_t bytes);
 void *rp_remap(void *p, size_t old_bytes, size_t new_bytes); /* exits on failure */
+uint64_t rp_file_size(int fd); /* 0 when unknown */
 extern const hl_mem_t rp_mem;  /* a caching hl_mem_t for the trace reader */
 uint64_t rp_now_ns(void);      /* CLOCK_MONOTONIC */
 int rp_open(const char *path); /* -1 with errno */
@@ -83,6 +84,11 @@ int rp_rename(const char *from, const char *to);
 void rp_remove(const char *path);
 int rp_pid(void);
 int rp_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* An exclusive flock on path (created if absent), waited for: an fd, or -1
+ * when the file cannot be made or locked. rp_unlock releases it (and -1 is
+ * ignored); so does the process's exit. */
+int rp_lock(const char *path);
+void rp_unlock(int fd);
 ssize_t rp_read_full(int fd, void *buf, size_t len);
 /* Resident set now and its high-water mark, in bytes, from /proc/self/status
  * (0 when unreadable). */
@@ -111,6 +117,9 @@ int rp_cache_name(const char *dir, const char *trace, const char *version, char 
                   uint64_t *key);
 /* An fd positioned at the first op, with *s filled; -1 if absent or stale. */
 int rp_cache_open(const char *file, uint64_t key, rp_summary_t *s);
+/* Waits for the exclusive lock of file's writer (file.lock): an fd for
+ * rp_unlock, or -1 (no lock to be had: go on without). */
+int rp_cache_lock(const char *file);
 /* Starts writing the cache: returns an fd (tmp holds its temporary name) or -1. */
 int rp_cache_begin(const char *file, char *tmp, size_t len);
 int rp_cache_add(int fd, const rp_op_t *ops, size_t n, uint64_t *off);

@@ -52,10 +52,11 @@ pub fn check(trace: &Path) -> anyhow::Result<Option<Truncation>> {
 pub fn examine(trace: &Path) -> anyhow::Result<(Option<Truncation>, u64)> {
     let mut r = heaplab_trace::TraceReader::open(trace).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut n = 0u64;
+    let mut e = heaplab_trace::Event::default();
     loop {
-        match r.next_event() {
-            Ok(Some(_)) => n += 1,
-            Ok(None) => return Ok((None, n)),
+        match r.read_event(&mut e) {
+            Ok(true) => n += 1,
+            Ok(false) => return Ok((None, n)),
             Err(e) if e.is_cut_short() => {
                 let t = Truncation {
                     offset: e.offset,

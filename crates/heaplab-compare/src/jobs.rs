@@ -249,17 +249,28 @@ fn time_mode(job: &Job) -> Result<Mode> {
     }
 }
 
-/// One replay's timed region, in seconds, and its JSON.
-fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path, mode: Mode) -> Result<(f64, Value)> {
+/// One timing replay: its timed region's wall time and CPU time (every
+/// thread's), in seconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timed {
+    pub wall_s: f64,
+    pub cpu_s: f64,
+}
+
+/// One replay's timed region and its JSON.
+fn time_once(tools: &Tools, alloc: &Allocator, trace: &Path, mode: Mode) -> Result<(Timed, Value)> {
     let o = replay::run(tools, alloc, trace, mode, &[])?;
     failed("timing replay", &o)?;
     let out = o.out.as_ref().context("timing replay: no JSON")?;
-    Ok((out.timed_ns as f64 / 1e9, o.raw.clone().unwrap_or(Value::Null)))
+    let t = Timed { wall_s: out.timed_ns as f64 / 1e9, cpu_s: out.timed_cpu_ns as f64 / 1e9 };
+    Ok((t, o.raw.clone().unwrap_or(Value::Null)))
 }
 
 /// The result of a time job from its runs (what run_job gives for it).
-pub fn time_result(job: &Job, runs: &[f64], last: Value) -> Value {
-    json!({"runs_s": runs, "replay": last, "trace": job.param("trace"), "allocator": job.param("allocator")})
+pub fn time_result(job: &Job, runs: &[Timed], last: Value) -> Value {
+    let wall: Vec<f64> = runs.iter().map(|t| t.wall_s).collect();
+    let cpu: Vec<f64> = runs.iter().map(|t| t.cpu_s).collect();
+    json!({"runs_s": wall, "cpu_runs_s": cpu, "replay": last, "trace": job.param("trace"), "allocator": job.param("allocator")})
 }
 
 /// Runs one compare job here: what `heaplab job compare.*` does, and what a
@@ -302,18 +313,22 @@ fn measure(job: &Job, tools: &Tools, alloc: &Allocator, trace: &Path) -> Result<
             let repeat: usize = param(job, "repeat")?.parse().context("--repeat")?;
             let (mut runs, mut last) = (Vec::new(), Value::Null);
             for _ in 0..repeat {
-                let (s, raw) = time_once(tools, alloc, trace, time_mode(job)?)?;
-                runs.push(s);
+                let (t, raw) = time_once(tools, alloc, trace, time_mode(job)?)?;
+                runs.push(t);
                 last = raw;
             }
-            Ok(json!({"runs_s": runs, "replay": last}))
+            let mut v = time_result(job, &runs, last);
+            let o = v.as_object_mut().expect("an object");
+            o.remove("trace");
+            o.remove("allocator");
+            Ok(v)
         }
         None => bail!("unknown job kind {} (compare.touch, compare.count, compare.time)", job.kind),
     }
 }
 
 /// Runs one timing replay of a time job (the local runner's round-robin).
-pub fn time_run(job: &Job, ops_cache: Option<&Path>) -> Result<(f64, Value)> {
+pub fn time_run(job: &Job, ops_cache: Option<&Path>) -> Result<(Timed, Value)> {
     let (tools, alloc, trace) = setup(job, ops_cache)?;
     time_once(&tools, &alloc, &trace, time_mode(job)?)
 }
@@ -336,6 +351,7 @@ struct Cell {
     timed: Option<ReplayOut>,
     counts: Option<Counts>,
     wall: Vec<f64>,
+    cpu: Vec<f64>,
     failure: Option<String>,
 }
 
@@ -402,6 +418,8 @@ pub fn merge(
             Some(Measure::Time) => {
                 c.timed = replay_out(&o.result);
                 c.wall = serde_json::from_value(o.result["runs_s"].clone()).unwrap_or_default();
+                // absent from outcomes kept before CPU time was measured
+                c.cpu = serde_json::from_value(o.result["cpu_runs_s"].clone()).unwrap_or_default();
             }
             None => {}
         }
@@ -416,6 +434,7 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
         let cell = |a: usize| &cells[study.cell(t, a)];
         let glibc_wall =
             allocs.iter().position(|a| a.is_glibc()).and_then(|a| median(&cell(a).wall));
+        let glibc_cpu = allocs.iter().position(|a| a.is_glibc()).and_then(|a| median(&cell(a).cpu));
         let footprint = |c: &Cell, a: &Allocator| -> Option<(u64, &'static str)> {
             let o = c.touch.as_ref()?;
             match (&o.footprint, a.source) {
@@ -514,6 +533,12 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
             }
             r.wall_s = median(&c.wall);
             r.wall_ratio_glibc = match (r.wall_s, glibc_wall) {
+                (Some(w), Some(g)) if g > 0.0 => Some(w / g),
+                _ => None,
+            };
+            r.cpu_runs_s = c.cpu.clone();
+            r.cpu_s = median(&c.cpu);
+            r.cpu_ratio_glibc = match (r.cpu_s, glibc_cpu) {
                 (Some(w), Some(g)) if g > 0.0 => Some(w / g),
                 _ => None,
             };

@@ -64,6 +64,11 @@ pub struct LiveRecord {
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
+    /// User + system time of the program (and the children and threads it
+    /// waited for), which a loaded machine disturbs less than wall time.
+    pub cpu_s: Option<f64>,
+    pub cpu_runs_s: Vec<f64>,
+    pub cpu_ratio_glibc: Option<f64>,
     pub peak_rss_bytes: Option<u64>,
     pub rss_vs_glibc: Option<f64>,
     pub stdout_bytes: Option<u64>,
@@ -86,6 +91,7 @@ pub struct LiveRecord {
 
 struct Run {
     wall: f64,
+    cpu: f64,
     code: Option<i32>,
     signal: Option<i32>,
     maxrss: u64,
@@ -166,8 +172,10 @@ fn run_once(
     let reported =
         std::fs::read_to_string(&rss_out).ok().and_then(|s| s.trim().parse::<u64>().ok());
     let _ = std::fs::remove_file(&rss_out);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Run {
         wall,
+        cpu: secs(ru.ru_utime) + secs(ru.ru_stime),
         code: es.code(),
         signal: es.signal(),
         maxrss: reported.unwrap_or(ru.ru_maxrss as u64 * 1024),
@@ -320,6 +328,7 @@ pub fn live(
     };
     let glibc_wall =
         glibc.and_then(|g| median(&runs[g].iter().map(|r| r.wall).collect::<Vec<_>>()));
+    let glibc_cpu = glibc.and_then(|g| median(&runs[g].iter().map(|r| r.cpu).collect::<Vec<_>>()));
     let glibc_rss = glibc.and_then(|g| runs[g].iter().map(|r| r.maxrss).max());
     let mut records = Vec::new();
     type CgResult = Result<(Option<String>, callgrind::Profile)>;
@@ -396,6 +405,10 @@ pub fn live(
         rec.wall_s = median(&rec.wall_runs_s);
         rec.wall_ratio_glibc =
             rec.wall_s.zip(glibc_wall).filter(|(_, g)| *g > 0.0).map(|(w, g)| w / g);
+        rec.cpu_runs_s = runs[i].iter().map(|r| r.cpu).collect();
+        rec.cpu_s = median(&rec.cpu_runs_s);
+        rec.cpu_ratio_glibc =
+            rec.cpu_s.zip(glibc_cpu).filter(|(_, g)| *g > 0.0).map(|(w, g)| w / g);
         rec.peak_rss_bytes = runs[i].iter().map(|r| r.maxrss).max();
         rec.rss_vs_glibc = rec
             .peak_rss_bytes

@@ -1,8 +1,11 @@
 //! The comparison, run here: every (trace, allocator) cell as up to three
 //! jobs (jobs.rs), each its own processes:
 //!
-//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), natively:
-//!    the first of a trace decodes it into the ops cache, for all the others;
+//! 0. (not a job) each trace decoded into the ops cache, natively and once,
+//!    while the health check reads it (`heaplab-replay --fill-cache`); a job
+//!    that finds no cache decodes it itself, and jobs started together wait
+//!    for the one that does;
+//! 1. a touch-mode replay (footprint, RSS growth, usable sizes), natively;
 //! 2. a counted replay (instructions per call: vgcount, callgrind or perf),
 //!    the longest first (as the touch runs predict them),
 //!
@@ -22,6 +25,7 @@ use crate::count::{self, Counter};
 use crate::health;
 use crate::jobs::{self, AllocSpec, Study, TraceSpec};
 use crate::record::Record;
+use crate::replay;
 use crate::tools::Tools;
 use anyhow::{bail, Context, Result};
 use heaplab_jobs::{cancel, run, Job, JobState, Observer, Runner, Store};
@@ -179,7 +183,22 @@ pub fn compare(
     opts: &Options,
     observer: &dyn Observer,
 ) -> Result<Vec<Record>> {
-    let study = study(tools, traces, allocs, opts)?;
+    // Each trace is decoded into the ops cache (natively, once) while the
+    // health check reads it: every job then reads the cache.
+    let study = std::thread::scope(|scope| {
+        let fill = scope.spawn(|| {
+            if !opts.resume && tools.check_replay().is_ok() {
+                for t in traces {
+                    if cancel::requested() || !matches!(replay::fill_cache(tools, t), Ok(true)) {
+                        break;
+                    }
+                }
+            }
+        });
+        let s = study(tools, traces, allocs, opts);
+        let _ = fill.join();
+        s
+    })?;
     let jobs = study.jobs()?;
     std::fs::create_dir_all(&tools.work_dir)
         .with_context(|| format!("creating {}", tools.work_dir.display()))?;
@@ -204,9 +223,10 @@ pub fn compare(
     let (touch, mut counted, alone) =
         (of("compare.touch"), of("compare.count"), of("compare.time"));
     let mut by_id: HashMap<String, JobState> = HashMap::new();
-    // The touch runs first: natively they decode each trace into the ops
-    // cache (under Valgrind that would take ten times as long), and their
-    // replay time tells how long each counted replay will take.
+    // The touch runs first: natively they decode a trace into the ops cache
+    // if the fill above did not (under Valgrind that would take ten times as
+    // long), and their replay time tells how long each counted replay will
+    // take.
     for (j, s) in touch.iter().zip(runner.run(&touch, &work)) {
         by_id.insert(j.id.clone(), s);
     }
@@ -279,7 +299,7 @@ fn round_robin(jobs: &[Job], runner: &Runner, ops: Option<&Path>) -> Vec<JobStat
         pending.push(i);
     }
     struct Run {
-        runs: Vec<f64>,
+        runs: Vec<jobs::Timed>,
         last: serde_json::Value,
         error: Option<anyhow::Error>,
         started: f64,

@@ -2,7 +2,30 @@
 //! and CSV and prints as a table. `docs/compare.md` documents every field;
 //! a test checks the two agree.
 
+use heaplab_plumb::provenance::Provenance;
 use serde::{Deserialize, Serialize};
+
+/// What `--json` writes: the records with where they came from.  Version 1
+/// (before 2026-11-27) was the bare array of records.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The JSON document of a comparison (`schema` "heaplab.compare") or of
+/// live runs (`schema` "heaplab.compare.live", records `LiveRecord`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Document<R> {
+    pub schema: String,
+    pub schema_version: u32,
+    /// The machine, heaplab's version and commit, the command, the date,
+    /// and each allocator's version.
+    pub provenance: Provenance,
+    pub records: Vec<R>,
+}
+
+impl<R> Document<R> {
+    pub fn new(schema: &str, provenance: Provenance, records: Vec<R>) -> Document<R> {
+        Document { schema: schema.into(), schema_version: SCHEMA_VERSION, provenance, records }
+    }
+}
 
 /// The comparison of one allocator on one trace. Fields that could not be
 /// measured are null (the allocator is missing, or a measurement was off or
@@ -62,6 +85,11 @@ pub struct Record {
     pub wall_s: Option<f64>,
     pub wall_runs_s: Vec<f64>,
     pub wall_ratio_glibc: Option<f64>,
+    /// CPU time (every thread's) of the same timed regions: what a loaded
+    /// machine disturbs less than wall time.
+    pub cpu_s: Option<f64>,
+    pub cpu_runs_s: Vec<f64>,
+    pub cpu_ratio_glibc: Option<f64>,
     pub ns_per_event: Option<f64>,
     pub peak_footprint_bytes: Option<u64>,
     pub footprint_source: Option<String>,
@@ -73,9 +101,9 @@ pub struct Record {
     pub internal_fragmentation: Option<f64>,
 }
 
-/// The CSV columns, in order (every field but `wall_runs_s`, whose runs are
-/// joined with `;`).
-pub const CSV_COLUMNS: [&str; 43] = [
+/// The CSV columns, in order (every field; `wall_runs_s` and `cpu_runs_s`
+/// have their runs joined with `;`).
+pub const CSV_COLUMNS: [&str; 46] = [
     "trace",
     "trace_name",
     "allocator",
@@ -110,6 +138,9 @@ pub const CSV_COLUMNS: [&str; 43] = [
     "wall_s",
     "wall_runs_s",
     "wall_ratio_glibc",
+    "cpu_s",
+    "cpu_runs_s",
+    "cpu_ratio_glibc",
     "ns_per_event",
     "peak_footprint_bytes",
     "footprint_source",

@@ -106,6 +106,10 @@ pub struct ReplayOut {
     #[serde(default)]
     pub emulated: Vec<String>,
     pub timed_ns: u64,
+    /// The process's CPU time (every thread's) over the timed region; 0 from
+    /// an older replayer.
+    #[serde(default)]
+    pub timed_cpu_ns: u64,
     pub peak_live_bytes: u64,
     pub allocator: Option<String>,
     pub footprint: Option<Footprint>,
@@ -238,6 +242,24 @@ pub fn run(
     }
     c.arg(trace);
     finish(&mut c, tools.timeout)
+}
+
+/// Decodes `trace` into the ops cache, if `tools` has one and it does not
+/// hold the trace yet (`heaplab-replay --fill-cache`), without replaying:
+/// every later run of the trace reads the cache. Returns whether the cache
+/// holds it now; a trace the replayer cannot read is not an error here (the
+/// runs that replay it say why).
+pub fn fill_cache(tools: &Tools, trace: &Path) -> Result<bool> {
+    let Some(dir) = &tools.ops_cache else { return Ok(false) };
+    let mut c = Command::new(&tools.replay);
+    c.env_remove("LD_PRELOAD").env_remove("HEAPLAB_STATS").env_remove("HEAPLAB_CHECK");
+    c.arg("--ops-cache").arg(dir).arg("--fill-cache").arg(trace).stdin(Stdio::null());
+    let out = heaplab_plumb::process::capture_until(
+        &mut c,
+        tools.timeout,
+        Some(&heaplab_jobs::cancel::requested),
+    )?;
+    Ok(!out.timed_out && out.status.success())
 }
 
 /// Replays `trace` under `alloc` inside callgrind, every call made through

@@ -80,8 +80,14 @@ pub fn wall_range_vs_glibc(r: &Record) -> Option<(f64, f64)> {
     Some((lo * ratio / median, hi * ratio / median))
 }
 
-/// The page: what was compared, the figures, then every record.
-pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
+/// The page: what was compared, the figures, then every record, then
+/// where it came from (`provenance`: (label, value) rows).
+pub fn html(
+    records: &[Record],
+    command: &str,
+    notes: &[String],
+    provenance: &[(String, String)],
+) -> String {
     let mut page = Report::new("heaplab compare: what each allocator costs");
     page.sortable_tables();
     let traces = distinct(records, |r| &r.trace);
@@ -120,10 +126,14 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
         r.instr_per_malloc
     });
     m.log_y = true;
+    let counter =
+        records.iter().find_map(|r| r.counter.clone()).unwrap_or_else(|| "vgcount".into());
     page.figure(
         &m.to_svg(),
-        "Figure 1a. Mean instructions per call of malloc, calloc and the memalign family, inclusive of \
-         everything they call, counted by callgrind while the replay runs (they repeat exactly).",
+        &format!(
+            "Figure 1a. Mean instructions per call of malloc, calloc and the memalign family, inclusive of \
+             everything they call, counted ({counter}) while the replay runs (they repeat exactly)."
+        ),
     );
     let mut f = chart(records, "Instructions per free", "instructions per call (log)", |r| {
         r.instr_per_free
@@ -237,6 +247,8 @@ pub fn html(records: &[Record], command: &str, notes: &[String]) -> String {
             })
             .collect(),
     });
+    page.heading("Provenance");
+    page.table(&Table::key_values("Where these figures came from", provenance));
     page.to_html()
 }
 
@@ -297,7 +309,7 @@ mod tests {
     #[test]
     fn error_bars_span_the_runs_and_approximate_footprints_are_outlined() {
         let rs = records();
-        let html = html(&rs, "heaplab compare", &[]);
+        let html = html(&rs, "heaplab compare", &[], &[("machine".into(), "test".into())]);
         // one error bar per record, spanning its fastest to slowest run over glibc's median
         let bars = tags(&html, "path", "class=\"errbar\"");
         assert_eq!(bars.len(), rs.len());

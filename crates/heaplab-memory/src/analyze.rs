@@ -328,10 +328,11 @@ pub fn analyze(
     let mut t0: Option<u64> = None;
     let mut last_ns = 0u64;
     let stack_filter = !f.modules.is_empty() || !f.functions.is_empty();
+    let mut ev = heaplab_trace::Event::default();
     let error = loop {
-        let ev = match r.next_event() {
-            Ok(Some(e)) => e,
-            Ok(None) => break None,
+        match r.read_event(&mut ev) {
+            Ok(true) => {}
+            Ok(false) => break None,
             Err(e) => break Some(e.to_string()),
         };
         each(&ev);

@@ -12,17 +12,6 @@ use crate::symbols::Symbolizer;
 use heaplab_report::human;
 use heaplab_report::{Cell, Overlay, Report, StackedArea, Table};
 
-fn provenance_table(rows: &[(String, String)]) -> Table {
-    Table {
-        caption: Some("Provenance".into()),
-        header: vec!["".into(), "".into()],
-        rows: rows
-            .iter()
-            .map(|(k, v)| vec![Cell::text(k.clone()), Cell::text(v.clone())])
-            .collect(),
-    }
-}
-
 /// The memory-over-time figure: the top sites stacked, the rest as "other",
 /// the whole program's maximum per interval as a dashed line, and each
 /// replayed allocator's exact footprint as a line of its own.
@@ -166,7 +155,7 @@ pub fn page(
 ) -> String {
     let mut r = Report::new(&format!("Where the memory goes: {}", a.trace));
     r.sortable_tables();
-    r.table(&provenance_table(provenance));
+    r.table(&Table::key_values("Provenance", provenance));
     let t = &a.totals;
     let ended = match (&a.end, &a.error) {
         (_, Some(e)) => format!("read stopped early: {e}"),
@@ -281,7 +270,7 @@ pub fn diff_page(
 ) -> String {
     let mut r = Report::new(&format!("Before and after: {} → {}", d.before, d.after));
     r.sortable_tables();
-    r.table(&provenance_table(provenance));
+    r.table(&Table::key_values("Provenance", provenance));
     r.table(&diff_table(d, 100));
     r.heading("Differential flame graphs");
     for w in [Weight::Peak, Weight::Allocs] {

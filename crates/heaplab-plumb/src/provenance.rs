@@ -1,8 +1,13 @@
 //! Where a result came from, for reports a user can publish: the machine,
 //! its CPU, kernel and C library, heaplab's version and commit, the command
-//! and the date. Read from /proc, uname and glibc; nothing is run.
+//! and the date. Read from /proc, uname and glibc; the allocators' versions
+//! come from the Debian package that installed each library (`dpkg-query`,
+//! run from an argument vector), where there is one.
 
+use crate::alloc::{Allocator, Source};
 use serde::Serialize;
+use std::path::Path;
+use std::process::Command;
 
 /// The provenance of a report or JSON document.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
@@ -20,6 +25,73 @@ pub struct Provenance {
     pub cpus: usize,
     pub memory_bytes: u64,
     pub libc: String,
+    /// The allocators a comparison ran, with their versions (empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocators: Vec<AllocatorVersion>,
+}
+
+/// One allocator of a comparison: where it came from and which version ran.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Default)]
+pub struct AllocatorVersion {
+    pub name: String,
+    /// heaplab, glibc, peer (from the distribution) or custom.
+    pub source: String,
+    /// The shared object preloaded (none for glibc).
+    pub library: Option<String>,
+    /// The Debian package that installed the library, when one did.
+    pub package: Option<String>,
+    /// Its version: the package's, glibc's, or heaplab's own for the zoo.
+    pub version: Option<String>,
+}
+
+/// The Debian package owning `path` (tried as given, then resolved), and
+/// its version. None where dpkg is missing or no package owns the file.
+fn debian_package(path: &Path) -> Option<(String, String)> {
+    let query = |args: &[&std::ffi::OsStr]| -> Option<String> {
+        let o = Command::new("dpkg-query")
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let real = std::fs::canonicalize(path).ok();
+    let owner = [Some(path.to_path_buf()), real].into_iter().flatten().find_map(|p| {
+        let line = query(&["-S".as_ref(), p.as_os_str()])?;
+        // "libmimalloc2.0:amd64: /usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0"
+        let pkg = line.lines().next()?.split(": ").next()?.split(", ").next()?.to_string();
+        (!pkg.is_empty()).then_some(pkg)
+    })?;
+    let version = query(&["-W".as_ref(), "-f=${Version}".as_ref(), owner.as_ref()])?;
+    Some((owner, version))
+}
+
+/// The versions of `allocs` (heaplab's own allocators carry `heaplab`, the
+/// version string of this build).
+pub fn allocator_versions(allocs: &[Allocator], heaplab: &str) -> Vec<AllocatorVersion> {
+    allocs
+        .iter()
+        .map(|a| {
+            let library = a.preload.as_ref().map(|p| p.display().to_string());
+            let (package, version) = match a.source {
+                Source::Glibc => (None, Some(libc_version())),
+                Source::Heaplab => (None, Some(format!("heaplab {heaplab}"))),
+                Source::Peer | Source::Custom => {
+                    match a.preload.as_deref().and_then(debian_package) {
+                        Some((p, v)) => (Some(p), Some(v)),
+                        None => (None, None),
+                    }
+                }
+            };
+            AllocatorVersion {
+                name: a.name.clone(),
+                source: a.source.name().to_string(),
+                library,
+                package,
+                version,
+            }
+        })
+        .collect()
 }
 
 fn uname() -> (String, String, String) {
@@ -95,7 +167,18 @@ impl Provenance {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_bytes: mem_kb * 1024,
             libc: libc_version(),
+            allocators: Vec::new(),
         }
+    }
+
+    /// The same, naming the allocators a comparison ran and their versions.
+    pub fn with_allocators(mut self, allocs: &[Allocator]) -> Provenance {
+        let heaplab = match &self.heaplab_commit {
+            Some(c) => format!("{} ({c})", self.heaplab_version),
+            None => self.heaplab_version.clone(),
+        };
+        self.allocators = allocator_versions(allocs, &heaplab);
+        self
     }
 
     /// (label, value) rows for a table.
@@ -116,6 +199,16 @@ impl Provenance {
             ("system".into(), format!("{}, {}", self.os, self.kernel)),
             ("C library".into(), self.libc.clone()),
         ];
+        for a in &self.allocators {
+            let mut what = a.version.clone().unwrap_or_else(|| "version unknown".into());
+            if let Some(p) = &a.package {
+                what.push_str(&format!(" (Debian package {p})"));
+            }
+            if let Some(l) = &a.library {
+                what.push_str(&format!(", {l}"));
+            }
+            v.push((format!("allocator {}", a.name), what));
+        }
         v.retain(|(_, x)| !x.is_empty());
         v
     }
@@ -133,5 +226,34 @@ mod tests {
         let p = Provenance::collect("1.0", Some("abc"), vec!["heaplab".into()]);
         assert!(p.libc.starts_with("glibc 2.") && p.kernel.starts_with("Linux "), "{p:?}");
         assert!(p.cpus >= 1 && p.memory_bytes > 0);
+    }
+
+    #[test]
+    fn allocator_versions_name_their_source() {
+        let glibc = Allocator {
+            name: "glibc".into(),
+            source: Source::Glibc,
+            preload: None,
+            env: vec![],
+            missing: None,
+        };
+        // a library no package owns: its version is unknown, not guessed
+        let own = Allocator {
+            name: "mine".into(),
+            source: Source::Custom,
+            preload: Some("/nonexistent/libmine.so".into()),
+            ..glibc.clone()
+        };
+        let p = Provenance::collect("1.0", None, vec![]).with_allocators(&[glibc, own]);
+        assert_eq!(p.allocators[0].version.as_deref(), Some(p.libc.as_str()));
+        assert_eq!(p.allocators[1].library.as_deref(), Some("/nonexistent/libmine.so"));
+        assert_eq!(
+            (p.allocators[1].package.as_ref(), p.allocators[1].version.as_ref()),
+            (None, None)
+        );
+        assert!(p
+            .rows()
+            .iter()
+            .any(|(k, v)| k == "allocator mine" && v.contains("version unknown")));
     }
 }

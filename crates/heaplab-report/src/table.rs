@@ -74,6 +74,18 @@ pub struct Table {
 }
 
 impl Table {
+    /// Two columns of (label, value) text, no header: a report's provenance.
+    pub fn key_values(caption: &str, rows: &[(String, String)]) -> Table {
+        Table {
+            caption: Some(caption.into()),
+            header: vec!["".into(), "".into()],
+            rows: rows
+                .iter()
+                .map(|(k, v)| vec![Cell::text(k.clone()), Cell::text(v.clone())])
+                .collect(),
+        }
+    }
+
     pub fn to_html(&self) -> String {
         let mut o = String::from("<table>");
         if let Some(c) = &self.caption {

@@ -191,6 +191,18 @@ static size_t huge_bytes(void *p) {
     return ((const uint64_t *)p)[-1] & ~(uint64_t)HL_HDR_LOW_BITS;
 }
 
+/* A huge block resized to n (>= SYN_HUGE) bytes where its pages are
+ * (mremap moves page tables, not bytes: perl's hash arrays grow to MiBs by
+ * doubling), or NULL (the block is as it was). */
+static void *huge_resize(void *p, size_t n) {
+    uint64_t *m = (uint64_t *)p - 2;
+    size_t bytes = HL_ALIGN_UP(n + 16, hl_page_size());
+    uint64_t *q = hl_pages_resize(m, huge_bytes(p), bytes);
+    if (!q) return NULL;
+    q[1] = bytes | HL_TAG_USED;
+    return q + 2;
+}
+
 static void huge_free(void *p) {
     uint64_t *m = (uint64_t *)p - 2;
     size_t bytes = huge_bytes(p);
@@ -204,7 +216,11 @@ static void huge_free(void *p) {
 /* ------------------------------------------------------------------------ */
 
 static int syn_init(void) {
-    if (hl_alloc_gnugpp.init() != 0) return -1; /* gnugpp keeps the default heap */
+    /* gnugpp keeps the default heap; built with GNUGPP_LAZY_START, it reads
+     * its tunables now (getenv: outside the calls a replay counts) and
+     * starts the heap at its first growth, so a program the fast core serves
+     * whole pays no page for it. */
+    if (hl_alloc_gnugpp.init() != 0) return -1;
     /* The zoo's test modes run every call under the lock, on slot 0. */
     int front = !hl_tunable("HEAPLAB_PAD", 0) && !hl_tunable("HEAPLAB_GENERIC", 0);
     return sf_init_locked(&SYN_CORE, front);
@@ -262,7 +278,8 @@ static void *syn_realloc(void *p, size_t n) {
     if (is_huge(p)) {
         size_t u = huge_bytes(p) - 16;
         if (n <= u && n >= u / 2) return p;
-        return moved(p, u, n);
+        void *q = n >= SYN_HUGE ? huge_resize(p, n) : NULL;
+        return q ? q : moved(p, u, n);
     }
     if (n >= SYN_HUGE) return moved(p, hl_alloc_gnugpp.usable_size(p), n);
     return gp_realloc(p, n);
@@ -371,8 +388,12 @@ static void *__attribute__((noinline)) syn_calloc_slow(size_t a, size_t b) {
     return p;
 }
 
+/* realloc's slow path: realloc(NULL, n) (malloc's fast path: a fifth of
+ * jsonparse's reallocs), a block of the thread's own that must move, and
+ * everything else under the lock.  realloc() itself keeps an own block that
+ * still fits. */
 static void *__attribute__((noinline)) syn_realloc_entry(void *p, size_t n) {
-    if (!p) return syn_malloc_slow(n);
+    if (!p) return sf_malloc(&SYN_TLS, n, syn_medium, SYN_FAST_MAX, syn_malloc_slow);
     if (!SYN_CORE.front_on || !sf_slot_of(&SYN_CORE, p) || n == 0 || n > HL_MAX_REQUEST)
         return SYN_LOCKED_REALLOC(p, n);
     size_t u = sf_block_size(&SYN_CORE, p, "realloc");
@@ -385,6 +406,23 @@ static void *__attribute__((noinline)) syn_realloc_entry(void *p, size_t n) {
     memcpy(q, p, n < u ? n : u);
     if (!sf_free_own(&SYN_TLS, p)) syn_free_slow(p);
     return q;
+}
+
+/* realloc of a block of the thread's own slot that stays: the new size is
+ * at most the block's and uses at least half of it, or is of its class (002
+ * §2.2: realloc'd objects go to the list of the closest suitable size).  As
+ * free, it trusts an address in its own slot to be a block's (the slow path
+ * checks); 1: p stays. */
+static inline __attribute__((always_inline)) int syn_realloc_stays(void *p, size_t n) {
+    uintptr_t c = ((uintptr_t)p - SYN_TLS.base) >> SF_CLASS_SHIFT; /* NULL: not < SF_NCLASS */
+    if (HL_LIKELY(c < SF_NCLASS && n - 1 < SYN_TLS.bsize[c])) {       /* 0 < n <= block */
+        size_t u = SYN_TLS.bsize[c];
+        if (HL_LIKELY(n >= u / 2 || sf_class_of(&SYN_CORE, n) == c)) {
+            SYN_TLS.reallocs++;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static size_t __attribute__((noinline)) syn_usable_entry(void *p) {

@@ -8,7 +8,7 @@
 //! | `NAME.o` | `DIR/NAME.c` | the tables, the entry points with the fast path in them, the runtime |
 //! | `fastcore.o` | `native/alloc/fastcore.c` | the fast core's slow paths (slots, slabs, reclaim, threads) |
 //! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_NAME -DHL_FRONT_H="NAME.h" -DHL_API_malloc=NAME_locked_malloc ...`: the rest of the malloc API, and the locked versions of the entry points NAME.c defines |
-//! | `gnugpp.o` | `native/alloc/gnugpp.c` | `-Dhl_sbrk=NAME_gp_sbrk`, so the synthesized allocator sees gnugpp's heap growth and can reclaim first |
+//! | `gnugpp.o` | `native/alloc/gnugpp.c` | `-Dhl_sbrk=NAME_gp_sbrk`, so the synthesized allocator sees gnugpp's heap growth and can reclaim first; `-DGNUGPP_LAZY_START=1`, so its heap starts at its first growth |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! The archive holds one relocatable object (`ld -r`) whose hidden symbols are
@@ -79,7 +79,11 @@ pub fn build(name: &str, dir: &Path, layout: &Layout, count_calls: bool) -> Resu
             vec![format!("-DSF_COUNT={}", u8::from(count_calls))],
         ),
         unit(alloc.join("shim.c"), "shim", shim),
-        unit(alloc.join("gnugpp.c"), "gnugpp", vec![format!("-Dhl_sbrk={name}_gp_sbrk")]),
+        unit(
+            alloc.join("gnugpp.c"),
+            "gnugpp",
+            vec![format!("-Dhl_sbrk={name}_gp_sbrk"), "-DGNUGPP_LAZY_START=1".into()],
+        ),
         unit(alloc.join("platform.c"), "platform", vec![]),
         unit(alloc.join("pad.c"), "pad", vec![]),
     ];

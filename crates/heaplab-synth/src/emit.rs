@@ -6,7 +6,7 @@
 //! them). Comments say which profile figures led to each decision; every
 //! byte that comes from a trace goes through `heaplab_trace::escape`.
 
-use crate::plan::core::{CoreClass, SF_MAP_MAX, SF_NONE};
+use crate::plan::core::{CoreClass, SF_MAP_MAX, SF_NCLASS, SF_NONE};
 use crate::plan::{Allocator, Dispatch, ListPlan, Plan};
 use heaplab_trace::escape;
 use std::fmt::Write as _;
@@ -117,13 +117,15 @@ fn u32_table(name: &str, v: &[u64]) -> String {
 /// A class of the core, for comments.
 fn core_comment(c: &CoreClass) -> String {
     format!(
-        "{:2}: {:5}-byte blocks, requests of {}..{}, {} blocks a {} KiB slab, {} of mallocs{}",
+        "{:2}: {:5}-byte blocks, requests of {}..{}, {} blocks a {} KiB slab (up to {} KiB), {} of \
+         mallocs{}",
         c.index,
         c.block_bytes,
         c.range[0],
         c.range[1],
         c.blocks_per_slab,
         c.slab_bytes / 1024,
+        c.slab_max_bytes / 1024,
         pct(c.malloc_share),
         match c.list {
             Some(l) => format!(" (fast list {l})"),
@@ -306,6 +308,7 @@ pub fn source(p: &Plan, command: &str) -> String {
 #define SYN_CORE             {n}_core
 #define SYN_TLS              {n}_tls
 #define SYN_NGEN             {ngen}
+#define SYN_FAST_MAX         {fast_max}
 #define SYN_GP_SBRK          {n}_gp_sbrk
 #define SYN_FRONT_STATS      {n}_front_stats
 #define SYN_FRONT_FORK_CHILD {n}_front_fork_child
@@ -356,10 +359,13 @@ pub fn source(p: &Plan, command: &str) -> String {
     }
     let mut blocks: Vec<u64> = core.classes.iter().map(|c| c.block_bytes).collect();
     let mut slabs: Vec<u64> = core.classes.iter().map(|c| c.slab_bytes).collect();
+    let mut slab_max: Vec<u64> = core.classes.iter().map(|c| c.slab_max_bytes).collect();
     blocks.resize(64, 0);
     slabs.resize(64, 0);
+    slab_max.resize(64, 0);
     s.push_str(&u32_table("syn_block", &blocks));
     s.push_str(&u32_table("syn_slab", &slabs));
+    s.push_str(&u32_table("syn_slab_max", &slab_max));
     let _ = writeln!(
         s,
         "\n/* The class of each request of 0 .. {SF_MAP_MAX} bytes ({SF_NONE}: none; the general \
@@ -390,6 +396,7 @@ static sf_core_t {n}_core = {{
     .nclass = {ncore},
     .block = syn_block,
     .slab = syn_slab,
+    .slab_max = syn_slab_max,
     .map = syn_map,
     .medium = syn_medium,
     .fast_max = {fast_max},
@@ -541,16 +548,17 @@ fn entry_points(p: &Plan) -> String {
         );
     } else {
         s.push_str(&block_comment(
-            "malloc: the class from the thread's size map (000 Figure 9; one load), a pop from the \
-             thread's list of the class (002 §2.2), or a block carved from its slab: no lock, no \
-             atomic. Everything else (a new slab, other sizes, the first call of a thread) is the \
-             slow path.",
+            "malloc: the class from the thread's size map (000 Figure 9; one load), or from the \
+             medium table above it, a pop from the thread's list of the class (002 §2.2), or a \
+             block carved from its slab: no lock, no atomic. Everything else (a new slab, sizes \
+             over the fast core's, the first call of a thread) is the slow path.",
             "",
         ));
         let _ = writeln!(
             s,
-            "HL_EXPORT void *malloc(size_t n) {{\n    return sf_malloc(&{n}_tls, n, \
-             syn_malloc_slow);\n}}\n"
+            "HL_EXPORT void *malloc(size_t n) {{\n    return sf_malloc(&{n}_tls, n, syn_medium, \
+             {}, syn_malloc_slow);\n}}\n",
+            p.core.fast_max_bytes
         );
     }
     s.push_str(&block_comment(
@@ -562,23 +570,97 @@ fn entry_points(p: &Plan) -> String {
         s,
         "HL_EXPORT void free(void *p) {{\n    sf_free(&{n}_tls, p, syn_free_slow);\n}}\n"
     );
-    s.push_str(&block_comment(
-        "calloc: a block carved from a slab was never used and reads as zero (fresh pages from the \
-         OS), so only a block from a list is cleared.",
-        "",
-    ));
+    s.push_str(&calloc(p));
     let _ = writeln!(
         s,
-        "HL_EXPORT void *calloc(size_t a, size_t b) {{\n    size_t n;\n    if \
-         (HL_LIKELY(!__builtin_mul_overflow(a, b, &n) && n <= SF_MAP_MAX)) {{\n        int \
-         fresh;\n        void *p = sf_take(&{n}_tls, {n}_tls.map[n], &fresh);\n        if \
-         (HL_LIKELY(p != NULL)) {{\n            if (!fresh) memset(p, 0, n);\n            return \
-         p;\n        }}\n    }}\n    return syn_calloc_slow(a, b);\n}}\n"
-    );
-    let _ = writeln!(
-        s,
-        "HL_EXPORT void *realloc(void *p, size_t n) {{\n    return syn_realloc_entry(p, n);\n}}\n\n\
+        "HL_EXPORT void *realloc(void *p, size_t n) {{\n    if (HL_LIKELY(syn_realloc_stays(p, \
+         n)))\n        return p;\n    return syn_realloc_entry(p, n);\n}}\n\n\
          HL_EXPORT size_t malloc_usable_size(void *p) {{\n    return syn_usable_entry(p);\n}}"
+    );
+    s
+}
+
+/// Stores of 16 bytes that clear a block of `block` bytes, or `None` when
+/// calloc leaves a block that large to memset.
+fn zero_stores(block: u64) -> Option<u64> {
+    (block <= ZERO_MAX).then_some(block / 16)
+}
+
+/// Blocks up to this many bytes are cleared inline by calloc.
+const ZERO_MAX: u64 = 512;
+
+/// calloc, with the clearing of a reused block inline: a jump by class into
+/// an unrolled run of 16-byte stores (the block size is the class's).
+fn calloc(p: &Plan) -> String {
+    let n = &p.name;
+    let mut s = block_comment(
+        &format!(
+            "calloc: a block carved from a slab was never used and reads as zero (fresh pages from \
+             the OS); a block from a list is cleared inline, up to {ZERO_MAX} bytes: the table \
+             zero_at enters an unrolled run of 16-byte stores where the class's block (16-aligned, \
+             a multiple of 16) needs it, one jump where a call to memset took some 30 \
+             instructions. Larger blocks go to memset."
+        ),
+        "",
+    );
+    let mut used = std::collections::BTreeSet::new();
+    let mut cells = Vec::new();
+    for i in 0..SF_NCLASS {
+        let k = p.core.classes.get(i).and_then(|c| zero_stores(c.block_bytes));
+        match k {
+            Some(k) => {
+                used.insert(k);
+                cells.push(format!("&&z{k}"));
+            }
+            None => cells.push("&&zmem".to_string()),
+        }
+    }
+    let table = wrap(&(cells.join(", ") + ","), "        ", 96);
+    let _ = write!(
+        s,
+        "HL_EXPORT void *calloc(size_t a, size_t b) {{
+    /* Per class: the first of the stores that clear its block (a class over
+     * {ZERO_MAX} bytes, or with no blocks: memset). */
+    static void *const zero_at[SF_NCLASS] = {{
+{table}    }};
+    typedef long long syn_v2 __attribute__((vector_size(16)));
+    size_t n;
+    if (HL_LIKELY(!__builtin_mul_overflow(a, b, &n) && n <= SF_MAP_MAX)) {{
+        uintptr_t c = {n}_tls.map[n];
+        void **p = (void **){n}_tls.head[c];
+        if (HL_LIKELY(p != NULL)) {{
+            {n}_tls.head[c] = *p;
+            SF_COUNTED({n}_tls.mallocs);
+            syn_v2 *q = (syn_v2 *)p, z = {{0, 0}};
+            __asm__(\"\" : \"+x\"(z)); /* one register for every store */
+            goto *zero_at[c];
+"
+    );
+    let top = used.iter().max().copied().unwrap_or(0);
+    for k in (1..=top).rev() {
+        if used.contains(&k) {
+            let _ = writeln!(s, "        z{k}:");
+        }
+        let _ = writeln!(s, "            q[{}] = z;", k - 1);
+    }
+    let _ = write!(
+        s,
+        "            return p;
+        zmem:
+            return memset(p, 0, n);
+        }}
+        uintptr_t x = (uintptr_t){n}_tls.carve[c] - {n}_tls.bsize[c];
+        if (HL_LIKELY(x >= (uintptr_t){n}_tls.floor[c])) {{
+            __asm__(\"\" : \"+r\"(c)); /* as in fastcore.h's sf_carve */
+            {n}_tls.carve[c] = (char *)x;
+            SF_COUNTED({n}_tls.mallocs);
+            return (void *)x;
+        }}
+    }}
+    return syn_calloc_slow(a, b);
+}}
+
+"
     );
     s
 }

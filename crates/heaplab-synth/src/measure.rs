@@ -89,9 +89,13 @@ pub fn profile_trace(path: &Path) -> Result<(Vec<Profile>, String)> {
     let builders = std::thread::scope(|scope| -> Result<Vec<ProfileBuilder>> {
         let mut txs = Vec::new();
         let mut handles = Vec::new();
+        // the builder done last with a batch hands it back for the next one
+        // (a fresh 768 KiB batch every 16 Ki events cost page faults)
+        let (back, spare) = mpsc::channel::<Vec<Slim>>();
         for &u in &UNITS {
             let (tx, rx) = mpsc::sync_channel::<Arc<Vec<Slim>>>(4);
             txs.push(tx);
+            let back = back.clone();
             handles.push(scope.spawn(move || {
                 let mut b = ProfileBuilder::new(u, time_unit);
                 let mut ev = Event::default();
@@ -100,10 +104,21 @@ pub fn profile_trace(path: &Path) -> Result<(Vec<Profile>, String)> {
                         s.fill(&mut ev);
                         b.add(&ev);
                     }
+                    if let Some(v) = Arc::into_inner(batch) {
+                        drop(back.send(v)); // the reader may be gone: then it is freed
+                    }
                 }
                 b
             }));
         }
+        drop(back);
+        let fresh = || match spare.try_recv() {
+            Ok(mut v) => {
+                v.clear();
+                v
+            }
+            Err(_) => Vec::with_capacity(BATCH),
+        };
         let send = |batch: Vec<Slim>| {
             let batch = Arc::new(batch);
             // A builder that is gone panicked: its join below says so.
@@ -111,15 +126,16 @@ pub fn profile_trace(path: &Path) -> Result<(Vec<Profile>, String)> {
         };
         let mut batch = Vec::with_capacity(BATCH);
         let mut failure = None;
+        let mut e = Event::default();
         loop {
-            match r.next_event() {
-                Ok(Some(e)) => {
+            match r.read_event(&mut e) {
+                Ok(true) => {
                     batch.push(Slim::of(&e));
                     if batch.len() == BATCH {
-                        send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                        send(std::mem::replace(&mut batch, fresh()));
                     }
                 }
-                Ok(None) => break,
+                Ok(false) => break,
                 Err(e) => {
                     failure = Some(e);
                     break;

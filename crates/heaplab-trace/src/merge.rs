@@ -21,11 +21,18 @@
 //! until nothing is ready before the next block is read). Memory: the live
 //! objects, 64 KiB of recent addresses per thread, and the events not yet
 //! merged (at most [`MAX_PENDING`]).
+//!
+//! Cost (`examples/read-bench.rs`, the 67 M-event one-thread bignum trace
+//! of `bench/compare.py`): about 50 ns an event through
+//! [`crate::TraceReader::read_event`], 195 before. Queue entries are one
+//! cache line; times are interpolated as each stamp is read, with a running
+//! quotient (no 128-bit division per event); the thread that stepped keeps
+//! the heap's top while its next head is still the least; live objects sit
+//! in an open-addressing map of their own; the event is written in place.
 
 use crate::model::{Dep, Event, Kind};
 use crate::varint::Cursor;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Allocations and releases an address code may name (`hltrace_enc.h`).
@@ -70,22 +77,40 @@ pub struct Obj {
     pub align: u64,
 }
 
+/// A decoded event waiting to be merged: one cache line. Its `thread_seq`
+/// is not kept (the head of a queue is event `events_done` of its thread),
+/// nor its round (a round closes for every block read before the one that
+/// closes it, so the events of closed rounds are a thread's first
+/// `ready_seq`), nor what its release step took out of the map (the
+/// stream's `stash`: only the head is ever half done).
 #[derive(Debug, Clone, Copy)]
 struct Pend {
     time: u64,
-    seq: u64,
-    round: u64,
     size: u64,
-    align: u64,
-    old: u64,
     addr: u64,
-    e1: Option<Dep>,
-    e2: Option<Dep>,
+    /// realloc: the old address; the memalign family: the alignment.
+    x: u64,
+    /// The edges: after that many steps of `e?_thread`; 0: none.
+    e1_steps: u64,
+    e2_steps: u64,
+    e1_thread: u32,
+    e2_thread: u32,
     stack: u32,
     kind: Kind,
     two: bool,
     stamped: bool,
-    stash: Option<Obj>,
+}
+
+impl Pend {
+    /// The edge the head waits on: the release step's, else the event's.
+    fn edge(&self, half_done: bool) -> Option<Dep> {
+        let (t, n) = if self.two && !half_done {
+            (self.e2_thread, self.e2_steps)
+        } else {
+            (self.e1_thread, self.e1_steps)
+        };
+        (n != 0).then_some(Dep { thread: t, steps: n })
+    }
 }
 
 struct Dec {
@@ -121,6 +146,11 @@ struct Stream {
     start: Option<Dep>,
     q: VecDeque<Pend>,
     half_done: bool,
+    /// What the head's release step took out of the map.
+    stash: Option<Obj>,
+    /// Events of closed rounds: the head may merge while `events_done` is below.
+    ready_seq: u64,
+    events_done: u64,
     steps_done: u64,
     in_heap: bool,
     blocked: Option<Dep>,
@@ -137,15 +167,125 @@ pub enum Leftover {
     Cycle(String),
 }
 
+/// A map from u64 keys (never 0, which marks an empty slot) to small
+/// values: open addressing, linear probing from a Fibonacci hash's high
+/// bits, deletion by backward shift, grown at 70% full. The merge keeps its
+/// live objects by address in one, the profile builder its live objects by
+/// id + 1: a general hash map cost a fifth of the reader's time.
+#[derive(Default)]
+pub(crate) struct KeyMap<V> {
+    keys: Vec<u64>,
+    vals: Vec<V>,
+    n: usize,
+    shift: u32,
+}
+
+impl<V: Copy + Default> KeyMap<V> {
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    #[inline]
+    pub(crate) fn find(&self, key: u64) -> Option<usize> {
+        if self.n == 0 || key == 0 {
+            return None;
+        }
+        let mask = self.keys.len() - 1;
+        let mut j = self.home(key);
+        loop {
+            let k = self.keys[j];
+            if k == key {
+                return Some(j);
+            }
+            if k == 0 {
+                return None;
+            }
+            j = (j + 1) & mask;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: u64) -> Option<&V> {
+        self.find(key).map(|j| &self.vals[j])
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.keys.len() * 2).max(1024);
+        let keys = std::mem::replace(&mut self.keys, vec![0; cap]);
+        let vals = std::mem::replace(&mut self.vals, vec![V::default(); cap]);
+        self.shift = 64 - cap.trailing_zeros();
+        self.n = 0;
+        for (k, v) in keys.into_iter().zip(vals) {
+            if k != 0 {
+                self.insert(k, v);
+            }
+        }
+    }
+
+    /// Sets `key`'s object, replacing one already there.
+    #[inline(always)]
+    pub(crate) fn insert(&mut self, key: u64, v: V) {
+        if (self.n + 1) * 10 > self.keys.len() * 7 {
+            self.grow();
+        }
+        let mask = self.keys.len() - 1;
+        let mut j = self.home(key);
+        while self.keys[j] != 0 && self.keys[j] != key {
+            j = (j + 1) & mask;
+        }
+        if self.keys[j] == 0 {
+            self.n += 1;
+        }
+        self.keys[j] = key;
+        self.vals[j] = v;
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove(&mut self, key: u64) -> Option<V> {
+        let mut i = self.find(key)?;
+        let out = self.vals[i];
+        let mask = self.keys.len() - 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let k = self.keys[j];
+            if k == 0 {
+                break;
+            }
+            // move slot j into the hole at i unless its home lies in (i, j]
+            let home = self.home(k);
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
+                self.keys[i] = k;
+                self.vals[i] = self.vals[j];
+                i = j;
+            }
+        }
+        self.keys[i] = 0;
+        self.n -= 1;
+        Some(out)
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
+        self.keys.iter().zip(&self.vals).filter(|(&k, _)| k != 0).map(|(&k, &v)| (k, v))
+    }
+}
+
 /// The merge state of a version-2 reader.
 #[derive(Default)]
 pub struct Merge {
     streams: Vec<Stream>,
     round: Option<u64>,
-    closed: Option<u64>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// The ready heads, least (time, thread) first: a binary heap by hand,
+    /// so that the thread that stepped can keep the top (`next_event`).
+    heap: Vec<(u64, u32)>,
     pending: u64,
-    live: AddrMap<Obj>,
+    live: KeyMap<Obj>,
     next_id: u64,
     last_out: u64,
     unknown_frees: u64,
@@ -214,19 +354,21 @@ impl Merge {
         c.varint("").ok()
     }
 
-    /// A block of a later round closes the rounds before it.
+    /// A block of a later round closes the rounds before it: every block
+    /// read so far.
     pub fn close_before(&mut self, round: u64) {
         if let Some(r) = self.round {
             if round > r {
-                self.closed = Some(r);
-                self.place_all();
+                self.close_all();
             }
         }
     }
 
-    /// END, an error, or the end of the file: every round may merge.
+    /// END, an error, or the end of the file: every round read may merge.
     pub fn close_all(&mut self) {
-        self.closed = Some(self.round.unwrap_or(0));
+        for s in &mut self.streams {
+            s.ready_seq = s.events_dec;
+        }
         self.place_all();
     }
 
@@ -262,7 +404,7 @@ impl Merge {
             if stack > n_stacks as u64 {
                 return Err(at(format!("stack {stack} is not defined")));
             }
-            if self.live.contains_key(&addr) {
+            if self.live.find(addr).is_some() {
                 return Err(at(format!("address {addr:#x} is already live")));
             }
             let id = self.next_id;
@@ -297,7 +439,8 @@ impl Merge {
         Ok(out)
     }
 
-    /// Decodes one version-2 EVENTS payload into its thread's queue.
+    /// Decodes one version-2 EVENTS payload into its thread's queue. A bad
+    /// block leaves the queue as it was.
     pub fn events(&mut self, p: &[u8], n_stacks: u32) -> Result<(), String> {
         let mut c = Cursor::new(p);
         let th = c.varint("thread")?;
@@ -335,134 +478,18 @@ impl Merge {
         if s.ring.is_empty() {
             s.ring = vec![0; 2 * RING];
         }
-        let mut d = Cursor::new(rows);
-        let mut dec = std::mem::take(&mut s.dec);
-        let mut steps = s.steps_dec;
-        let mut out: Vec<Pend> = Vec::new();
-        while !d.is_empty() {
-            let i = out.len() as u64;
-            let seq = s.events_dec + i;
-            let at = |m: String| format!("thread {th} event {seq} (#{i} of the block): {m}");
-            if i == most || i == MAX_BLOCK_EVENTS {
-                return Err(format!("more than {MAX_BLOCK_EVENTS} events in one block"));
+        let queued = s.q.len();
+        let r = decode_rows(s, rows, th, n_threads, n_stacks, most, (tsc_ref, ns_ref, mult));
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                s.q.truncate(queued);
+                return Err(e);
             }
-            let op = d.take(1, "op")?[0];
-            let kind = Kind::from_code(op & 0x0f)
-                .ok_or_else(|| at(format!("reserved kind {}", op & 0x0f)))?;
-            let mut pd = Pend {
-                time: 0,
-                seq,
-                round,
-                size: 0,
-                align: 0,
-                old: 0,
-                addr: 0,
-                e1: None,
-                e2: None,
-                stack: 0,
-                kind,
-                two: false,
-                stamped: false,
-                stash: None,
-            };
-            if op & 0x20 != 0 {
-                let dt = d.varint("time").map_err(at)?;
-                dec.last_tick = dec.last_tick.wrapping_add(dt);
-                pd.time = clock_ns(dec.last_tick, tsc_ref, ns_ref, mult);
-                pd.stamped = true;
-            }
-            if op & 0x80 != 0 {
-                pd.e2 = Some(edge(&mut d, &mut dec).map_err(at)?);
-            }
-            if op & 0x40 != 0 {
-                pd.e1 = Some(edge(&mut d, &mut dec).map_err(at)?);
-            }
-            match kind {
-                Kind::Realloc => {
-                    pd.old = addr(&mut d, &mut dec, &mut s.ring, Role::Old, "old address")
-                        .map_err(at)?;
-                    pd.size = d.varint("size").map_err(at)?;
-                    pd.addr =
-                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
-                    pd.two = pd.old != 0;
-                }
-                Kind::Free | Kind::ReallocFree => {
-                    if rows.get(d.pos()) == Some(&0) {
-                        return Err(at(format!("{} of NULL", kind.name())));
-                    }
-                    pd.addr =
-                        addr(&mut d, &mut dec, &mut s.ring, Role::Gone, "address").map_err(at)?;
-                    pd.two = kind == Kind::ReallocFree;
-                }
-                _ => {
-                    pd.size = d.varint("size").map_err(at)?;
-                    if kind.has_align() {
-                        pd.align = d.varint("align").map_err(at)?;
-                    }
-                    pd.addr =
-                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
-                }
-            }
-            if op & 0x10 != 0 {
-                let st = d.varint("stack").map_err(at)?;
-                if st == 0 || st > u64::from(n_stacks) {
-                    return Err(at(format!("stack {st} is not defined")));
-                }
-                pd.stack = st as u32;
-            }
-            if op & 0x80 != 0 && !pd.two {
-                return Err(at("EDGE2 on a one-step event".into()));
-            }
-            for e in [pd.e1, pd.e2].into_iter().flatten() {
-                if u64::from(e.thread) >= n_threads {
-                    return Err(at(format!(
-                        "an edge names thread {}, which is not defined",
-                        e.thread
-                    )));
-                }
-                if u64::from(e.thread) == th {
-                    return Err(at("an edge to its own thread".into()));
-                }
-                if e.steps == 0 {
-                    return Err(at("an edge after 0 steps".into()));
-                }
-            }
-            steps += if pd.two { 2 } else { 1 };
-            out.push(pd);
-        }
-        // times between stamps, interpolated by event index
-        let mut last = s.stamp;
-        let n = out.len();
-        let mut next = 0;
-        for i in 0..n {
-            if out[i].stamped {
-                last = Some((out[i].seq, out[i].time));
-                continue;
-            }
-            let Some((pe, pt)) = last else {
-                return Err(format!("thread {th} event {}: no time stamp before it", out[i].seq));
-            };
-            if next <= i {
-                next = i + 1;
-                while next < n && !out[next].stamped {
-                    next += 1;
-                }
-            }
-            out[i].time = if next < n && out[next].time > pt {
-                let span = u128::from(out[next].time - pt) * u128::from(out[i].seq - pe);
-                pt + (span / u128::from(out[next].seq - pe)) as u64
-            } else {
-                pt
-            };
-        }
-        s.stamp = last;
-        s.dec = dec;
-        s.events_dec += n as u64;
-        s.steps_dec = steps;
+        };
         s.bytes_dec += rows.len() as u64;
-        s.q.extend(out);
-        self.pending += n as u64;
-        self.rows += n as u64;
+        self.pending += n;
+        self.rows += n;
         self.row_bytes += rows.len() as u64;
         self.round = Some(round);
         self.saw_events = true;
@@ -470,12 +497,15 @@ impl Merge {
         Ok(())
     }
 
+    /// What thread `t`'s head waits for: `(true, None)` ready, `(false,
+    /// None)` nothing to merge (empty, or a round not yet closed), `(false,
+    /// Some(dep))` blocked on `dep`.
+    #[inline]
     fn head_state(&self, t: u32) -> (bool, Option<Dep>) {
         let s = &self.streams[t as usize];
         let Some(p) = s.q.front() else { return (false, None) };
-        match self.closed {
-            Some(c) if p.round <= c => {}
-            _ => return (false, None),
+        if s.events_done >= s.ready_seq {
+            return (false, None);
         }
         if s.steps_done == 0 {
             if let Some(st) = s.start {
@@ -484,13 +514,43 @@ impl Merge {
                 }
             }
         }
-        let e = if p.two && !s.half_done { p.e2 } else { p.e1 };
-        if let Some(e) = e {
+        if let Some(e) = p.edge(s.half_done) {
             if self.streams[e.thread as usize].steps_done < e.steps {
                 return (false, Some(e));
             }
         }
         (true, None)
+    }
+
+    fn heap_up(&mut self, mut i: usize) {
+        let x = self.heap[i];
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if x >= self.heap[p] {
+                break;
+            }
+            self.heap[i] = self.heap[p];
+            i = p;
+        }
+        self.heap[i] = x;
+    }
+
+    fn heap_down(&mut self, mut i: usize) {
+        let x = self.heap[i];
+        let n = self.heap.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let m = if l + 1 < n && self.heap[l + 1] < self.heap[l] { l + 1 } else { l };
+            if self.heap[m] >= x {
+                break;
+            }
+            self.heap[i] = self.heap[m];
+            i = m;
+        }
+        self.heap[i] = x;
     }
 
     fn place(&mut self, t: u32) {
@@ -501,15 +561,18 @@ impl Merge {
         match self.head_state(t) {
             (true, _) => {
                 let time = self.streams[t as usize].q.front().map_or(0, |p| p.time);
-                self.heap.push(Reverse((time, t)));
+                self.heap.push((time, t));
+                self.heap_up(self.heap.len() - 1);
                 self.streams[t as usize].in_heap = true;
             }
-            (false, Some(dep)) => {
-                self.streams[t as usize].blocked = Some(dep);
-                self.streams[dep.thread as usize].waiters.push(t);
-            }
+            (false, Some(dep)) => self.block(t, dep),
             (false, None) => {}
         }
+    }
+
+    fn block(&mut self, t: u32, dep: Dep) {
+        self.streams[t as usize].blocked = Some(dep);
+        self.streams[dep.thread as usize].waiters.push(t);
     }
 
     fn place_all(&mut self) {
@@ -519,9 +582,6 @@ impl Merge {
     }
 
     fn wake(&mut self, u: u32) {
-        if self.streams[u as usize].waiters.is_empty() {
-            return; // the common case: nobody waits on u
-        }
         let list = std::mem::take(&mut self.streams[u as usize].waiters);
         let done = self.streams[u as usize].steps_done;
         let mut keep = Vec::new();
@@ -540,59 +600,95 @@ impl Merge {
     /// The next event of the merged order, if one is ready. `index` is left
     /// for the reader to set.
     pub fn next_event(&mut self) -> Option<Event> {
-        while let Some(Reverse((_, t))) = self.heap.pop() {
-            let s = &mut self.streams[t as usize];
-            s.in_heap = false;
-            let out = {
-                let half_done = s.half_done;
-                let p = s.q.front_mut().expect("a thread in the heap has a head");
-                if p.two && !half_done {
-                    let a = if p.kind == Kind::Realloc { p.old } else { p.addr };
-                    let failed = p.kind == Kind::Realloc && p.addr == 0 && p.size != 0;
-                    if !failed {
-                        p.stash = self.live.remove(&a);
-                    }
-                    s.half_done = true;
-                    None
-                } else {
-                    let p = s.q.pop_front().expect("checked above");
-                    s.half_done = false;
-                    self.pending -= 1;
-                    Some(p)
-                }
-            };
-            self.streams[t as usize].steps_done += 1;
-            let ev = out.and_then(|p| self.event(t, &p));
-            self.place(t);
-            self.wake(t);
-            if ev.is_some() {
-                return ev;
-            }
-        }
-        None
+        let mut ev = Event::default();
+        self.next_event_into(&mut ev).then_some(ev)
     }
 
-    fn event(&mut self, t: u32, p: &Pend) -> Option<Event> {
-        let mut ev = Event {
-            index: 0,
-            kind: p.kind,
-            thread: t,
-            time: p.time.max(self.last_out),
-            size: p.size,
-            align: p.align,
-            id: None,
-            old: None,
-            old_size: 0,
-            stack: p.stack,
-            failed: false,
-            inherited: false,
-            thread_seq: p.seq,
-            old_thread: 0,
-            old_seq: 0,
-            after: [None, None],
-        };
-        for (k, e) in [p.e2, p.e1].into_iter().flatten().enumerate() {
-            ev.after[k] = Some(e);
+    /// The next event of the merged order into `ev`, if one is ready (every
+    /// field set but `index`; false: `ev` is left in any state). The thread
+    /// that stepped keeps the heap's top while its next head is ready and
+    /// still the least, so a one-thread trace never moves the heap.
+    pub fn next_event_into(&mut self, ev: &mut Event) -> bool {
+        while let Some(&(_, t)) = self.heap.first() {
+            let s = &mut self.streams[t as usize];
+            let p = *s.q.front().expect("a thread in the heap has a head");
+            let got = if p.two && !s.half_done {
+                let a = if p.kind == Kind::Realloc { p.x } else { p.addr };
+                let failed = p.kind == Kind::Realloc && p.addr == 0 && p.size != 0;
+                s.stash = if failed { None } else { self.live.remove(a) };
+                s.half_done = true;
+                s.steps_done += 1;
+                false
+            } else {
+                s.q.pop_front();
+                s.half_done = false;
+                let seq = s.events_done;
+                let stash = if p.two { s.stash.take() } else { None };
+                s.events_done += 1;
+                s.steps_done += 1;
+                self.pending -= 1;
+                self.event(t, &p, seq, stash, ev)
+            };
+            // t's new head may be later, blocked or absent
+            match self.head_state(t) {
+                (true, _) => {
+                    self.heap[0].0 = self.streams[t as usize].q.front().map_or(0, |p| p.time);
+                    if self.heap.len() > 1 {
+                        self.heap_down(0);
+                    }
+                }
+                (false, dep) => {
+                    let last = self.heap.pop().expect("t is in the heap");
+                    if !self.heap.is_empty() {
+                        self.heap[0] = last;
+                        self.heap_down(0);
+                    }
+                    self.streams[t as usize].in_heap = false;
+                    if let Some(dep) = dep {
+                        self.block(t, dep);
+                    }
+                }
+            }
+            if !self.streams[t as usize].waiters.is_empty() {
+                self.wake(t);
+            }
+            if got {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The event step of thread `t`'s head `p` (its `thread_seq` is `seq`;
+    /// `stash`, what its release step took out of the map), into `ev`;
+    /// false when it yields none (a free of an address never seen).
+    #[inline]
+    fn event(&mut self, t: u32, p: &Pend, seq: u64, stash: Option<Obj>, ev: &mut Event) -> bool {
+        // field by field: building an Event and moving it costs a memcpy
+        ev.kind = p.kind;
+        ev.thread = t;
+        ev.time = p.time.max(self.last_out);
+        ev.size = p.size;
+        ev.align = if p.kind.has_align() { p.x } else { 0 };
+        ev.id = None;
+        ev.old = None;
+        ev.old_size = 0;
+        ev.stack = p.stack;
+        ev.failed = false;
+        ev.inherited = false;
+        ev.thread_seq = seq;
+        ev.old_thread = 0;
+        ev.old_seq = 0;
+        ev.after = [None, None];
+        if p.e1_steps | p.e2_steps != 0 {
+            let mut k = 0;
+            if p.e2_steps != 0 {
+                ev.after[k] = Some(Dep { thread: p.e2_thread, steps: p.e2_steps });
+                k += 1;
+            }
+            if p.e1_steps != 0 {
+                ev.after[k] = Some(Dep { thread: p.e1_thread, steps: p.e1_steps });
+            }
         }
         let from = |ev: &mut Event, o: &Obj| {
             ev.old = Some(o.id);
@@ -603,40 +699,40 @@ impl Merge {
         let mut create = 0;
         match p.kind {
             Kind::Free => {
-                let Some(o) = self.live.remove(&p.addr) else {
+                let Some(o) = self.live.remove(p.addr) else {
                     self.unknown_frees += 1;
-                    return None;
+                    return false;
                 };
-                from(&mut ev, &o);
+                from(ev, &o);
                 ev.size = o.size;
             }
             Kind::ReallocFree => {
-                let Some(o) = p.stash else {
+                let Some(o) = stash else {
                     self.unknown_frees += 1;
-                    return None;
+                    return false;
                 };
-                from(&mut ev, &o);
+                from(ev, &o);
                 ev.size = o.size;
             }
             Kind::Realloc if !p.two => create = p.addr,
             Kind::Realloc if p.addr == 0 && p.size != 0 => {
-                if let Some(o) = self.live.get(&p.old).copied() {
-                    from(&mut ev, &o);
+                if let Some(o) = self.live.get(p.x).copied() {
+                    from(ev, &o);
                 }
             }
             Kind::Realloc if p.addr == 0 => {
                 // realloc(p, 0) that released p: realloc_free
                 ev.kind = Kind::ReallocFree;
-                let Some(o) = p.stash else {
+                let Some(o) = stash else {
                     self.unknown_frees += 1;
-                    return None;
+                    return false;
                 };
-                from(&mut ev, &o);
+                from(ev, &o);
                 ev.size = o.size;
             }
             Kind::Realloc => {
-                match p.stash {
-                    Some(o) => from(&mut ev, &o),
+                match stash {
+                    Some(o) => from(ev, &o),
                     None => self.unknown_frees += 1, // realloc of a block never seen
                 }
                 create = p.addr;
@@ -649,23 +745,25 @@ impl Merge {
             } else {
                 let id = self.next_id;
                 self.next_id += 1;
+                // an address already live had its free unrecorded: that
+                // object leaves the map as this one takes its place
                 self.live.insert(
                     create,
                     Obj {
                         id,
                         size: p.size,
                         thread: t,
-                        seq: p.seq,
+                        seq,
                         stack: p.stack,
                         kind: p.kind.code(),
-                        align: p.align,
+                        align: ev.align,
                     },
                 );
                 ev.id = Some(id);
             }
         }
         self.last_out = ev.time;
-        Some(ev)
+        true
     }
 
     /// After the merge ran dry at the end of a trace: what is left waiting.
@@ -675,8 +773,10 @@ impl Merge {
     pub fn leftover(&mut self, drop_dangling: bool) -> Leftover {
         for t in 0..self.streams.len() {
             let s = &self.streams[t];
-            let Some(p) = s.q.front() else { continue };
-            let seq = p.seq;
+            if s.q.is_empty() {
+                continue;
+            }
+            let seq = s.events_done;
             let Some(dep) = s.blocked else {
                 return Leftover::Cycle(format!("thread {t} event {seq} cannot be placed"));
             };
@@ -696,9 +796,9 @@ impl Merge {
                 if start {
                     s.start = None;
                 } else if p.two && !half {
-                    p.e2 = None;
+                    p.e2_steps = 0;
                 } else {
-                    p.e1 = None;
+                    p.e1_steps = 0;
                 }
                 self.place(t as u32);
                 return Leftover::None;
@@ -715,10 +815,205 @@ impl Merge {
 
     /// Every live object, oldest first, with its address.
     pub fn live_objects(&self) -> Vec<(u64, Obj)> {
-        let mut v: Vec<(u64, Obj)> = self.live.iter().map(|(&a, &o)| (a, o)).collect();
+        let mut v: Vec<(u64, Obj)> = self.live.iter().collect();
         v.sort_by_key(|(_, o)| o.id);
         v
     }
+}
+
+/// The times of the queued events `q[from..to]` (thread positions `seq`,
+/// `seq + 1`, ...), which lie between the stamp `(pe, pt)` and the next one
+/// `(ne, nt)`: `pt + (nt - pt) * (i - pe) / (ne - pe)`, floored (`pt` when
+/// `nt <= pt`). One division per gap, then a running quotient and
+/// remainder: no 128-bit division per event.
+fn interpolate(
+    q: &mut VecDeque<Pend>,
+    from: usize,
+    to: usize,
+    seq: u64,
+    prev: (u64, u64),
+    ne: u64,
+    nt: u64,
+) {
+    let (pe, pt) = prev;
+    if nt <= pt {
+        q.range_mut(from..to).for_each(|p| p.time = pt);
+        return;
+    }
+    let (d, den, k0) = (nt - pt, ne - pe, seq - pe); // 0 < k0, k0 + (to - from) <= den
+    let (qd, rd) = (d / den, d % den);
+    let (mut v, mut rem) = if k0 == 1 {
+        (qd, rd)
+    } else {
+        let x = u128::from(d) * u128::from(k0);
+        ((x / u128::from(den)) as u64, (x % u128::from(den)) as u64)
+    };
+    for p in q.range_mut(from..to) {
+        p.time = pt + v;
+        v += qd;
+        rem += rd;
+        if rem >= den {
+            v += 1;
+            rem -= den;
+        }
+    }
+}
+
+/// The rows of one EVENTS block of stream `s` (thread `th`), onto its
+/// queue; returns the events decoded. On an error the caller truncates
+/// the queue; nothing else of `s` it keeps has changed (the ring may have).
+fn decode_rows(
+    s: &mut Stream,
+    rows: &[u8],
+    th: u64,
+    n_threads: u64,
+    n_stacks: u32,
+    most: u64,
+    clock: (u64, u64, u64),
+) -> Result<u64, String> {
+    let (tsc_ref, ns_ref, mult) = clock;
+    let mut d = Cursor::new(rows);
+    let mut dec = std::mem::take(&mut s.dec);
+    let r = (|| {
+        let seq0 = s.events_dec;
+        let base = s.q.len();
+        let mut steps = s.steps_dec;
+        // time stamps: the last one, if any; the events after it in this
+        // block, q[base + fill ..], get their times at the next stamp, or
+        // its time at the end of the block
+        let mut last = s.stamp;
+        let mut fill = 0usize;
+        let mut n = 0u64;
+        while let Some(op) = d.byte() {
+            let i = n;
+            let seq = seq0 + i;
+            let at = |m: String| format!("thread {th} event {seq} (#{i} of the block): {m}");
+            if i == most || i == MAX_BLOCK_EVENTS {
+                return Err(format!("more than {MAX_BLOCK_EVENTS} events in one block"));
+            }
+            let kind = Kind::from_code(op & 0x0f)
+                .ok_or_else(|| at(format!("reserved kind {}", op & 0x0f)))?;
+            let mut pd = Pend {
+                time: 0,
+                size: 0,
+                addr: 0,
+                x: 0,
+                e1_steps: 0,
+                e2_steps: 0,
+                e1_thread: 0,
+                e2_thread: 0,
+                stack: 0,
+                kind,
+                two: false,
+                stamped: false,
+            };
+            if op & 0x20 != 0 {
+                let dt = d.varint("time").map_err(at)?;
+                dec.last_tick = dec.last_tick.wrapping_add(dt);
+                pd.time = clock_ns(dec.last_tick, tsc_ref, ns_ref, mult);
+                pd.stamped = true;
+            }
+            if op & 0xc0 != 0 {
+                if op & 0x80 != 0 {
+                    let e = edge(&mut d, &mut dec).map_err(at)?;
+                    (pd.e2_thread, pd.e2_steps) = (e.thread, e.steps);
+                }
+                if op & 0x40 != 0 {
+                    let e = edge(&mut d, &mut dec).map_err(at)?;
+                    (pd.e1_thread, pd.e1_steps) = (e.thread, e.steps);
+                }
+            }
+            match kind {
+                Kind::Realloc => {
+                    pd.x = addr(&mut d, &mut dec, &mut s.ring, Role::Old, "old address")
+                        .map_err(at)?;
+                    pd.size = d.varint("size").map_err(at)?;
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
+                    pd.two = pd.x != 0;
+                }
+                Kind::Free | Kind::ReallocFree => {
+                    if d.peek() == Some(0) {
+                        return Err(at(format!("{} of NULL", kind.name())));
+                    }
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::Gone, "address").map_err(at)?;
+                    pd.two = kind == Kind::ReallocFree;
+                }
+                _ => {
+                    pd.size = d.varint("size").map_err(at)?;
+                    if kind.has_align() {
+                        pd.x = d.varint("align").map_err(at)?;
+                    }
+                    pd.addr =
+                        addr(&mut d, &mut dec, &mut s.ring, Role::New, "address").map_err(at)?;
+                }
+            }
+            if op & 0x10 != 0 {
+                let st = d.varint("stack").map_err(at)?;
+                if st == 0 || st > u64::from(n_stacks) {
+                    return Err(at(format!("stack {st} is not defined")));
+                }
+                pd.stack = st as u32;
+            }
+            if op & 0xc0 != 0 {
+                if op & 0x80 != 0 && !pd.two {
+                    return Err(at("EDGE2 on a one-step event".into()));
+                }
+                for (has, t, n) in [
+                    (op & 0x40 != 0, pd.e1_thread, pd.e1_steps),
+                    (op & 0x80 != 0, pd.e2_thread, pd.e2_steps),
+                ] {
+                    if !has {
+                        continue;
+                    }
+                    if u64::from(t) >= n_threads {
+                        return Err(at(format!("an edge names thread {t}, which is not defined")));
+                    }
+                    if u64::from(t) == th {
+                        return Err(at("an edge to its own thread".into()));
+                    }
+                    if n == 0 {
+                        return Err(at("an edge after 0 steps".into()));
+                    }
+                }
+            }
+            steps += if pd.two { 2 } else { 1 };
+            s.q.push_back(pd);
+            n += 1;
+            if pd.stamped {
+                if let Some(prev) = last {
+                    let k = i as usize;
+                    interpolate(
+                        &mut s.q,
+                        base + fill,
+                        base + k,
+                        seq0 + fill as u64,
+                        prev,
+                        seq,
+                        pd.time,
+                    );
+                }
+                last = Some((seq, pd.time));
+                fill = n as usize;
+            }
+        }
+        // an event before any stamp of its thread has no time
+        let Some((_, pt)) = last else {
+            return Err(format!("thread {th} event {seq0}: no time stamp before it"));
+        };
+        if s.stamp.is_none() && !s.q[base].stamped {
+            return Err(format!("thread {th} event {seq0}: no time stamp before it"));
+        }
+        let end = s.q.len();
+        s.q.range_mut(base + fill..end).for_each(|p| p.time = pt); // after the last stamp
+        s.stamp = last;
+        s.events_dec += n;
+        s.steps_dec = steps;
+        Ok(n)
+    })();
+    s.dec = dec;
+    r
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -739,6 +1034,7 @@ fn edge(d: &mut Cursor<'_>, dec: &mut Dec) -> Result<Dep, String> {
     Ok(Dep { thread: src.min(u64::from(u32::MAX)) as u32, steps })
 }
 
+#[inline(always)]
 fn addr(
     d: &mut Cursor<'_>,
     dec: &mut Dec,

@@ -380,20 +380,31 @@ impl<R: Read> TraceReader<R> {
 
     /// The next event, skipping definitions. Same end rules as [`Self::next_item`].
     pub fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
+        let mut e = Event::default();
+        Ok(self.read_event(&mut e)?.then_some(e))
+    }
+
+    /// The next event into `ev`, skipping definitions: `Ok(true)` when one
+    /// was read, `Ok(false)` at a clean end (`ev` then in any state). Same
+    /// end rules as [`Self::next_item`]. The fastest way through a trace:
+    /// the event is written in place, never moved.
+    #[inline]
+    pub fn read_event(&mut self, ev: &mut Event) -> Result<bool, TraceError> {
         loop {
             // version 2's common case, as next_item begins, without the
             // event going into an Item and out again
-            if self.version >= 2 && self.queue.is_empty() {
-                if let Some(mut e) = self.merge.next_event() {
-                    e.index = self.handed;
-                    self.handed += 1;
-                    return Ok(Some(e));
-                }
+            if self.version >= 2 && self.queue.is_empty() && self.merge.next_event_into(ev) {
+                ev.index = self.handed;
+                self.handed += 1;
+                return Ok(true);
             }
             match self.next_item()? {
-                Some(Item::Event(e)) => return Ok(Some(e)),
+                Some(Item::Event(e)) => {
+                    *ev = e;
+                    return Ok(true);
+                }
                 Some(_) => {}
-                None => return Ok(None),
+                None => return Ok(false),
             }
         }
     }

@@ -41,9 +41,41 @@ impl<'a> Cursor<'a> {
         self.data.len() - self.pos
     }
 
-    /// One varint of at most 10 bytes whose value fits in 64 bits.
+    /// The next byte, if any.
+    #[inline]
+    pub fn byte(&mut self) -> Option<u8> {
+        let b = *self.data.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// The next byte, left unread.
+    #[inline]
+    pub fn peek(&self) -> Option<u8> {
+        self.data.get(self.pos).copied()
+    }
+
+    /// One varint of at most 10 bytes whose value fits in 64 bits. Most
+    /// are one or two bytes, read here without a loop.
     #[inline]
     pub fn varint(&mut self, what: &str) -> Result<u64, String> {
+        if let Some(&b) = self.data.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+            if let Some(&b1) = self.data.get(self.pos + 1) {
+                if b1 < 0x80 {
+                    self.pos += 2;
+                    return Ok(u64::from(b & 0x7f) | u64::from(b1) << 7);
+                }
+            }
+        }
+        self.varint_slow(what)
+    }
+
+    #[cold]
+    fn varint_slow(&mut self, what: &str) -> Result<u64, String> {
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {

@@ -61,7 +61,13 @@ fn report_opens_clean_in_chromium() {
     // a comparison's page: 16 allocators, error bars, both kinds of footprint
     let cmp = dir.join("compare");
     std::fs::create_dir(&cmp).unwrap();
-    let html = heaplab_compare::report::html(&compare_records(), "heaplab compare (test)", &[]);
+    let prov = heaplab_plumb::provenance::Provenance::collect("test", None, vec!["heaplab".into()]);
+    let html = heaplab_compare::report::html(
+        &compare_records(),
+        "heaplab compare (test)",
+        &[],
+        &prov.rows(),
+    );
     std::fs::write(cmp.join("report.html"), html).unwrap();
     check(&cmp.join("report.html"), 0, "compare");
     drop(dir);

@@ -251,7 +251,8 @@ fn json_with_no_file_or_a_dash_goes_to_stdout() {
             .unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let recs: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(recs[0]["allocator"], "glibc");
+        assert_eq!(recs["records"][0]["allocator"], "glibc");
+        assert_eq!(recs["schema"], "heaplab.compare");
         // the table went to stderr, and no file named `-` was made
         assert!(text(&o.stderr).contains("glibc"), "{}", text(&o.stderr));
         assert!(!d.join("-").exists());

@@ -101,8 +101,21 @@ fn key_order(text: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The text of a compare document's records array (its last field), or the
+/// whole text where the output is a bare array (lab's).
+fn records_text(text: &str) -> &str {
+    match text.find("\n  \"records\": [") {
+        Some(i) => &text[text[i..].find('[').unwrap() + i..=text.rfind(']').unwrap()],
+        None => text,
+    }
+}
+
 /// Every record has exactly the documented fields, in order, of the documented types.
 fn check_schema(text: &str, name: &str) {
+    if name != "lab" {
+        common::records_of(&serde_json::from_str(text).unwrap());
+    }
+    let text = records_text(text);
     let fields = schema(name);
     assert!(fields.len() > 5, "schema {name} parsed");
     let want: Vec<String> = fields.iter().map(|f| f.0.clone()).collect();
@@ -186,7 +199,7 @@ fn compare_json_follows_the_schema_and_known_answers_hold() {
     let text = std::fs::read_to_string(&json).unwrap();
     check_schema(&text, "compare");
     let v: Value = serde_json::from_str(&text).unwrap();
-    let recs = v.as_array().unwrap();
+    let recs = common::records_of(&v);
     let b = recs.iter().find(|r| r["allocator"] == "bump").unwrap();
     let g = recs.iter().find(|r| r["allocator"] == "glibc").unwrap();
     assert_eq!(b["status"], "ok");
@@ -210,6 +223,15 @@ fn compare_json_follows_the_schema_and_known_answers_hold() {
     assert!(share > 0.0 && share < 1.0);
     assert_eq!(g["wall_ratio_glibc"].as_f64().unwrap(), 1.0);
     assert_eq!(b["wall_runs_s"].as_array().unwrap().len(), 2);
+    // CPU time beside each timing run: a one-thread replay's CPU time is at
+    // most its wall time (plus a clock tick's rounding)
+    let cpu = b["cpu_runs_s"].as_array().unwrap();
+    assert_eq!(cpu.len(), 2);
+    for (c, w) in cpu.iter().zip(b["wall_runs_s"].as_array().unwrap()) {
+        let (c, w) = (c.as_f64().unwrap(), w.as_f64().unwrap());
+        assert!(c > 0.0 && c <= w + 1e-3, "cpu {c} s, wall {w} s");
+    }
+    assert_eq!(g["cpu_ratio_glibc"].as_f64().unwrap(), 1.0);
     // the bump allocator never reuses memory: at least every byte of every block ever allocated
     assert!(b["peak_rss_growth_bytes"].as_u64().unwrap() >= 3000 * 16);
     assert_eq!(b["footprint_source"], "rss_touch");
@@ -262,10 +284,11 @@ fn a_missing_peer_is_reported_not_skipped() {
     let text = std::fs::read_to_string(&json).unwrap();
     check_schema(&text, "compare");
     let v: Value = serde_json::from_str(&text).unwrap();
-    let j = v.as_array().unwrap().iter().find(|r| r["allocator"] == "jemalloc").unwrap();
+    let recs = common::records_of(&v);
+    let j = recs.iter().find(|r| r["allocator"] == "jemalloc").unwrap();
     assert_eq!(j["status"], "missing");
     assert!(j["wall_s"].is_null() && j["peak_footprint_bytes"].is_null());
-    let g = v.as_array().unwrap().iter().find(|r| r["allocator"] == "glibc").unwrap();
+    let g = recs.iter().find(|r| r["allocator"] == "glibc").unwrap();
     assert_eq!(g["status"], "ok");
     assert!(g["instr_per_malloc"].is_null(), "--no-instructions");
 }
@@ -309,8 +332,7 @@ fn threads_replay_as_recorded_or_serially() {
         args.extend_from_slice(extra);
         let out = heaplab(&args, &[]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        v.as_array().unwrap().clone()
+        common::records(&json)
     };
     for r in run(&[]) {
         assert_eq!(r["threads_mode"], "recorded", "{r}");
@@ -378,7 +400,8 @@ fn live_output_check_ignores_timing_lines_and_keeps_the_figures_of_rows_that_dif
     let (out, v) = run(&[]);
     assert_eq!(out.status.code(), Some(1));
     check_schema(&std::fs::read_to_string(&json).unwrap(), "live");
-    let ff = v.as_array().unwrap().iter().find(|r| r["allocator"] == "firstfit").unwrap();
+    let recs = common::records_of(&v);
+    let ff = recs.iter().find(|r| r["allocator"] == "firstfit").unwrap();
     assert_eq!(ff["status"], "output_differs", "{ff}");
     assert_eq!(ff["stdout_matches_glibc"], false);
     assert_eq!(ff["output_check"], "bytes");
@@ -387,7 +410,7 @@ fn live_output_check_ignores_timing_lines_and_keeps_the_figures_of_rows_that_dif
     // the timing line ignored: clean
     let (out, v) = run(&["--ignore-lines", "^Time was [0-9.]+ sec$"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    for r in v.as_array().unwrap() {
+    for r in &common::records_of(&v) {
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(r["stdout_matches_glibc"], true);
         assert_eq!(r["output_check"], "filtered");
@@ -396,11 +419,11 @@ fn live_output_check_ignores_timing_lines_and_keeps_the_figures_of_rows_that_dif
     // a regex that matches nothing still differs
     let (out, v) = run(&["--ignore-lines", "^nothing$"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(v.as_array().unwrap().iter().any(|r| r["status"] == "output_differs"));
+    assert!(common::records_of(&v).iter().any(|r| r["status"] == "output_differs"));
     // a filter command (argv, no shell) up to a lone ';'
     let (out, v) = run(&["--output-filter", "sed", "-e", "s/^Time was.*$//", ";"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(v.as_array().unwrap().iter().all(|r| r["stdout_matches_glibc"] == true));
+    assert!(common::records_of(&v).iter().all(|r| r["stdout_matches_glibc"] == true));
     // bad input: a clear error
     let (out, _) = run(&["--ignore-lines", "(unclosed"]);
     assert_ne!(out.status.code(), Some(0));
@@ -443,18 +466,19 @@ fn live_runs_the_program_and_compares_stdout() {
     let text = std::fs::read_to_string(&json).unwrap();
     check_schema(&text, "live");
     let v: Value = serde_json::from_str(&text).unwrap();
-    for r in v.as_array().unwrap() {
+    let recs = common::records_of(&v);
+    for r in &recs {
         assert_eq!(r["stdout_matches_glibc"], true, "{r}");
         assert_eq!(r["exit_code"], 0);
         let share = r["alloc_instr_share"].as_f64().unwrap();
         assert!(share > 0.0 && share < 1.0, "{share}");
         assert!(r["mallocs"].as_u64().unwrap() > 0);
     }
-    let b = v.as_array().unwrap().iter().find(|r| r["allocator"] == "bump").unwrap();
+    let b = recs.iter().find(|r| r["allocator"] == "bump").unwrap();
     assert_eq!(b["instr_per_malloc"].as_f64().unwrap(), objdump_count(&bump, "malloc") as f64);
     // the program cost names glibc's counts, and a trace beside it uses them
     let c: Value = serde_json::from_str(&std::fs::read_to_string(&cost).unwrap()).unwrap();
-    let g = v.as_array().unwrap().iter().find(|r| r["allocator"] == "glibc").unwrap();
+    let g = recs.iter().find(|r| r["allocator"] == "glibc").unwrap();
     assert_eq!(c["program_instructions"], g["instructions"]);
     assert_eq!(c["alloc_instructions"], g["alloc_instructions"]);
     let trace = d.0.join("t.hltrace");
@@ -476,7 +500,8 @@ fn live_runs_the_program_and_compares_stdout() {
     );
     assert!(out.status.success());
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).unwrap();
-    let r = &v.as_array().unwrap()[0];
+    let recs = common::records_of(&v);
+    let r = &recs[0];
     assert_eq!(r["share_basis"], "program");
     let a = r["alloc_instructions"].as_f64().unwrap();
     let outside = (c["program_instructions"].as_u64().unwrap()
@@ -571,15 +596,10 @@ fn demo_records_then_compares() {
     );
     let text = std::fs::read_to_string(d.0.join("compare.json")).unwrap();
     check_schema(&text, "compare");
-    let v: Value = serde_json::from_str(&text).unwrap();
-    let names: Vec<&str> =
-        v.as_array().unwrap().iter().map(|r| r["allocator"].as_str().unwrap()).collect();
+    let recs = common::records_of(&serde_json::from_str(&text).unwrap());
+    let names: Vec<&str> = recs.iter().map(|r| r["allocator"].as_str().unwrap()).collect();
     assert!(names.starts_with(&["bsd", "glibc"]), "{names:?}");
-    assert!(v
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|r| r["trace_name"] == "sqlite" && r["status"] == "ok"));
+    assert!(recs.iter().all(|r| r["trace_name"] == "sqlite" && r["status"] == "ok"));
     assert!(d.0.join("traces/sqlite.hltrace").exists());
     assert!(std::fs::read_to_string(d.0.join("report/report.html")).unwrap().contains("<svg"));
 }
@@ -609,7 +629,7 @@ fn live_peak_rss_is_the_programs_own() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rss = v[0]["peak_rss_bytes"].as_u64().unwrap();
+    let rss = v["records"][0]["peak_rss_bytes"].as_u64().unwrap();
     assert!(rss > 96 << 20 && rss < 160 << 20, "{rss}");
     // A program that touches almost nothing: wait4 would report heaplab's
     // own RSS at the spawn (about 5 MiB), the reporter about 1 MiB.
@@ -631,7 +651,7 @@ fn live_peak_rss_is_the_programs_own() {
     );
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rss = v[0]["peak_rss_bytes"].as_u64().unwrap();
+    let rss = v["records"][0]["peak_rss_bytes"].as_u64().unwrap();
     assert!(rss < 3 << 20, "/bin/true's own peak RSS, not heaplab's: {rss}");
 }
 
@@ -680,7 +700,7 @@ fn cut_torn_and_junk_traces_never_look_clean() {
     assert!(table.contains("TRUNCATED at byte"), "{table}");
     assert!(err.contains("stop early") && err.contains("--allow-truncated"), "{err}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let r = &v[0];
+    let r = &v["records"][0];
     assert_eq!(r["truncated"], true, "{r}");
     let at = r["truncated_at_byte"].as_u64().unwrap();
     assert!(at > 16 && at < bytes.len() as u64, "{r}");
@@ -695,14 +715,18 @@ fn cut_torn_and_junk_traces_never_look_clean() {
     let out = run(&torn, &["--allow-truncated"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v[0]["truncated"], true);
+    assert_eq!(v["records"][0]["truncated"], true);
 
     // Cut before the first event: no figures at all.
     let out = run(&head, &["--allow-truncated"]);
     assert_ne!(out.status.code(), Some(0));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v[0]["status"], "empty", "{}", v[0]);
-    assert!(v[0]["wall_s"].is_null() && v[0]["utilization"].is_null(), "{}", v[0]);
+    assert_eq!(v["records"][0]["status"], "empty", "{}", v["records"][0]);
+    assert!(
+        v["records"][0]["wall_s"].is_null() && v["records"][0]["utilization"].is_null(),
+        "{}",
+        v["records"][0]
+    );
 
     // Junk after END is corruption, not a cut.
     let out = run(&junk, &["--allow-truncated"]);

@@ -17,7 +17,16 @@ use std::time::{Duration, Instant};
 /// Fields measured anew by every run: wall time, and RSS (its growth moves
 /// by tens of pages between runs of a small trace, with the address-space
 /// layout; heaplab's allocators' footprint is exact and compared exactly).
-const WALL: [&str; 4] = ["wall_s", "wall_runs_s", "wall_ratio_glibc", "ns_per_event"];
+/// Timings: they differ from run to run (present or absent alike).
+const WALL: [&str; 7] = [
+    "wall_s",
+    "wall_runs_s",
+    "wall_ratio_glibc",
+    "cpu_s",
+    "cpu_runs_s",
+    "cpu_ratio_glibc",
+    "ns_per_event",
+];
 const RSS_BYTES: [&str; 2] = ["peak_rss_growth_bytes", "peak_footprint_bytes"];
 const RSS_RATIOS: [&str; 2] = ["footprint_vs_firstfit", "utilization"];
 

@@ -200,7 +200,8 @@ fn three_programs_synthesized_tested_and_compared() {
     ok(&o, "heaplab compare");
     let recs: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for name in ["t_perl", "t_make"] {
-        let r = recs.as_array().unwrap().iter().find(|r| r["allocator"] == name).unwrap();
+        let r =
+            recs["records"].as_array().unwrap().iter().find(|r| r["allocator"] == name).unwrap();
         assert_eq!(r["status"], "ok", "{r}");
         assert_eq!(r["source"], "heaplab", "{r}");
         assert_eq!(r["footprint_source"], "heaplab_alloc_stats", "{r}");

@@ -483,6 +483,74 @@ def test_instructions():
 ROOT = os.path.abspath(os.path.join(VEC, "..", ".."))
 
 
+def test_ops_cache(trace, threaded):
+    """--ops-cache: the first run decodes the trace into the cache (in its
+    first pass), later runs read it and replay exactly the same calls; runs
+    started together decode it once; a threaded run writes it for the serial
+    ones and counts the trace once; --fill-cache fills it and stops; a
+    corrupt trace leaves nothing behind."""
+    cache = os.path.join(WORK, "ops-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    logs = []
+    for i, want in enumerate(("written", "hit")):
+        logf = os.path.join(WORK, f"cache{i}.log")
+        if os.path.exists(logf):
+            os.unlink(logf)
+        rc, out, err = run(["--ops-cache", cache, trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": logf})
+        j = json.loads(out) if rc == 0 else None
+        check(j and j["ops_cache"] == want, f"ops cache: run {i} says {want} (rc {rc}, {err[:200]})")
+        logs.append(parse_log(logf))
+    nocache = os.path.join(WORK, "cache-none.log")
+    if os.path.exists(nocache):
+        os.unlink(nocache)
+    run([trace], preload=lib("log"), env={"HEAPLAB_TESTLOG": nocache})
+    def calls(log):  # addresses renamed by first appearance (each run maps its own)
+        names = {}
+        return [tuple(names.setdefault(v, len(names)) if isinstance(v, int) and v > 1 << 20 else v
+                      for v in c) for c in log]
+    check(logs[0] and calls(logs[0]) == calls(logs[1]) == calls(parse_log(nocache)),
+          "ops cache: the same calls written, read back and without the cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    procs = [subprocess.Popen([REPLAY, "--ops-cache", cache, trace], stdout=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [json.loads(p.communicate()[0]) for p in procs]
+    said = sorted(o["ops_cache"] for o in outs)
+    check(said == ["hit", "hit", "written"], f"ops cache: three runs started together decode once ({said})")
+    check(len({json.dumps([o["events"], o["kinds"], o["objects"]]) for o in outs}) == 1,
+          "ops cache: the three runs see the same trace")
+    left = sorted(os.listdir(cache))
+    check(len([f for f in left if f.endswith(".ops")]) == 1 and all(f.endswith((".ops", ".lock")) for f in left),
+          f"ops cache: one cache file, no temporary left ({left})")
+    rc, out, err = run(["--ops-cache", cache, "--fill-cache", trace])
+    check(rc == 0 and json.loads(out)["ops_cache"] == "hit", f"ops cache: --fill-cache finds it (rc {rc})")
+    shutil.rmtree(cache, ignore_errors=True)
+    rc, out, err = run(["--ops-cache", cache, "--fill-cache", trace])
+    j = json.loads(out) if rc == 0 else {}
+    check(j.get("ops_cache") == "written" and j.get("events") == outs[0]["events"],
+          f"ops cache: --fill-cache writes it and says how many events (rc {rc}, {err[:200]})")
+    rc, out, err = run(["--fill-cache", trace])
+    check(rc == 2 and "--ops-cache" in err, "ops cache: --fill-cache without --ops-cache is a usage error")
+    # a threaded trace: the threaded runs write the cache but cannot use it
+    shutil.rmtree(cache, ignore_errors=True)
+    runs = [replay_json(["--ops-cache", cache] + extra + [threaded])[1] for extra in ([], [], ["--threads", "serial"])]
+    check(all(runs) and [r["ops_cache"] for r in runs] == ["written", "off", "hit"]
+          and [r["threads_mode"] for r in runs] == ["recorded", "recorded", "serial"],
+          f"ops cache: a threaded trace: written by a threaded run, read by a serial one "
+          f"({[(r or {}).get('ops_cache') for r in runs]})")
+    check(all(runs) and len({json.dumps([r["events"], r["kinds"], r["objects"], r["trace_threads"]]) for r in runs}) == 1,
+          "ops cache: a threaded run after the cache was written counts the trace once")
+    # a corrupt trace: an error, and no cache or temporary file
+    shutil.rmtree(cache, ignore_errors=True)
+    bad = os.path.join(WORK, "cache-bad.hltrace")
+    b = bytearray(open(trace, "rb").read())
+    b[-30] ^= 0xFF  # inside the END block: a checksum error
+    open(bad, "wb").write(bytes(b))
+    rc, out, err = run(["--ops-cache", cache, bad])
+    left = [f for f in (os.listdir(cache) if os.path.isdir(cache) else []) if not f.endswith(".lock")]
+    check(rc == 1 and not left, f"ops cache: a corrupt trace fails and leaves no cache file ({rc}, {left})")
+
+
+
 def zoo_names():
     names = []
     for line in open(os.path.join(ROOT, "native", "alloc", "registry.txt")):
@@ -731,6 +799,7 @@ def main():
     test_instructions()
     t4 = test_threads_handmade()
     test_threads_instructions(t4)
+    test_ops_cache(synthetic, t4)
     test_threads_prodcons()
     test_missing_entries()
     print(f"replay tests: {passes} passed, {len(failures)} failed")

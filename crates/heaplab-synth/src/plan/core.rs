@@ -12,7 +12,10 @@
 //! - **Slabs**: a class's blocks come from slabs ([`slab_of`]): small blocks
 //!   `slab_blocks` at a time (more for a class the runs used a lot), large
 //!   ones one or two at a time, each slab the smallest multiple of the page
-//!   that wastes at most 1/16 of itself at its end.
+//!   that wastes at most 1/16 of itself at its end. That is a thread's
+//!   first slab of the class; the slabs it takes after it double every
+//!   `SF_GROW_EVERY` up to [`slab_max_of`], so that a class the test run
+//!   uses more than the training runs did takes few slabs all the same.
 //! - **Reclaim order** (002 §2.2): decreasing P_f(s)(1 − P_m(s)) · s · F(s),
 //!   each class summing the profile classes it serves; classes the runs
 //!   never used come last, larger blocks first.
@@ -28,6 +31,7 @@ pub const SF_CLASS_SHIFT: u32 = 27;
 pub const SF_SLOT_SHIFT: u32 = SF_CLASS_SHIFT + 6;
 pub const SF_MAP_MAX: u64 = 1024;
 pub const SF_MAX_SLOTS: u64 = 255;
+pub const SF_GROW_EVERY: u64 = 8;
 pub const PAGE: u64 = 4096;
 
 /// One class of the fast core.
@@ -37,8 +41,11 @@ pub struct CoreClass {
     pub block_bytes: u64,
     /// Requests served: `[lo, hi]` (lo 0 for the smallest class: malloc(0)).
     pub range: [u64; 2],
+    /// The first slab a thread takes of the class ...
     pub slab_bytes: u64,
     pub blocks_per_slab: u64,
+    /// ... and the largest: slabs double every `SF_GROW_EVERY` a thread takes.
+    pub slab_max_bytes: u64,
     /// `list` (a fast list's block, its index in `lists`) or `ladder`.
     pub source: String,
     pub list: Option<usize>,
@@ -126,6 +133,20 @@ pub fn slab_of(block: u64, peak_bytes: u64, th: &Thresholds) -> u64 {
     s
 }
 
+/// The largest slab of a class whose first slab is `slab` bytes: `slab`
+/// doubled while it stays within `slab_max_bytes` and `slab_max_blocks`
+/// blocks (fastcore.h's schedule: slabs double every `SF_GROW_EVERY` a
+/// thread takes, so a class a thread keeps refilling takes fewer, larger
+/// slabs, and one it hardly uses keeps its small first one).
+pub fn slab_max_of(block: u64, slab: u64, th: &Thresholds) -> u64 {
+    let cap = th.slab_max_bytes.min(th.slab_max_blocks * block);
+    let mut s = slab;
+    while s * 2 <= cap {
+        s *= 2;
+    }
+    s
+}
+
 /// Lays out the fast core for the planned lists.
 pub fn layout(lists: &[ListPlan], prof: &Profile, th: &Thresholds) -> CoreLayout {
     let general: Vec<[u64; 2]> =
@@ -202,6 +223,7 @@ pub fn layout(lists: &[ListPlan], prof: &Profile, th: &Thresholds) -> CoreLayout
                 range: [lo, b],
                 slab_bytes: slab,
                 blocks_per_slab: slab / b,
+                slab_max_bytes: slab_max_of(b, slab, th),
                 source: if list.is_some() { "list".into() } else { "ladder".into() },
                 list,
                 malloc_share: 0.0,
@@ -250,11 +272,17 @@ pub fn layout(lists: &[ListPlan], prof: &Profile, th: &Thresholds) -> CoreLayout
         rule: format!(
             "every size up to {fast_max} bytes has a fast class: the fast lists' blocks (exact to \
              16 bytes) and a ladder (16..128 by 16, then {} steps per doubling); a request takes \
-             the smallest block that holds it, unless a general list serves it; slabs of {} \
-             blocks and at least {} bytes (a page for a class the runs held less of at their \
-             peak), wasting at most 1/16; empty slabs given back in decreasing P_f(s)(1 - P_m(s)) \
-             s F(s) (002 §2.2)",
-            th.ladder_steps, th.slab_blocks, th.min_slab_bytes
+             the smallest block that holds it, unless a general list serves it; a thread's first \
+             slab of a class holds {} blocks and at least {} bytes (a page for a class the runs \
+             held less of at their peak), wasting at most 1/16; its slabs double every {} it \
+             takes, up to {} bytes and {} blocks; empty slabs given back in decreasing \
+             P_f(s)(1 - P_m(s)) s F(s) (002 §2.2)",
+            th.ladder_steps,
+            th.slab_blocks,
+            th.min_slab_bytes,
+            SF_GROW_EVERY,
+            th.slab_max_bytes,
+            th.slab_max_blocks
         ),
     }
 }

@@ -172,6 +172,12 @@ pub struct Thresholds {
     pub min_slab_bytes: u64,
     /// ... and this many blocks.
     pub slab_blocks: u64,
+    /// A class's slabs double every `SF_GROW_EVERY` (fastcore.h) slabs a
+    /// thread takes, up to the largest multiple of the first by a power of
+    /// two that is at most this many bytes ...
+    pub slab_max_bytes: u64,
+    /// ... and this many blocks (never less than the first slab).
+    pub slab_max_blocks: u64,
     /// The unit rule's tolerance: share of the mean live bytes ...
     pub unit_tolerance_share: f64,
     /// ... and at least this many bytes.
@@ -190,6 +196,8 @@ impl Default for Thresholds {
             ladder_steps: 4,
             min_slab_bytes: 16 << 10,
             slab_blocks: 8,
+            slab_max_bytes: 256 << 10,
+            slab_max_blocks: 1024,
             unit_tolerance_share: 0.02,
             unit_tolerance_min_bytes: 4096,
         }

@@ -332,7 +332,17 @@ fn every_small_size_has_a_fast_class_whatever_the_runs_asked() {
             .all(|k| k.block_bytes < n.max(1) || k.block_bytes >= c.block_bytes));
         assert!(c.slab_bytes % 4096 == 0 && c.blocks_per_slab >= 1);
         assert!(c.slab_bytes - c.blocks_per_slab * c.block_bytes <= c.slab_bytes / 16);
+        // The largest slab: the first doubled, within the bytes and blocks
+        // the thresholds allow, as far as they allow.
+        let m = c.slab_max_bytes;
+        assert!(m >= c.slab_bytes && m % c.slab_bytes == 0 && (m / c.slab_bytes).is_power_of_two());
+        let cap = (256u64 << 10).min(1024 * c.block_bytes);
+        assert!(m == c.slab_bytes || m <= cap, "{n}: {m} over {cap}");
+        assert!(2 * m > cap, "{n}: {m} could double within {cap}");
     }
+    assert_eq!(core::slab_max_of(16, 4096, &Thresholds::default()), 16 << 10);
+    assert_eq!(core::slab_max_of(48, 65536, &Thresholds::default()), 65536);
+    assert_eq!(core::slab_max_of(4096, 8192, &Thresholds::default()), 256 << 10);
     // The kept class is exact (no header), and marked as the list's.
     let c40 = class_of(40);
     assert_eq!((c40.block_bytes, c40.list), (48, Some(class(&p, 40).list)));

@@ -5,6 +5,9 @@
  * a scrambled order, with the allocator's checker run between phases.  A
  * usable size that reaches into a neighbour's header or payload shows up as a
  * changed pattern, a broken tag (a fatal error in free) or a checker failure.
+ * Last, calloc of a just-freed dirty block of each size up to 1100 bytes
+ * must read as zero (the inline clearing of a reused block), and a block
+ * realloc'd through huge sizes keeps its bytes.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -47,6 +50,43 @@ int main(void) {
         for (int i = 0; i < N; i++) free(p[(i * 7919) % N]);
         check_now();
     }
+    /* calloc of a reused block, every size the fast core clears inline and
+     * some it hands to memset: the block is dirtied to its usable size and
+     * freed, and calloc of the same size (the same class: its list's head)
+     * must read as zero for all it asked. */
+    for (size_t n = 1; n <= 1100; n++) {
+        unsigned char *d = malloc(n);
+        if (!d) return 2;
+        memset(d, 0xA5, malloc_usable_size(d));
+        free(d);
+        unsigned char *c = calloc(n, 1);
+        if (!c) return 2;
+        for (size_t k = 0; k < n; k++)
+            if (c[k]) {
+                if (bad++ < 10) fprintf(stderr, "calloc(%zu, 1): byte %zu is %u\n", n, k, c[k]);
+                break;
+            }
+        free(c);
+    }
+    /* realloc through huge sizes (their own mappings, resized in place or
+     * moved by the OS): the bytes kept must survive each step. */
+    static const size_t steps[] = {100, 200000, 400000, 4000000, 1000000, 130000, 50000, 300000, 8000000};
+    unsigned char *r = NULL;
+    size_t had = 0;
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        size_t n = steps[k], keep = had < n ? had : n;
+        r = realloc(r, n);
+        if (!r) return 2;
+        for (size_t i = 0; i < keep; i++)
+            if (r[i] != (unsigned char)(i % 251)) {
+                if (bad++ < 10) fprintf(stderr, "realloc to %zu: byte %zu lost\n", n, i);
+                break;
+            }
+        for (size_t i = 0; i < n; i++)
+            r[i] = (unsigned char)(i % 251);
+        had = n;
+    }
+    free(r);
     printf("usable: %d problems\n", bad);
     return bad != 0;
 }

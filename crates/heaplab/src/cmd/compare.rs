@@ -8,6 +8,7 @@ use heaplab_compare::count::Counter;
 use heaplab_compare::jobs::{self, Study};
 use heaplab_compare::{alloc, live, measure, record, report, Progress, Tools};
 use heaplab_jobs::{JobState, Plan, Store};
+use heaplab_plumb::AllocSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -238,13 +239,14 @@ pub fn compare_traces(
             "heaplab compare: interrupted; what finished is kept in {state}: run the same command with --resume to measure the rest"
         );
     }
-    output(&records, &added, json, csv, report_dir, command)?;
+    output(&records, &allocs, &added, json, csv, report_dir, command)?;
     Ok(records)
 }
 
 /// Prints the table and notes and writes the JSON, CSV and report.
 fn output(
     records: &[record::Record],
+    allocs: &[heaplab_plumb::Allocator],
     added: &[String],
     json: Option<&Dest>,
     csv: Option<&Dest>,
@@ -291,14 +293,16 @@ fn output(
     for n in &notes {
         writeln!(out, "{n}")?;
     }
+    let provenance = crate::cmd::memargs::provenance().with_allocators(allocs);
     if let Some(d) = json {
-        d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;
+        let doc = record::Document::new("heaplab.compare", provenance.clone(), records.to_vec());
+        d.write(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     }
     if let Some(d) = csv {
         d.write(&record::to_csv(records))?;
     }
     if let Some(d) = report_dir {
-        let page = report::html(records, command, &notes);
+        let page = report::html(records, command, &notes, &provenance.rows());
         let p = cli::write_report(d, &page)?;
         writeln!(out, "report: {}", p.display())?;
     }
@@ -473,7 +477,8 @@ fn merge(a: &Args, dir: &Path, json: Option<&Dest>, csv: Option<&Dest>) -> Resul
             hosts.into_iter().collect::<Vec<_>>().join(", ")
         );
     }
-    output(&records, &params.added, json, csv, a.report.as_deref(), &params.command)?;
+    let allocs: Vec<_> = params.study.allocators.iter().map(AllocSpec::allocator).collect();
+    output(&records, &allocs, &params.added, json, csv, a.report.as_deref(), &params.command)?;
     let bad = records.iter().filter(|r| r.status != "ok").count();
     if records.iter().any(|r| r.truncated) && !a.allow_truncated {
         eprintln!(
@@ -520,20 +525,24 @@ fn run_live(a: &Args, jobs: usize) -> Result<i32> {
     writeln!(out, "heaplab compare --live: {}\n", crate::human::escaped(&a.program.join(" ")))?;
     write!(out, "{}", live::table(&records))?;
     if let Some(d) = &json {
-        d.write(&(serde_json::to_string_pretty(&records)? + "\n"))?;
+        let provenance = crate::cmd::memargs::provenance().with_allocators(&allocs);
+        let doc = record::Document::new("heaplab.compare.live", provenance, records.clone());
+        d.write(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     }
     if let Some(d) = &csv {
-        let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
+        let mut o = String::from("allocator,status,exit_code,wall_s,wall_ratio_glibc,cpu_s,cpu_ratio_glibc,peak_rss_bytes,rss_vs_glibc,stdout_matches_glibc,instructions,alloc_instructions,alloc_instr_share,instr_per_malloc,instr_per_free,instr_per_realloc,error\n");
         for r in &records {
             let f = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             let u = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
             o.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
                 r.allocator,
                 r.status,
                 r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
                 f(r.wall_s),
                 f(r.wall_ratio_glibc),
+                f(r.cpu_s),
+                f(r.cpu_ratio_glibc),
                 u(r.peak_rss_bytes),
                 f(r.rss_vs_glibc),
                 r.stdout_matches_glibc.map(|b| b.to_string()).unwrap_or_default(),

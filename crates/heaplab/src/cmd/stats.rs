@@ -126,10 +126,11 @@ pub fn profile_trace(
 ) -> Result<(Profile, Meta, Option<String>)> {
     let mut r = TraceReader::open(path)?;
     let mut b = ProfileBuilder::new(unit, r.meta().time_unit_ns);
+    let mut e = heaplab_trace::Event::default();
     let err = loop {
-        match r.next_event() {
-            Ok(Some(e)) => b.add(&e),
-            Ok(None) => break None,
+        match r.read_event(&mut e) {
+            Ok(true) => b.add(&e),
+            Ok(false) => break None,
             Err(e) => break Some(e.to_string()),
         }
     };

@@ -128,5 +128,29 @@ pub fn all_kinds_trace(path: &Path, n: u64, seed: u64) {
 pub fn records(path: &Path) -> Vec<serde_json::Value> {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    v.as_array().unwrap().clone()
+    records_of(&v)
+}
+
+/// The records of a compare JSON document (`--json`), whose schema and
+/// provenance are checked on the way.
+pub fn records_of(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    assert!(v["schema"].as_str().is_some_and(|s| s.starts_with("heaplab.compare")), "{v}");
+    assert_eq!(v["schema_version"], 2, "{v}");
+    let p = &v["provenance"];
+    assert!(
+        p["heaplab_version"].is_string() && p["kernel"].is_string() && p["date"].is_string(),
+        "{p}"
+    );
+    let recs = v["records"].as_array().unwrap().clone();
+    // every allocator of the records is named in the provenance, with a version where it has one
+    let named: Vec<&str> =
+        p["allocators"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    for r in &recs {
+        assert!(
+            named.contains(&r["allocator"].as_str().unwrap()),
+            "{} not in {named:?}",
+            r["allocator"]
+        );
+    }
+    recs
 }
