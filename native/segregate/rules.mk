@@ -24,7 +24,11 @@ SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h $(S
                $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
                $(NATIVE)/common/hl_unwind.h $(NATIVE)/alloc/fastcore.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
-SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
+# -DSF_COUNT=1 for every object here, the fast core's own copy of fastcore.c
+# ($(SEG_OBJ)/fastcore.o, not the zoo's or a synthesized allocator's) too: the
+# fast cores count every call they serve, so that each segment's objects in
+# the report and heaplab_alloc_stats' totals are exact (seg_front.h checks it).
+SEG_CFLAGS := $(CFLAGS) -DSF_COUNT=1 -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
               -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
 # The shim's lock-free front end hook (HL_FRONT_H) identifies the call site

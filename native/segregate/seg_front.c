@@ -44,7 +44,7 @@ uint16_t hl_seg_slot_seg[SEG_SLOT_TABLE];
 
 static seg_tls_t *threads;
 /* the counters of threads that are gone */
-static uint64_t gone_hinted[HL_SEG_CLASSES], gone_remote;
+static uint64_t gone_hinted[HL_SEG_CLASSES];
 static uint64_t gone_lv[2 * HL_SEG_LEVELS], gone_ctx_misses, gone_ctx_others, gone_cx_hits, gone_walks,
     gone_ra_misses, gone_path_hits, gone_path_misses, gone_uncached;
 
@@ -55,7 +55,6 @@ static uint64_t gone_lv[2 * HL_SEG_LEVELS], gone_ctx_misses, gone_ctx_others, go
 static void keep_counts(seg_tls_t *t) {
     for (unsigned c = 0; c < HL_SEG_CLASSES; c++)
         gone_hinted[c] += t->hinted[c];
-    gone_remote += t->remote_frees;
     uint64_t lv[2 * HL_SEG_LEVELS];
     memcpy(lv, t->lv, sizeof lv);
     hl_seg_ident_count(t, lv);
@@ -75,7 +74,7 @@ static void keep_counts(seg_tls_t *t) {
         t->ctx[i].hits = 0;
     for (unsigned i = 0; t->ra && i < SEG_RA_SLOTS; i++)
         t->ra[i].hits = 0;
-    t->remote_frees = t->ctx_misses = t->ctx_others = t->cx_hits = t->walks = t->ra_misses = t->path_hits =
+    t->ctx_misses = t->ctx_others = t->cx_hits = t->walks = t->ra_misses = t->path_hits =
         t->path_misses = t->uncached = 0;
 }
 
@@ -262,11 +261,7 @@ int __attribute__((noinline)) hl_seg_front_free_more(void *p) {
     unsigned s = seg_of_slot(p);
     if (!s) return 0; /* a large block (the segment's best fit), or not ours */
     seg_tls_t *t = &hl_seg_t;
-    if (sf_free_slow(&hl_seg_cores[s - 1], &t->core[s - 1].t, p)) {
-        t->remote_frees++;
-        return 1;
-    }
-    return 0;
+    return sf_free_slow(&hl_seg_cores[s - 1], &t->core[s - 1].t, p); /* (counted there) */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -293,7 +288,6 @@ void hl_seg_front_sum(hl_seg_counts_t *c) {
         c->frees += st.frees;
     }
     memcpy(c->hinted, gone_hinted, sizeof gone_hinted);
-    c->frees += gone_remote;
     add_ident(&c->id, gone_lv);
     hl_seg_ident_stats_t *id = &c->id;
     id->ctx_misses = gone_ctx_misses;
@@ -314,7 +308,6 @@ void hl_seg_front_sum(hl_seg_counts_t *c) {
         /* another thread's counters move while we read them: a report, not a check */
         for (unsigned i = 0; i < HL_SEG_CLASSES; i++)
             c->hinted[i] += t->hinted[i];
-        c->frees += t->remote_frees;
         uint64_t lv[2 * HL_SEG_LEVELS];
         memcpy(lv, t->lv, sizeof lv);
         hl_seg_ident_count(t, lv);

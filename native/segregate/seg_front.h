@@ -14,7 +14,8 @@
  *                                       the pointer for one call); DEFAULT
  *                                       (-DHL_SEG_ONE): s = 0
  *     c = t->map[n]                     the class (n <= 1024)
- *     pop core[s].head[c], or carve core[s].bump[c]      fastcore.h's fast path
+ *     sf_take(core[s], c)               fastcore.h's fast path: pop head[c], or
+ *                                       carve downward from carve[c] to floor[c]
  *     else hl_seg_front_more(n, s)      sf_malloc_slow, or the lock with s pending
  *
  *   free(p):
@@ -22,8 +23,12 @@
  *     push on core[s].head[(p - base) >> 27] if p is in this thread's slot of it
  *     else hl_seg_front_free_more(p)    another thread's block, or not a core's
  *
- * Both count what they serve in the core's sf_tls_t (mallocs, frees): the
- * segments' objects for the report, and heaplab_alloc_stats' totals.
+ * Both count what they serve in the core's sf_tls_t (mallocs, frees): every
+ * object of native/segregate, fastcore.c's included, is compiled with
+ * -DSF_COUNT=1 (rules.mk, heaplab-segregate's emit.rs), so that sf_take,
+ * sf_free_own and fastcore.c's slow paths count every call (remote frees in
+ * the core's remote_frees): the segments' objects for the report, and
+ * heaplab_alloc_stats' totals, exact.
  *
  * The frame: the shim's entry points keep a frame pointer, so that
  * __builtin_frame_address(0) there gives fp with fp[0] the program's rbp and
@@ -37,6 +42,10 @@
 #include "seg_thread.h"
 
 #include <string.h>
+
+#if SF_COUNT != 1
+#error "native/segregate is compiled with -DSF_COUNT=1 (fastcore.c too): the segments' counts are exact"
+#endif
 
 static inline __attribute__((always_inline)) unsigned hl_seg_front_segment(seg_tls_t *t,
                                                                           void *const *fp,
@@ -63,25 +72,16 @@ static inline __attribute__((always_inline)) sf_tls_t *hl_seg_core_of(seg_tls_t 
 }
 
 /* A block of n bytes from segment s's fast core: this thread's list or
- * slab of the size's class, else hl_seg_front_more (sf_malloc_slow, or NULL:
- * the locked path with s pending). */
+ * slab of the size's class (fastcore.h's sf_take: a pop, or a carve downward
+ * from the slab), else hl_seg_front_more (sf_malloc_slow, or NULL: the locked
+ * path with s pending).  calloc (zero): a carved block was never used and
+ * reads as zero (sf_take's fresh); a popped one is cleared. */
 static inline __attribute__((always_inline)) void *hl_seg_front_take(seg_tls_t *t, unsigned s,
                                                                      size_t size, int zero) {
     if (HL_LIKELY(size <= SF_MAP_MAX)) {
-        sf_tls_t *c = hl_seg_core_of(t, s);
-        unsigned k = t->map[size];
-        void **b = (void **)c->head[k];
-        if (HL_LIKELY(b != NULL)) {
-            c->head[k] = *b;
-            c->mallocs++;
-            return zero ? memset(b, 0, size) : b;
-        }
-        char *x = c->bump[k];
-        if (HL_LIKELY(x < c->end[k])) { /* (a carved block was never used: zero) */
-            c->bump[k] = x + c->bsize[k];
-            c->mallocs++;
-            return x;
-        }
+        int fresh;
+        void *b = sf_take(hl_seg_core_of(t, s), t->map[size], &fresh);
+        if (HL_LIKELY(b != NULL)) return zero && !fresh ? memset(b, 0, size) : b;
     }
     return zero ? hl_seg_front_more_calloc(size, s) : hl_seg_front_more(size, s);
 }
@@ -109,7 +109,8 @@ static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t si
     return hl_seg_front_alloc(size, fp, 0);
 }
 
-/* calloc: a carved block was never used (zero); a popped one is cleared. */
+/* calloc: a carved block was never used (zero); a popped one is cleared
+ * (hl_seg_front_take). */
 static inline __attribute__((always_inline)) void *hl_seg_front_calloc(size_t size,
                                                                        void *const *fp) {
     return hl_seg_front_alloc(size, fp, 1);
@@ -124,13 +125,7 @@ static inline __attribute__((always_inline)) int hl_seg_front_free(void *p) {
      * no core's: then segment 0's, whose slots do not hold it either) */
     sf_tls_t *c = (sf_tls_t *)((char *)t + seg_core_offset(p));
 #endif
-    uintptr_t k = ((uintptr_t)p - c->base) >> SF_CLASS_SHIFT;
-    if (HL_LIKELY(k < SF_NCLASS)) {
-        *(void **)p = c->head[k];
-        c->head[k] = p;
-        c->frees++;
-        return 1;
-    }
+    if (HL_LIKELY(sf_free_own(c, p))) return 1;
     return hl_seg_front_free_more(p);
 }
 

@@ -205,7 +205,6 @@ typedef struct seg_tls {
     uintptr_t stack_hi; /* the top of this thread's stack (0: not known yet) */
     /* counters */
     uint64_t hinted[HL_SEG_CLASSES]; /* new objects placed by a site hint, per segment */
-    uint64_t remote_frees;           /* frees of other threads' blocks (lock-free pushes) */
     uint64_t lv[2 * HL_SEG_LEVELS];  /* identifications per seg_counter (ctx hits: in the slots) */
     uint64_t ctx_misses, ctx_others, cx_hits, walks, ra_misses, path_hits, path_misses, uncached;
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */

@@ -141,9 +141,7 @@ static int cores_init(int front_on) {
         c->fast_max = SEG_FAST_MAX;
         c->reclaim_order = lay_reclaim;
         if (sf_init_locked(c, front_on) != 0) return -1;
-        /* slot 0 (the shared one) is the segment's from the start */
-        hl_seg_slot_seg[(c->slots[0]->base >> SF_SLOT_SHIFT) & (SEG_SLOT_TABLE - 1)] =
-            (uint16_t)(i << SEG_CORE_SHIFT | SEG_SLOT_CORE);
+        /* (slot 0, the shared one, is made when first needed: seg_alloc enters it) */
     }
     return 0;
 }
@@ -261,7 +259,13 @@ static void *seg_alloc(unsigned i, size_t n) {
     if (c < SEG_NCLASS) {
         int fresh;
         void *p = sf_alloc_locked(&hl_seg_cores[i], c, &fresh);
-        if (p) return p;
+        if (p) {
+            /* slot 0 is made by its first block: entered before the block leaves */
+            uintptr_t base = hl_seg_cores[i].slots[0]->base;
+            __atomic_store_n(&hl_seg_slot_seg[(base >> SF_SLOT_SHIFT) & (SEG_SLOT_TABLE - 1)],
+                             (uint16_t)(i << SEG_CORE_SHIFT | SEG_SLOT_CORE), __ATOMIC_RELEASE);
+            return p;
+        }
     }
     return sh_malloc(i, n);
 }
@@ -337,6 +341,7 @@ static void segregated_check(void) {
         /* no slot of the core is another segment's in the table (a slot just
          * made is entered before its first block leaves: seg_front.c) */
         for (unsigned k = 0; k < hl_seg_cores[i].nslots; k++) {
+            if (!hl_seg_cores[i].slots[k]) continue; /* slot 0, not needed yet */
             unsigned s = seg_of_slot((void *)hl_seg_cores[i].slots[k]->base);
             HL_CHECK(s == i + 1 || (s == 0 && k > 0));
         }
@@ -370,7 +375,7 @@ static uint64_t core_bytes(unsigned i) {
     uint64_t n = 0;
     const sf_core_t *c = &hl_seg_cores[i];
     for (unsigned k = 0; k < c->nslots; k++)
-        n += c->slots[k]->footprint;
+        if (c->slots[k]) n += c->slots[k]->footprint; /* (slot 0: NULL until needed) */
     return n;
 }
 
@@ -389,6 +394,7 @@ static void put_ranges(hl_str_t *o, unsigned i, const sh_info_t *s) {
     }
     const sf_core_t *c = &hl_seg_cores[i];
     for (unsigned k = 0; k < c->nslots; k++) {
+        if (!c->slots[k]) continue; /* slot 0, not needed yet */
         uintptr_t b = c->slots[k]->base;
         hl_str_puts(o, first ? "[\"" : ",[\"");
         hl_str_x(o, b);
@@ -503,15 +509,19 @@ SEG_EXPORT unsigned heaplab_seg_segments(uintptr_t *first, uintptr_t *end, uint6
     return nsegs;
 }
 
-/* Segment i's fast core: the bases of its slots (each 2^SF_SLOT_SHIFT bytes);
- * returns how many slots it has (at most max written). */
+/* Segment i's fast core: the bases of its slots (each 2^SF_SLOT_SHIFT bytes;
+ * the shared slot 0 only once it is made); returns how many slots it has (at
+ * most max written). */
 SEG_EXPORT unsigned heaplab_seg_slots(unsigned i, uintptr_t *base, unsigned max) {
     if (i >= nsegs) return 0;
     hl_front_enter();
     const sf_core_t *c = &hl_seg_cores[i];
-    unsigned n = c->nslots;
-    for (unsigned k = 0; k < n && k < max; k++)
-        base[k] = c->slots[k]->base;
+    unsigned n = 0;
+    for (unsigned k = 0; k < c->nslots; k++) {
+        if (!c->slots[k]) continue;
+        if (n < max) base[n] = c->slots[k]->base;
+        n++;
+    }
     hl_front_leave();
     return n;
 }
@@ -559,9 +569,10 @@ SEG_EXPORT const char *heaplab_seg_predictor(uint64_t *entries) {
     return hl_seg_table.name;
 }
 
-/* The hot paths count every call they serve (seg_front.h): the statistics'
- * totals are exact, not the lower bounds of a fast core built without
- * SF_COUNT. */
+/* Every object of the library, fastcore.c's included, is built with
+ * -DSF_COUNT=1 (seg_front.h checks it), so that the fast cores count every
+ * call they serve: the statistics' totals are exact, not the lower bounds of
+ * a fast core built without SF_COUNT (no heaplab_alloc_stats_lower_bounds). */
 
 const hl_alloc_t hl_alloc_segregated = {
     .info = {"segregated",

@@ -9,12 +9,17 @@
 //! | `segregated.o` | `native/segregate/segregated.c` | the segments, the class of a new object, the report |
 //! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | each segment's best-fit heap (large blocks, the memalign family) |
 //! | `fastcore.o` | `native/alloc/fastcore.c` | each segment's fast core (one `sf_core_t` per segment): every size to 32 KiB |
+
 //! | `seg_front.o` | `native/segregate/seg_front.c` | the front end's slow paths, thread start and exit, the counters |
 //! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
 //! | `shim*.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock; one per [`Front`]: `shim_one.o` (DEFAULT: `-DHL_SEG_ONE`, no identification), `shim_stack.o` (PATH, STACK: `-DHL_SEG_INLINE_STACK`), `shim_sp.o` (SP: `-DHL_SEG_INLINE_SP`), `shim.o` (the others) |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
+//!
+//! Every object is compiled with `-DSF_COUNT=1` (fastcore.h's statistics
+//! build; `native/segregate/seg_front.h` refuses to compile without it), so
+//! that each segment's objects and the totals are exact.
 //!
 //! The objects shared by every table are compiled once per output directory
 //! (`DIR/obj/`) and reused while they are newer than their sources.
@@ -264,7 +269,11 @@ impl Builder {
         ];
         let mut objs = Vec::new();
         let mut stale = Vec::new();
-        for (src, stem, extra) in units {
+        for (src, stem, mut extra) in units {
+            // every object, fastcore.c's too: the fast cores count every call
+            // they serve, so that each segment's objects are exact (seg_front.h
+            // refuses to compile without it)
+            extra.insert(0, "-DSF_COUNT=1".into());
             let o = self.obj.join(format!("{stem}.o"));
             let mut deps = headers.clone();
             deps.push(src.clone());
@@ -290,7 +299,10 @@ impl Builder {
         heaplab_plumb::output::write(&table, table_c)?;
         let core = self.core()?;
         let o = self.obj.join(format!("{name}_table.o"));
-        let r = self.cb.compile(&[Unit { src: table.clone(), obj: o.clone(), extra: vec![] }], 1);
+        let r = self.cb.compile(
+            &[Unit { src: table.clone(), obj: o.clone(), extra: vec!["-DSF_COUNT=1".into()] }],
+            1,
+        );
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
