@@ -32,6 +32,8 @@
 #   REPEATS     wall-time rounds (default 5)
 #   OUT         output folder (default out/segregate-study)
 #   FORCE=1     record again even if the traces exist
+#   RECORD_ONLY=1  record the traces and stop (they do not depend on the
+#               allocators: record early, while the libraries still change)
 #
 # Output: OUT/NAME.txt (the tables), OUT/NAME.json, OUT/NAME/report.html and
 # the emitted libraries; OUT/all.txt and OUT/all/report.html for every program;
@@ -47,6 +49,7 @@ RUN_SCALE=${RUN_SCALE:-1}
 REPEATS=${REPEATS:-5}
 OUT=${OUT:-$root/out/segregate-study}
 FORCE=${FORCE:-0}
+RECORD_ONLY=${RECORD_ONLY:-0}
 
 [ -x "$hl" ] || { echo "segregate-study: $hl is not built (run make)" >&2; exit 1; }
 [ -e "$(layout valgrind)" ] || { echo "segregate-study: the Valgrind tool is not built (run make)" >&2; exit 1; }
@@ -121,11 +124,16 @@ for w in $WORKLOADS; do
             record "$w" "$v" "$t"
         fi
     done
+    [ "$RECORD_ONLY" = 1 ] && continue
     test_cmd=$(workload_cmd "$w" 3 "$RUN_SCALE")
     run "$hl segregate --train $OUT/traces/$w-1.hltrace --threshold $OUT/traces/$w-2.hltrace \
         --test $OUT/traces/$w-3.hltrace -o $OUT/$w --json $OUT/$w.json --report $OUT/$w \
         --run-test \"$test_cmd\" --cwd $root --repeats $REPEATS >$OUT/$w.txt"
     jsons+=("$OUT/$w.json")
 done
+if [ "$RECORD_ONLY" = 1 ]; then
+    echo "segregate-study: $((SECONDS - t0)) s; traces in $OUT/traces"
+    exit 0
+fi
 run "$hl segregate --combine ${jsons[*]} --report $OUT/all >$OUT/all.txt"
 echo "segregate-study: $((SECONDS - t0)) s; tables in $OUT/all.txt, figures in $OUT/all/report.html"

@@ -63,9 +63,11 @@ int hl_platform_pid(void);
 /* Tiny formatter (the subset hl_fatal documents) into buf; returns length. */
 size_t hl_format(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Run fn(arg) when the calling thread exits (a pthread key destructor); one
- * fn per process, arg per thread (non-NULL).  Returns 0, or -1 if the key
- * cannot be made.  May allocate: never call it under the shim's lock. */
+/* Run fn(arg) when the calling thread exits (a pthread key destructor): up
+ * to 8 hooks per thread (a segmented allocator's fast cores register one
+ * each), run the last registered first; registering the same (fn, arg) again
+ * does nothing.  Returns 0, or -1 if the key cannot be made or the thread has
+ * 8 already.  May allocate: never call it under the shim's lock. */
 int hl_platform_thread_exit(void (*fn)(void *), void *arg);
 
 /* For a lock-free front end (shim.c, HL_FRONT_H): take and give back the

@@ -467,14 +467,32 @@ void hl_platform_atfork(void (*prepare)(void), void (*parent)(void), void (*chil
     pthread_atfork(prepare, parent, child);
 }
 
-/* Thread exit: one key whose destructor runs the front end's hook. */
+/* Thread exit: one key whose destructor runs every hook the thread
+ * registered, the last first.  A thread may register several: a segmented
+ * allocator owns one fast core per segment (fastcore.c registers one hook per
+ * instance) besides its own.
+ *
+ *   exit_hooks[0 .. exit_nhooks)   this thread's (fn, arg) pairs, in order
+ *   the key's value                &exit_hooks while there is one (non-NULL, so
+ *                                  that the destructor runs)
+ */
+#define EXIT_HOOKS 8
+typedef struct exit_hook {
+    void (*fn)(void *);
+    void *arg;
+} exit_hook_t;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static int exit_key_made;
-static void (*exit_fn)(void *);
+static __thread exit_hook_t exit_hooks[EXIT_HOOKS];
+static __thread unsigned exit_nhooks;
 
 static void exit_run(void *arg) {
-    if (exit_fn) exit_fn(arg);
+    (void)arg;
+    while (exit_nhooks) { /* a hook that registers another (it should not) runs it too */
+        exit_hook_t h = exit_hooks[--exit_nhooks];
+        h.fn(h.arg);
+    }
 }
 
 static void exit_key_make(void) {
@@ -482,9 +500,13 @@ static void exit_key_make(void) {
 }
 
 int hl_platform_thread_exit(void (*fn)(void *), void *arg) {
-    exit_fn = fn;
     pthread_once(&exit_once, exit_key_make);
-    return exit_key_made && pthread_setspecific(exit_key, arg) == 0 ? 0 : -1;
+    if (!exit_key_made) return -1;
+    for (unsigned i = 0; i < exit_nhooks; i++)
+        if (exit_hooks[i].fn == fn && exit_hooks[i].arg == arg) return 0;
+    if (exit_nhooks == EXIT_HOOKS || pthread_setspecific(exit_key, exit_hooks) != 0) return -1;
+    exit_hooks[exit_nhooks++] = (exit_hook_t){fn, arg};
+    return 0;
 }
 
 void hl_platform_append(const char *path, const char *line, size_t len) {

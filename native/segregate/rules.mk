@@ -19,12 +19,16 @@
 
 SEG_DIR := $(NATIVE)/segregate
 SEG_OBJ := $(OBJDIR)/segregate
-SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h \
+SEG_HEADERS := $(SEG_DIR)/seg.h $(SEG_DIR)/seg_front.h $(SEG_DIR)/seg_heap.h $(SEG_DIR)/seg_ident.h \
                $(SEG_DIR)/seg_thread.h $(NATIVE)/common/heaplab_site.h \
                $(NATIVE)/alloc/btag.h $(NATIVE)/common/hl_fmt.h \
-               $(NATIVE)/common/hl_unwind.h \
+               $(NATIVE)/common/hl_unwind.h $(NATIVE)/alloc/fastcore.h \
                $(NATIVE)/alloc/hl_alloc.h $(NATIVE)/alloc/hl_internal.h
-SEG_CFLAGS := $(CFLAGS) -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
+# -DSF_COUNT=1 for every object here, the fast core's own copy of fastcore.c
+# ($(SEG_OBJ)/fastcore.o, not the zoo's or a synthesized allocator's) too: the
+# fast cores count every call they serve, so that each segment's objects in
+# the report and heaplab_alloc_stats' totals are exact (seg_front.h checks it).
+SEG_CFLAGS := $(CFLAGS) -DSF_COUNT=1 -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility=hidden -Werror -Wshadow \
               -Wstrict-prototypes -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
               -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
 # The shim's lock-free front end hook (HL_FRONT_H) identifies the call site
@@ -41,6 +45,20 @@ $(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
+# The shims of one predictor, the identification's fast path inline
+# (seg_ident.h): PATH and STACK; SP
+$(SEG_OBJ)/shim_stack.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_STACK -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+$(SEG_OBJ)/shim_sp.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_SP -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+
+# the fast core, one instance per segment (native/alloc/fastcore.c)
+$(SEG_OBJ)/fastcore.o: $(NATIVE)/alloc/fastcore.c $(SEG_HEADERS) | dirs
+	@mkdir -p $(SEG_OBJ)
+	$(CC) $(SEG_CFLAGS) -c $< -o $@
+
 $(SEG_OBJ)/%.o: $(SEG_DIR)/%.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
@@ -50,7 +68,8 @@ $(SEG_OBJ)/table_%.o: $(SEG_DIR)/tests/table_%.c $(SEG_HEADERS) | dirs
 	$(CC) $(SEG_CFLAGS) -c $< -o $@
 
 SEG_COMMON := $(SEG_OBJ)/segregated.o $(SEG_OBJ)/seg_bestfit.o \
-            $(SEG_OBJ)/seg_cache.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
+            $(SEG_OBJ)/seg_front.o $(SEG_OBJ)/seg_ident.o $(SEG_OBJ)/seg_os.o \
+            $(SEG_OBJ)/fastcore.o \
             $(OBJDIR)/alloc/platform.o $(OBJDIR)/alloc/pad.o $(HL_UNWIND_OBJ)
 SEG_CORE := $(SEG_OBJ)/shim.o $(SEG_COMMON)
 SEG_LINK  = $(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $(filter %.o,$^) -lunwind -ldl
@@ -60,6 +79,12 @@ $(LIBDIR)/libheaplab-segregated.so: $(SEG_OBJ)/shim_one.o $(SEG_COMMON) $(SEG_OB
 $(LIBDIR)/libheaplab-segregated_%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
 	$(SEG_LINK)
 $(LIBDIR)/libheaplab-segtest-%.so: $(SEG_CORE) $(SEG_OBJ)/table_%.o
+	$(SEG_LINK)
+# STACK's run-time tests with the identification inline, as heaplab segregate
+# builds STACK and PATH (the walking table: the zoo's suite on it)
+$(LIBDIR)/libheaplab-segregated_stack.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) $(SEG_OBJ)/table_stack.o
+	$(SEG_LINK)
+$(LIBDIR)/libheaplab-segtest-env.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) $(SEG_OBJ)/table_env.o
 	$(SEG_LINK)
 
 SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
@@ -76,7 +101,7 @@ $(BINDIR)/seg-workload: $(SEG_DIR)/tests/seg_workload.c | dirs
 
 .SECONDARY: $(patsubst $(SEG_DIR)/tests/%.c,$(SEG_OBJ)/%.o,$(wildcard $(SEG_DIR)/tests/table_*.c))
 .PHONY: segregate segregate-test
-segregate: $(SEG_LIBS) $(SEG_TESTBIN)
+segregate: $(SEG_LIBS) $(SEG_TESTBIN) $(SEG_OBJ)/shim_sp.o
 
 segregate-test: segregate alloc
 	@$(SEG_DIR)/tests/run.sh $(LIBDIR) $(BINDIR) $(BUILD)/segregate-test

@@ -1,28 +1,29 @@
 /*
  * seg.h: what the segmented allocator (segregated.c), its identification of
- * call sites (seg_ident.c), its per-thread caches (seg_cache.c), its
- * operating-system side (seg_os.c) and an emitted predictor table share.
+ * calling contexts (seg_ident.c), its front end (seg_front.h, seg_front.c),
+ * its operating-system side (seg_os.c) and an emitted predictor table share.
  * Paper 001 (Seidl and Zorn) §3 and §4.2.
  *
  *   program ──▶ shim.c malloc ──(HL_FRONT_MALLOC, no lock: seg_front.h)──┐
  *                                                                        ▼
- *     class = hl_seg_identify(malloc's frame)        the call site's class (seg_ident.c):
- *               │   1. this thread's cache: return address → decision (most calls end here)
+ *     segment = t->ident(malloc's frame)           the calling context's class (seg_ident.c):
+ *               │   1. this thread's context cache: (return address, stack depth) and
+ *               │      the return addresses above it → class (most calls end here)
  *               │   2. the table's node for the return address: a class, or "ambiguous:
  *               │      walk N more frames" (from the program's frame, never the allocator's)
- *               │   3. the walked frames' keys down the table's tree (a per-thread cache of
- *               │      walked paths first)
+ *               │   3. the walked frames down the table's tree (a cache of walks first)
  *               ▼
- *     this thread's cache of free blocks of (class, size) ── hit: the block, no lock
- *               │ miss: the class is the thread's pending prediction
+ *     the segment's fast core (native/alloc/fastcore.h): this thread's list or slab of
+ *               │ the size's class, no lock
+ *               │ miss: sf_malloc_slow; else the lock, with the segment pending
  *               ▼
- *     (the lock) hl_alloc_segregated.malloc ─▶ the segment's own allocator (seg_heap.h)
+ *     (the lock) hl_alloc_segregated.malloc ─▶ the segment's core (slot 0) or best-fit heap
  *
- *             other │ SL │ HR │ not-HR    four heaps, each contiguous, grown in 2 MB steps
+ *             other │ SL │ HR │ not-HR    four fast cores and four best-fit heaps
  *
  *   replayer ──▶ heaplab_site_hint(site) ──▶ hl_alloc_segregated.site_hint: the
- *                same decision from the recorded frame keys (hl_seg_decide), then
- *                the allocation.
+ *                same decision from the recorded frame keys (hl_seg_decide), for
+ *                the next allocation.
  *
  * The table: a tree of call-site prefixes
  * ---------------------------------------
@@ -146,21 +147,22 @@ enum { HL_SEG_LEVELS = 16 };
 unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t sp_depth,
                        unsigned *level);
 
-/* The class of the allocation being made by the function whose frame
- * pointer is `fp` (malloc's, in the shim: fp[0] the caller's rbp, fp[1] the
- * return address into the program), of `size` bytes.  Outside the lock. */
-unsigned hl_seg_identify(void *const *fp, size_t size);
-/* The same for SP: from the caller's stack pointer (fp + 2). */
-unsigned hl_seg_identify_sp(void *const *fp);
+/* The run-time identification (hl_seg_identify, hl_seg_identify_sp) is
+ * declared in seg_thread.h: it takes the thread's block. */
 
-/* The identification's counters, summed over the threads (seg_cache.c). */
+/* The identification's counters, summed over the threads (seg_front.c). */
 typedef struct hl_seg_ident_stats {
     uint64_t calls;                 /* identifications */
     uint64_t level[HL_SEG_LEVELS];  /* decided after looking at the return address + L frames */
     uint64_t unknown;               /* ... of which the prefix had no node ("other") */
-    uint64_t ra_hits, ra_misses;    /* the per-thread return-address cache */
-    uint64_t path_hits, path_misses; /* the per-thread cache of walked paths */
-    uint64_t frames;                /* frames walked */
+    uint64_t ctx_misses;            /* (return address, frame) not in the context cache */
+    uint64_t ctx_others;            /* ... in it, with other frames above */
+    uint64_t cx_hits;               /* ... of which the overflow knew the context */
+    uint64_t walks;                 /* stack walks (the misses that needed more frames) */
+    uint64_t uncached;              /* decisions the context cache cannot keep */
+    uint64_t ra_misses;             /* the return-address cache's misses */
+    uint64_t path_hits, path_misses; /* the cache of walked paths */
+    uint64_t frames;                /* frames looked at beyond the first: sum of L x level[L] */
 } hl_seg_ident_stats_t;
 
 /* ---- segregated.c ---- */

@@ -1,8 +1,10 @@
 /*
- * seg_bestfit.c: the allocator inside each segment (seg_heap.h): vmalloc's
+ * seg_bestfit.c: each segment's best-fit heap (seg_heap.h), for the blocks
+ * its fast core does not serve (over 32 KiB, the memalign family): vmalloc's
  * best fit, as dlmalloc does it, on the zoo's boundary-tag heap
  * (native/alloc/btag.h), one instance per segment.  Paper 001 §4.2 uses
- * vmalloc for its segments.
+ * vmalloc for its segments; its small blocks are now the fast core's
+ * (segregated.c).
  *
  * The segment
  * -----------

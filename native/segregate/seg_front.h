@@ -1,107 +1,142 @@
 /*
- * seg_front.h: the segmented allocator's front end for the zoo's shim
- * (native/alloc/shim.c compiled with -DHL_FRONT_H='"seg_front.h"' and
- * -fno-omit-frame-pointer).  Outside the lock, for every new object
- * (malloc, calloc, realloc of NULL):
+ * seg_front.h: the segmented allocator's lock-free front end for the zoo's
+ * shim (native/alloc/shim.c compiled with -DHL_FRONT_H='"seg_front.h"' and
+ * -fno-omit-frame-pointer), over one fast core per segment (fastcore.h).
  *
- *   class  = the site hint's (replay), else hl_seg_identify(malloc's frame)
- *            (seg_ident.c), else RANDOM's draw, else 0 (one segment)
- *   block  = this thread's cached free block of (class, SH_BLOCK(size)), if any
+ *   malloc(n), calloc, realloc(NULL, n):
+ *     s = the segment                   the predictor's identification: inline
+ *                                       (seg_ident.h) in the shims built for one
+ *                                       predictor (-DHL_SEG_INLINE_STACK: PATH,
+ *                                       STACK; -DHL_SEG_INLINE_SP); else t->ident(fp,
+ *                                       n, t), an indirect call through the thread's
+ *                                       block (RANDOM, STACK+size, the tests' tables;
+ *                                       no mode test, no hint test: a site hint swaps
+ *                                       the pointer for one call); DEFAULT
+ *                                       (-DHL_SEG_ONE): s = 0
+ *     c = t->map[n]                     the class (n <= 1024)
+ *     sf_take(core[s], c)               fastcore.h's fast path: pop head[c], or
+ *                                       carve downward from carve[c] to floor[c]
+ *     else hl_seg_front_more(n, s)      sf_malloc_slow, or the lock with s pending
  *
- * and for every free of a small block in use: keep it in this thread's cache
- * of (its segment, its size), while the list is shorter than its cap.  A miss
- * of either goes to the shim's locked path (hl_alloc_segregated), which takes
- * the class from the thread's pending prediction.
+ *   free(p):
+ *     s = hl_seg_slot_seg[p >> 33]      the segment whose core owns p's slot
+ *     push on core[s].head[(p - base) >> 27] if p is in this thread's slot of it
+ *     else hl_seg_front_free_more(p)    another thread's block, or not a core's
  *
- * DEFAULT's libraries use a shim compiled with -DHL_SEG_ONE: the same front
- * end without the identification's branches (a table with one segment
- * works with either).
+ * Both count what they serve in the core's sf_tls_t (mallocs, frees): every
+ * object of native/segregate, fastcore.c's included, is compiled with
+ * -DSF_COUNT=1 (rules.mk, heaplab-segregate's emit.rs), so that sf_take,
+ * sf_free_own and fastcore.c's slow paths count every call (remote frees in
+ * the core's remote_frees): the segments' objects for the report, and
+ * heaplab_alloc_stats' totals, exact.
  *
  * The frame: the shim's entry points keep a frame pointer, so that
  * __builtin_frame_address(0) there gives fp with fp[0] the program's rbp and
- * fp[1] the return address into the program (the walk starts at the
- * program's frame, never at the allocator's own).
+ * fp[1] the return address into the program (the identification starts at
+ * the program's frame, never at the allocator's own).
  */
 #ifndef HL_SEG_FRONT_H
 #define HL_SEG_FRONT_H
 #include "seg.h"
-#include "seg_heap.h"
+#include "seg_ident.h"
 #include "seg_thread.h"
 
-/* A block of this thread's cache for class c, or NULL with the class left
- * pending for the locked path (no prediction pending before). */
-static inline __attribute__((always_inline)) void *hl_seg_cache_pop(seg_thread_t *t, unsigned c,
-                                                                    size_t size) {
-    if (HL_LIKELY(size <= SEG_MAX_BLOCK - 8)) {
-        unsigned i = seg_size_index(SH_BLOCK(size));
-        void **b = (void **)t->head[c][i];
-        if (HL_LIKELY(b != NULL)) {
-            t->head[c][i] = b[0];
-            t->count[c][i]--;
-            b[1] = NULL;
-            t->pops[c]++;
-            return b;
-        }
-    }
-    t->pend = SEG_PEND_FRONT;
-    t->pend_cls = (uint8_t)c;
-    return NULL;
+#include <string.h>
+
+#if SF_COUNT != 1
+#error "native/segregate is compiled with -DSF_COUNT=1 (fastcore.c too): the segments' counts are exact"
+#endif
+
+static inline __attribute__((always_inline)) unsigned hl_seg_front_segment(seg_tls_t *t,
+                                                                          void *const *fp,
+                                                                          size_t size) {
+#if defined(HL_SEG_ONE)
+    (void)t;
+    (void)fp;
+    (void)size;
+    return 0;
+#elif defined(HL_SEG_INLINE_STACK)
+    (void)size;
+    return hl_seg_identify_fast(fp, 0, t);
+#elif defined(HL_SEG_INLINE_SP)
+    return hl_seg_identify_sp_fast(fp, size, t);
+#else
+    return t->ident(fp, size, t);
+#endif
 }
 
-/* Everything but an armed thread with nothing pending and a predictor that
- * identifies (or one segment): the class, then the cache (seg_cache.c). */
-void *hl_seg_front_malloc4(size_t size, void *const *fp);
+/* Segment s's fast core state of this thread (a pointer, so that the
+ * compiler indexes the lists from it rather than from %fs each time). */
+static inline __attribute__((always_inline)) sf_tls_t *hl_seg_core_of(seg_tls_t *t, unsigned s) {
+    return (sf_tls_t *)((char *)t + ((size_t)s << SEG_CORE_SHIFT));
+}
+
+/* A block of n bytes from segment s's fast core: this thread's list or
+ * slab of the size's class (fastcore.h's sf_take: a pop, or a carve downward
+ * from the slab), else hl_seg_front_more (sf_malloc_slow, or NULL: the locked
+ * path with s pending).  calloc (zero): a carved block was never used and
+ * reads as zero (sf_take's fresh); a popped one is cleared. */
+static inline __attribute__((always_inline)) void *hl_seg_front_take(seg_tls_t *t, unsigned s,
+                                                                     size_t size, int zero) {
+    if (HL_LIKELY(size <= SF_MAP_MAX)) {
+        int fresh;
+        void *b = sf_take(hl_seg_core_of(t, s), t->map[size], &fresh);
+        if (HL_LIKELY(b != NULL)) return zero && !fresh ? memset(b, 0, size) : b;
+    }
+    return zero ? hl_seg_front_more_calloc(size, s) : hl_seg_front_more(size, s);
+}
+
+static inline __attribute__((always_inline)) void *hl_seg_front_alloc(size_t size,
+                                                                      void *const *fp, int zero) {
+    seg_tls_t *t = &hl_seg_t;
+#if defined(HL_SEG_INLINE_STACK)
+    /* the identification's fast path (seg_ident.h), its misses out of line
+     * with the allocation after them, so that a hit keeps no register */
+    seg_ctx_t *e;
+    int c = hl_seg_identify_find(fp, t, &e);
+    if (HL_UNLIKELY(c < 0))
+        return c == -1 ? hl_seg_front_alloc_miss(size, fp, e, zero)
+                       : hl_seg_front_alloc_other(size, fp, e, zero);
+    unsigned s = (unsigned)c;
+#else
+    unsigned s = hl_seg_front_segment(t, fp, size);
+#endif
+    return hl_seg_front_take(t, s, size, zero);
+}
 
 static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t size,
                                                                        void *const *fp) {
-    seg_thread_t *t = &hl_seg_tls;
-#ifdef HL_SEG_ONE
-    /* DEFAULT's shim (one segment, no prediction): nothing to identify */
-    if (HL_LIKELY(t->state == SEG_T_ARMED) && HL_LIKELY(t->pend == SEG_PEND_NONE) &&
-        HL_LIKELY(hl_seg_mode == SEG_MODE_ONE))
-        return hl_seg_cache_pop(t, 0, size);
-    return hl_seg_front_malloc4(size, fp);
-#endif
-    unsigned mode = hl_seg_mode;
-    if (HL_LIKELY(t->state == SEG_T_ARMED) && HL_LIKELY(t->pend == SEG_PEND_NONE)) {
-        unsigned c = 0;
-        if (mode != SEG_MODE_ONE) {
-            if (HL_LIKELY(mode == SEG_MODE_STACK))
-                c = hl_seg_identify(fp, size);
-            else if (mode == SEG_MODE_SP)
-                c = hl_seg_identify_sp(fp);
-            else
-                return hl_seg_front_malloc4(size, fp);
-        }
-        return hl_seg_cache_pop(t, c, size);
-    }
-    return hl_seg_front_malloc4(size, fp);
+    return hl_seg_front_alloc(size, fp, 0);
+}
+
+/* calloc: a carved block was never used (zero); a popped one is cleared
+ * (hl_seg_front_take). */
+static inline __attribute__((always_inline)) void *hl_seg_front_calloc(size_t size,
+                                                                       void *const *fp) {
+    return hl_seg_front_alloc(size, fp, 1);
 }
 
 static inline __attribute__((always_inline)) int hl_seg_front_free(void *p) {
-    seg_thread_t *t = &hl_seg_tls;
-    if (HL_UNLIKELY(t->state != SEG_T_ARMED)) return 0;
-    unsigned c = sh_index_of(p);
-    if (HL_UNLIKELY(c >= HL_SEG_CLASSES)) return 0;
-    size_t h = sh_header(p), sz = SH_HDR_SIZE(h);
-    if (HL_UNLIKELY(!(h & SH_HDR_INUSE)) || sz > SEG_MAX_BLOCK) return 0;
-    unsigned i = seg_size_index(sz);
-    if (t->count[c][i] >= hl_seg_cache_cap[i]) return 0;
-    void **b = (void **)p;
-    if (HL_UNLIKELY((uint64_t)(uintptr_t)b[1] == hl_seg_cache_key)) hl_seg_cache_refree(p);
-    b[0] = t->head[c][i];
-    b[1] = (void *)(uintptr_t)hl_seg_cache_key;
-    t->head[c][i] = b;
-    t->count[c][i]++;
-    t->pushes++;
-    return 1;
+    seg_tls_t *t = &hl_seg_t;
+#ifdef HL_SEG_ONE
+    sf_tls_t *c = &t->core[0].t;
+#else
+    /* the segment of p's slot, as the offset of its core state (0 for what is
+     * no core's: then segment 0's, whose slots do not hold it either) */
+    sf_tls_t *c = (sf_tls_t *)((char *)t + seg_core_offset(p));
+#endif
+    if (HL_LIKELY(sf_free_own(c, p))) return 1;
+    return hl_seg_front_free_more(p);
 }
 
 #define HL_FRONT_MALLOC(size)                                                                      \
     hl_seg_front_malloc((size), (void *const *)__builtin_frame_address(0))
-#define HL_FRONT_CALLOC(size) ((void)(size), (void *)0) /* calloc then goes to HL_FRONT_MALLOC */
+/* calloc(n, m) that overflows never comes here (the shim fails it first);
+ * NULL from this: the locked path (the shim's calloc clears it) */
+#define HL_FRONT_CALLOC(size)                                                                      \
+    hl_seg_front_calloc((size), (void *const *)__builtin_frame_address(0))
 #define HL_FRONT_FREE(p)      hl_seg_front_free(p)
 #define HL_FRONT_SLOW()       ((void)0)
-#define HL_FRONT_STATS(s)     hl_seg_cache_stats(s)
-#define HL_FRONT_FORK_CHILD() hl_seg_cache_fork_child()
+#define HL_FRONT_STATS(s)     hl_seg_front_stats(s)
+#define HL_FRONT_FORK_CHILD() hl_seg_front_fork_child()
 #endif

@@ -1,10 +1,10 @@
 /*
- * seg_heap.h: the allocator inside one segment, behind a small interface, so
- * that a faster core can take its place without touching the rest of the
- * segmented allocator (segregated.c, the per-thread caches of seg_cache.c).
- * Today's is seg_bestfit.c: vmalloc's best fit over dlmalloc-style bins on
- * the zoo's boundary-tag heap (native/alloc/btag.h), one instance per
- * segment.
+ * seg_heap.h: each segment's best-fit heap, behind a small interface: the
+ * blocks its fast core does not serve (requests over 32 KiB, and the
+ * memalign family), under the lock.  It is seg_bestfit.c: vmalloc's best
+ * fit over dlmalloc-style bins on the zoo's boundary-tag heap
+ * (native/alloc/btag.h), one instance per segment; the small blocks are the
+ * segment's fast core's (segregated.c, native/alloc/fastcore.h).
  *
  *   segment i:  sh_bounds[i].lo                                  sh_bounds[i].hi
  *               |[block][block][free][block] ....... [top ........]|
@@ -17,10 +17,7 @@
  *     byte lies at i x 64 KB modulo 2 MB and which grows 2 MB at a time
  *     (paper 001 §4.2); it never shrinks, so a pointer once inside
  *     [lo, hi) stays inside;
- *   - a request of n bytes takes a block of SH_BLOCK(n) bytes or more; a
- *     block of exactly SH_BLOCK(n) bytes serves it (what the per-thread
- *     caches of free blocks rely on: a cached block of B bytes serves every
- *     request with SH_BLOCK(n) == B);
+ *   - a request of n bytes takes a block of SH_BLOCK(n) bytes or more;
  *   - every function but the inline readers runs under the shim's lock; the
  *     readers (sh_index_of, the header of a block the caller owns) run
  *     without it.

@@ -1,54 +1,62 @@
 /*
- * seg_ident.c: which class an allocation belongs to, from its call site, in
- * a few instructions (seg.h draws the table; HALO, Savage and Jones, CGO
- * 2020, identifies allocation contexts cheaply the same way: most call sites
- * decide alone, and only the others look further up the stack).
+ * seg_ident.c: which class an allocation belongs to, from its calling
+ * context, in a few instructions (seg.h draws the table; HALO, Savage and
+ * Jones, CGO 2020, identifies allocation contexts cheaply the same way: most
+ * allocations repeat a context seen before, and only the first of each pays
+ * for the walk).
  *
- *   hl_seg_identify(fp)                      fp: malloc's frame (fp[1]: the return
- *     │                                      address ra0 into the program)
- *     ├─ 1. ra[hash(ra0)] == ra0?  ──yes──▶ its decision: a class ───────────▶ done (level 0)
- *     │      (this thread's cache)                         or "walk" ──┐
- *     │   no: k0 = the frame key of ra0 (the module map), node(k0) in   │
- *     │       the table: LEAF(c) → c; WALK(n) → walk; none → "other"    │
- *     │       (PATH: ra0 a path point → its class, else walk and look   │
- *     │       for one); cached in ra[] with ra0's unwind rule           │
- *     ▼                                                                 ▼
- *     2. a prefix at a time (STACK, STACK+size, PATH), from the program's frame
- *        (fp[0] its rbp, fp + 2 its stack pointer):
- *          CFA = (rbp or sp) + the rule's offset, checked against the thread's
- *          stack; ra(L+1) = CFA[-1]; rbp reloaded where the rule saves it
- *          tag = mix(tag, ra(L+1));  pfx[tag]: the tree's node of the prefix
- *          ra0 .. ra(L+1): a class ─▶ done (level L+1), or "step on" with
- *          ra(L+1)'s rule (or, STACK+size's last frame: the size, through
- *          path[]); a slot that misses is filled from one frame key (the
- *          previous slot keeps the tree's hash so far) and hl_unwind's rule.
- *        The first step is inline in hl_seg_identify: a wrapper's callers
- *        decide with one stack read and one slot.
- *     3. the whole context at once (the tests' walking tables, HEAPLAB_SEG_DEBUG,
- *        a frame with no standard rule or out of bounds): `need` frames up
- *        with the rules in ra[] and rules[] (or hl_unwind's own walk, which
- *        finds the same frames); path[mix(ra0 .. ra_need)] keeps the class;
- *        else their frame keys down the tree (hl_seg_decide).
+ *   hl_seg_identify(fp)        fp: malloc's frame (fp[1]: the return address ra0 into
+ *     │                        the program; fp + 2: the program's stack pointer)
+ *     ├─ 1. ctx[hash(ra0, fp)]: the context cache, keyed by the return address and
+ *     │     the stack depth.  The slot holds the return addresses of the frames the
+ *     │     decision looked at (ra1 .. raL, L <= 3) and where they were on the stack
+ *     │     (fp + off[i]): read those words; the same → the slot's class ─────▶ done
+ *     │     (L = 0: the return address decided alone: nothing to read)
+ *     ▼
+ *     2. a miss, or the same (ra0, fp) with other frames above: ra[ra0] (the return
+ *        address's decision alone, from the table: a class, or "walk N frames" and
+ *        its unwind rule); a walk steps frame to frame with the cached unwind rules
+ *        (rules[]) from the program's frame, notes where each return address lies,
+ *        and decides from the walked return addresses (path[], else their frame keys
+ *        down the table's tree: hl_seg_decide); the context fills the ctx slot.
+ *     3. the whole context the long way (hl_unwind's walk: a frame without a
+ *        standard rule or out of bounds, the tests' walking tables, HEAPLAB_SEG_DEBUG).
  *
- * Why a prefix slot is exact: the tree's node of a prefix depends on its
- * return addresses only (each one's key is fixed once its module is loaded),
- * and the tag is a 64-bit mix of them in order.
+ * Why a context slot is exact.  The node of the table that decides depends
+ * on ra0 .. raL only (a frame's key is fixed once its module is loaded).  The
+ * slot was filled by a walk from the same ra0 at the same fp whose frames
+ * 0 .. L-1 all had a CFA rule relative to the stack pointer (slots are not
+ * filled otherwise): frame 0's CFA is fp + 16 + its offset, a constant of
+ * ra0's rule, so the word at off[0] is this call's ra1; if it equals w[0],
+ * frame 1 is the same code, its CFA is at the same distance again, so the
+ * word at off[1] is this call's ra2; and so on.  Equal words are equal
+ * return addresses, hence the same node.  (A stack that ended early is the
+ * same: the outermost frame's rule says so, or the word read is the end
+ * marker, which is verified like a return address.)  Reading the words is
+ * safe whatever they hold: the same fp on the same thread's stack, so every
+ * offset stays below the stack's top.
  *
  * The table lookup (hl_seg_decide) is shared with the replayer's site hints,
  * so that a replay and the real program place an allocation alike; and
  * crates/heaplab-segregate/src/tree.rs predicts with the same tree.
  *
- * Counters (per thread, summed by seg_cache.c for the report): where each
- * allocation was decided (the return address alone, or after L more frames),
- * how many had no node ("other" by default), and the caches' hits.
+ * Counters (per thread, summed by seg_front.c for the report): where each
+ * allocation was decided (the return address alone, or after L more frames:
+ * the slot's level, counted in the slot until it is replaced), how many had
+ * no node ("other" by default), and the caches' misses.
  */
 #include "hl_alloc.h"
 #include "heaplab_site.h"
 #include "hl_unwind.h"
 #include "seg.h"
+#include "seg_ident.h"
 #include "seg_thread.h"
 
 #include <string.h>
+
+/* Empty caches (seg_ident.h): every lookup in them misses; nothing writes them. */
+seg_ctx_t hl_seg_ctx_none[SEG_CTX_SLOTS];
+seg_ra_slot_t hl_seg_ra_none[SEG_RA_SLOTS];
 
 /* ---- the table ---- */
 
@@ -148,33 +156,37 @@ unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t
     return HL_SEG_OTHER;
 }
 
+/* The table's depth, at least 1. */
+static inline unsigned table_depth(void) {
+    unsigned depth = hl_seg_table.depth ? hl_seg_table.depth : 1;
+    return depth > HL_SEG_MAX_DEPTH ? HL_SEG_MAX_DEPTH : depth;
+}
+
 /* The decision for a return address of key k0, alone. */
 static uint32_t first_decision(uint64_t k0) {
     const hl_seg_table_t *t = &hl_seg_table;
-    unsigned depth = t->depth ? t->depth : 1;
-    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
+    unsigned depth = table_depth();
     if (t->flags & HL_SEG_FLAG_WALK_ALWAYS) return SEG_DEC_WALK | (depth - 1) << 16;
     int v = node(hl_seg_fmix((FNV_BASIS ^ k0) * FNV_PRIME));
     if (v < 0) {
         if (t->predictor == HL_SEG_PATH) { /* the innermost path point: this frame, or above */
             int c = point_class(k0);
             if (c >= 0) return (uint32_t)c | (uint32_t)seg_counter(HL_SEG_UNKNOWN) << 24;
-            if (depth > 1) return SEG_DEC_WALK | SEG_DEC_SCAN | SEG_DEC_UNKNOWN | (depth - 1) << 16;
+            if (depth > 1) return SEG_DEC_WALK | SEG_DEC_UNKNOWN | (depth - 1) << 16;
         }
         return SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
     }
     if (!HL_SEG_IS_WALK((unsigned)v)) return (uint32_t)v & 3u;
+    if (t->predictor == HL_SEG_STACK_SIZE && depth == 1) /* the size decides at once */
+        return SEG_DEC_WALK;
     return SEG_DEC_WALK | HL_SEG_WALK_NEED((unsigned)v) << 16;
 }
 
-/* ---- the identification ---- */
+/* ---- the caches' slots (seg_ident.h has the context cache's and ra[]'s) ---- */
 
-/* The slot of a return address in the thread's cache (a multiplicative hash
- * of its low bits: call sites are a few bytes apart at least). */
 static inline unsigned ra_slot(uintptr_t ra) {
-    return (uint32_t)ra * 0x9E3779B1u >> (32 - 7);
+    return hl_seg_ra_slot(ra);
 }
-_Static_assert(SEG_RA_SLOTS == 1 << 7, "ra_slot's shift");
 
 /* The tag of a walk in the path cache: its return addresses (and, for
  * STACK+size, the size). */
@@ -186,31 +198,30 @@ static inline uint64_t path_tag(const uintptr_t *ras, unsigned n, size_t size) {
     return hl_seg_fmix(tag) | 1;
 }
 
-static inline seg_path_slot_t *path_slot(seg_thread_t *t, uint64_t tag) {
+static inline seg_path_slot_t *path_slot(seg_tls_t *t, uint64_t tag) {
     return &t->path[(tag >> 20) & (SEG_PATH_SLOTS - 1)];
 }
 
+/* ---- deciding from walked return addresses ---- */
+
 /* The walk's class from its frames' keys (the path cache missed). */
-static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uintptr_t *ras,
-                                                      unsigned n, unsigned need, size_t size,
-                                                      uint64_t tag, unsigned *counter_out) {
+static unsigned __attribute__((noinline)) decide_walk(seg_tls_t *t, const uintptr_t *ras,
+                                                      unsigned n, size_t size, uint64_t tag,
+                                                      unsigned *counter_out) {
     t->path_misses++;
     uint64_t keys[HL_SEG_MAX_DEPTH];
     if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
     for (unsigned i = 0; i < n; i++)
         keys[i] = hl_seg_os_key(ras[i]);
-    for (unsigned i = n; i < need + 1 && i < HL_SEG_MAX_DEPTH; i++)
-        keys[i] = 0; /* (the stack ended: hl_seg_decide pads with 0 anyway) */
     unsigned level;
     unsigned c = hl_seg_decide(keys, n, size, 0, &level);
     unsigned counter = seg_counter(level);
-    if (hl_seg_caching) { /* (a slot is never filled otherwise: lookups need not ask) */
+    if (hl_seg_caching) {
         seg_path_slot_t *s = path_slot(t, tag);
         s->tag = tag;
         s->cls = c;
         s->counter = counter;
     }
-    t->lv[counter]++;
     *counter_out = counter;
     if (hl_seg_debug) {
         t->last_n = n;
@@ -221,35 +232,37 @@ static unsigned __attribute__((noinline)) decide_walk(seg_thread_t *t, const uin
     return c;
 }
 
+/* The class of walked return addresses ras[0..n): the path cache, else the keys. */
+static unsigned decide(seg_tls_t *t, const uintptr_t *ras, unsigned n, size_t size,
+                       unsigned *counter) {
+    uint64_t tag = path_tag(ras, n, size);
+    seg_path_slot_t *ps = path_slot(t, tag);
+    if (HL_LIKELY(ps->tag == tag)) {
+        t->path_hits++;
+        *counter = ps->counter;
+        return ps->cls;
+    }
+    return decide_walk(t, ras, n, size, tag, counter);
+}
+
 /* Walk `need` more frames from the program's (hl_unwind) and decide. */
-static unsigned __attribute__((noinline)) walk_and_decide(seg_thread_t *t, void *const *fp,
-                                                          size_t size, uint32_t dec) {
-    if (t->busy) return HL_SEG_OTHER;
-    t->busy = 1;
-    unsigned need = SEG_DEC_NEED(dec);
+static unsigned __attribute__((noinline)) walk_and_decide(seg_tls_t *t, void *const *fp,
+                                                          size_t size, unsigned need) {
     if (need > HL_SEG_MAX_DEPTH - 1) need = HL_SEG_MAX_DEPTH - 1;
     uintptr_t ras[HL_SEG_MAX_DEPTH];
     unsigned n = hl_seg_os_walk(ras, need + 1, (uintptr_t)fp[1], (uintptr_t)(fp + 2),
                                 (uintptr_t)fp[0]);
-    t->frames += n;
-    uint64_t tag = path_tag(ras, n, size);
-    seg_path_slot_t *s = path_slot(t, tag);
-    unsigned c;
-    if (s->tag == tag) {
-        t->path_hits++;
-        t->lv[s->counter]++;
-        c = s->cls;
-    } else {
-        unsigned counter;
-        c = decide_walk(t, ras, n, need, size, tag, &counter);
-    }
-    t->busy = 0;
+    unsigned counter;
+    unsigned c = decide(t, ras, n, size, &counter);
+    t->lv[counter]++;
     return c;
 }
 
+/* ---- unwind rules ---- */
+
 /* hl_unwind's rule of ra into (rule, cfa_off, rbp_off); rule 0 where it has
  * none of the standard form (the caller then walks with hl_unwind). */
-static void fill_rule(seg_thread_t *t, uintptr_t ra, uint32_t *rule, int32_t *cfa_off,
+static void fill_rule(seg_tls_t *t, uintptr_t ra, uint32_t *rule, int32_t *cfa_off,
                       int32_t *rbp_off) {
     *rule = 0;
     if (!t->stack_hi) t->stack_hi = hl_unwind_stack_top((uintptr_t)__builtin_frame_address(0));
@@ -276,378 +289,595 @@ static void fill_rule(seg_thread_t *t, uintptr_t ra, uint32_t *rule, int32_t *cf
     }
 }
 
+static inline unsigned rule_slot(uintptr_t ra) {
+    return (uint32_t)ra * 0x85EBCA77u >> (32 - 8);
+}
+_Static_assert(SEG_RULE_SLOTS == 1 << 8, "rule_slot's shift");
+
 /* The rule of a return address above the first frame, from this thread's
  * rule cache (filled from hl_unwind's table on a miss). */
-static inline unsigned rule_slot(uintptr_t ra) {
-    return (uint32_t)ra * 0x85EBCA77u >> (32 - 6);
-}
-_Static_assert(SEG_RULE_SLOTS == 1 << 6, "rule_slot's shift");
-
-static __attribute__((noinline)) const seg_rule_slot_t *rule_miss(seg_thread_t *t,
-                                                                 seg_rule_slot_t *r,
-                                                                 uintptr_t ra) {
-    uint8_t was = t->busy;
-    t->busy = 1; /* (hl_unwind's miss reads .eh_frame: no allocation, but be safe) */
+static inline const seg_rule_slot_t *rule_of(seg_tls_t *t, uintptr_t ra) {
+    seg_rule_slot_t *r = &t->rules[rule_slot(ra)];
+    if (HL_LIKELY(r->ra == ra)) return r;
     r->ra = ra;
     fill_rule(t, ra, &r->rule, &r->cfa_off, &r->rbp_off);
-    t->busy = was;
     return r;
 }
 
-static inline const seg_rule_slot_t *rule_of(seg_thread_t *t, uintptr_t ra) {
-    seg_rule_slot_t *r = &t->rules[rule_slot(ra)];
-    if (HL_LIKELY(r->ra == ra)) return r;
-    return rule_miss(t, r, ra);
-}
+/* ---- the walk that fills a context slot ---- */
 
-/* Up `need` frames from the program's with the rules cached per return
- * address (the first in its ra slot, the others in the rule cache): each
- * frame is a CFA computed from sp or rbp, checked against this thread's
+/* A walk, and what pins its frames: every word it read whose value decided
+ * where the next return address lies (the return addresses themselves, and
+ * the saved rbp where a caller's CFA is relative to rbp), with its place
+ * relative to fp. */
+#define WALK_WORDS (2 * HL_SEG_MAX_DEPTH + 2)
+typedef struct walk {
+    uintptr_t ras[HL_SEG_MAX_DEPTH + 1];
+    unsigned n;                 /* frames: ras[0 .. n) */
+    intptr_t off[WALK_WORDS];   /* the words read, in order: at fp + off[i], value val[i] */
+    uintptr_t val[WALK_WORDS];
+    unsigned nv;
+    unsigned nv_at[HL_SEG_MAX_DEPTH + 1]; /* how many of them pin ras[0 .. i] */
+} walk_t;
+
+/* Up `need` more frames from the program's with the rules cached per
+ * return address (the first from its ra[] slot, the others from rules[]):
+ * each frame is a CFA computed from sp or rbp, checked against this thread's
  * stack, and one load.  The frames are those hl_unwind's walk finds (the same
- * rules, bounds and stop at a return address below 0x4000); a frame with no
- * standard rule, or out of bounds, hands over to that walk.  (The whole
- * context every time: the tests' tables that walk always, and HEAPLAB_SEG_DEBUG,
- * which keeps the frame keys; everything else walks a prefix at a time.) */
-static unsigned __attribute__((noinline)) step_and_decide(seg_thread_t *t, const seg_ra_slot_t *e,
-                                                          void *const *fp, size_t size) {
-    unsigned need = SEG_DEC_NEED(e->dec);
+ * rules, bounds and stop at a return address below 0x4000, whose word is kept
+ * too); 0 where a frame has no standard rule or falls out of bounds (the
+ * caller takes hl_unwind's walk). */
+static int walk_frames(seg_tls_t *t, const seg_ra_slot_t *e, void *const *fp, unsigned need,
+                       walk_t *w) {
     if (need > HL_SEG_MAX_DEPTH - 1) need = HL_SEG_MAX_DEPTH - 1;
-    uintptr_t ras[HL_SEG_MAX_DEPTH];
-    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi;
+    const uintptr_t lo = (uintptr_t)(fp + 2), hi = t->stack_hi, f = (uintptr_t)fp;
+    if (HL_UNLIKELY(lo >= hi || hi - lo > (uintptr_t)1 << 30)) return 0; /* not this thread's stack */
     uintptr_t pc = e->ra, s = lo, bp = (uintptr_t)fp[0];
+    intptr_t bp_at = 0; /* where bp was read: fp[0], the program's rbp at the call */
+    int bp_pinned = 0;
     uint32_t rule = e->rule;
     int32_t cfa_off = e->cfa_off, rbp_off = e->rbp_off;
-    if (HL_UNLIKELY(lo >= hi || hi - lo > (uintptr_t)1 << 30)) /* not this thread's stack */
-        return walk_and_decide(t, fp, size, e->dec);
-    unsigned n = 0;
+    unsigned n = 0, nv = 0;
+    w->nv_at[0] = 0;
     for (;;) {
-        ras[n++] = pc;
+        w->ras[n++] = pc;
         if (n > need || (rule & SEG_RULE_LAST)) break;
-        if (HL_UNLIKELY(!(rule & SEG_RULE_VALID))) return walk_and_decide(t, fp, size, e->dec);
+        if (HL_UNLIKELY(!(rule & SEG_RULE_VALID))) return 0;
+        if ((rule & SEG_RULE_RBP) && !bp_pinned) { /* this CFA depends on bp's value */
+            w->off[nv] = bp_at;
+            w->val[nv++] = bp;
+            bp_pinned = 1;
+        }
         uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)cfa_off;
-        if (HL_UNLIKELY(cfa <= s || cfa > hi)) return walk_and_decide(t, fp, size, e->dec);
+        if (HL_UNLIKELY(cfa <= s || cfa > hi)) return 0;
         if (rule & SEG_RULE_RBP_SAVED) {
             uintptr_t a = cfa + (intptr_t)rbp_off;
-            if (HL_UNLIKELY(a < lo || a > hi - 8)) return walk_and_decide(t, fp, size, e->dec);
+            if (HL_UNLIKELY(a < lo || a > hi - 8)) return 0;
             bp = *(const uintptr_t *)a;
+            bp_at = (intptr_t)(a - f);
+            bp_pinned = 0;
         }
         pc = ((const uintptr_t *)cfa)[-1];
+        w->off[nv] = (intptr_t)(cfa - 8 - f);
+        w->val[nv++] = pc;
+        w->nv_at[n] = nv;
         s = cfa;
-        if (pc < 0x4000) break;
+        if (pc < 0x4000) break; /* the end marker: hl_unwind stops here too */
         const seg_rule_slot_t *r = rule_of(t, pc);
         rule = r->rule;
         cfa_off = r->cfa_off;
         rbp_off = r->rbp_off;
     }
-    t->frames += n;
-    uint64_t tag = path_tag(ras, n, size);
-    seg_path_slot_t *ps = path_slot(t, tag);
-    unsigned c, counter;
-    if (HL_LIKELY(ps->tag == tag)) {
-        t->path_hits++;
-        counter = ps->counter;
-        t->lv[counter]++;
-        c = ps->cls;
-    } else {
-        if (t->busy) return HL_SEG_OTHER;
-        t->busy = 1;
-        c = decide_walk(t, ras, n, need, size, tag, &counter);
-        t->busy = 0;
+    w->n = n;
+    w->nv = nv;
+    return 1;
+}
+
+/* ---- the context cache ---- */
+
+/* Where slot e's word i lies (a slot of three words has its second offset
+ * odd, so that the fast path, which compares two, never matches it). */
+static inline intptr_t off_at(const seg_ctx_t *e, unsigned i) {
+    return e->off[i] & ~1;
+}
+
+/* A slot is replaced: the decisions it served count where it decided. */
+static inline void retire(seg_tls_t *t, seg_ctx_t *e) {
+    if (e->ra) t->lv[e->counter] += e->hits;
+    e->hits = 0;
+}
+
+/* Fills slot e for the context of a walk decided at `counter`: the words
+ * that pin frames 0 .. L (all the walk read where the decision looked past
+ * the stack's end).  Returns 0 where it cannot keep it. */
+static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w,
+                    unsigned cls, unsigned counter) {
+    unsigned L = counter % HL_SEG_LEVELS;
+    if (hl_seg_by_size) L = w->n - 1; /* the size decides after every frame walked */
+    unsigned k = L < w->n ? w->nv_at[L] : w->nv; /* words to verify */
+    if (k > SEG_CTX_WORDS - (hl_seg_by_size ? 1 : 0)) return 0;
+    for (unsigned i = 0; i < k; i++)
+        if (w->off[i] < INT16_MIN || w->off[i] > INT16_MAX) return 0;
+    retire(t, e);
+    e->ra = (uintptr_t)fp[1];
+    e->fp = (uintptr_t)fp;
+    for (unsigned i = 0; i < SEG_CTX_WORDS; i++) {
+        e->off[i] = i < k ? (int16_t)w->off[i] : 8; /* fp[1] is ra0: always equal */
+        e->w[i] = i < k ? w->val[i] : e->ra;
     }
-    return c;
-}
-
-/* ---- STACK and STACK+size: a walk a prefix at a time ----
- *
- * A walk from a return address that does not decide alone steps one frame
- * at a time; after each step the return addresses so far (ra0 .. raL, mixed
- * into a tag) index this thread's prefix cache, whose slot holds what the
- * tree says at that prefix: a class (done), or "step on" with raL's unwind
- * rule (so no other cache is read on the way), or, at STACK+size's last
- * frame, "the size decides" (the path cache, keyed by the prefix and the
- * size).  The tree's node of a prefix depends on its return addresses only
- * (each one's frame key is fixed once its module is loaded), so a slot whose
- * tag matches is exact, and a wrapper's allocation costs one step and one
- * slot: no frame key, no binary search, no verification of stack words.  A
- * slot is filled on a miss from the previous prefix's FNV state and one
- * frame key.  A frame with no standard rule, out of the thread's stack, or
- * the end of the stack hands over to walk_and_decide (hl_unwind's walk of
- * the whole context: the same class, the long way). */
-
-#define PFX_MIX 0xff51afd7ed558ccdull
-
-static inline unsigned pfx_index(uint64_t tag) {
-    return (unsigned)(tag >> (64 - 10));
-}
-_Static_assert(SEG_PFX_SLOTS == 1 << 10, "pfx_index's shift");
-
-/* The tag of ra0 alone: mixed, so that (a, b) and (b, a) differ and the
- * slot index (the product's top bits) depends on every bit of both (with a
- * rotation instead, return addresses of a program loaded low, as under
- * Valgrind, shared slots and evicted each other on every call). */
-static inline uint64_t pfx_seed(uintptr_t ra) {
-    return (uint64_t)ra * 0x9E3779B97F4A7C15ull;
-}
-
-/* The slot of the prefix `tag` (ra0 .. raL, raL = pc) filled from the tree,
- * given the previous prefix's slot (its FNV state; SEG_DEC_SCAN: PATH's scan
- * for a path point); NULL inside another identification. */
-static __attribute__((noinline)) const seg_pfx_slot_t *pfx_miss(seg_thread_t *t, uint64_t tag,
-                                                                const seg_ra_slot_t *prev,
-                                                                uintptr_t pc, unsigned L) {
-    if (t->busy) return NULL;
-    t->busy = 1;
-    t->pfx_misses++;
-    const hl_seg_table_t *tb = &hl_seg_table;
-    unsigned depth = tb->depth ? tb->depth : 1;
-    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
-    uint32_t scan = prev->dec & SEG_DEC_SCAN;
-    uint64_t key = hl_seg_os_key(pc);
-    uint64_t fnv = (prev->fnv ^ key) * FNV_PRIME;
-    seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
-    int v = scan ? -1 : node(hl_seg_fmix(fnv));
-    uint32_t dec;
-    p->rule = 0;
-    if (v < 0 && tb->predictor == HL_SEG_PATH) {
-        /* PATH, below a prefix training never saw: the innermost path point
-         * decides (hl_seg_decide's scan, a frame at a time) */
-        int c = point_class(key);
-        if (c >= 0)
-            dec = (uint32_t)c | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
-        else if (L + 1 >= depth)
-            dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
-        else {
-            dec = SEG_DEC_WALK | SEG_DEC_SCAN | (L & 0xffu) << 16;
-            fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
-        }
-    } else if (v < 0) /* a prefix training never saw: "other" */
-        dec = HL_SEG_OTHER | (uint32_t)seg_counter(L | HL_SEG_UNKNOWN) << 24;
-    else if (!HL_SEG_IS_WALK((unsigned)v))
-        dec = ((uint32_t)v & 3u) | (uint32_t)seg_counter(L) << 24;
-    else if (L + 1 >= depth) /* the last frame of a context */
-        dec = tb->predictor == HL_SEG_STACK_SIZE
-                  ? SEG_DEC_WALK | SEG_DEC_SIZE | (L & 0xffu) << 16
-                  : HL_SEG_OTHER | (uint32_t)seg_counter(L) << 24;
-    else {
-        dec = SEG_DEC_WALK | (L & 0xffu) << 16;
-        fill_rule(t, pc, &p->rule, &p->cfa_off, &p->rbp_off);
+    e->n = (uint8_t)k;
+    e->cls = (uint8_t)cls;
+    e->counter = (uint8_t)counter;
+    e->salt = ++t->salt;
+    if (hl_seg_by_size) { /* the size decides: never a plain hit (see hl_seg_identify) */
+        e->cls = SEG_CTX_SIZE;
+        e->w[k] = ~e->ra;
+        e->n = (uint8_t)(k + 1);
     }
-    p->ra = tag;
-    p->fnv = fnv;
-    p->dec = dec;
-    t->busy = 0;
-    return p;
+    if (e->n > 2) e->off[1] |= 1;
+    return 1;
 }
 
-/* STACK+size at the context's last frame: the size's node, through the
- * path cache (keyed by the prefix and the size). */
-static __attribute__((noinline)) unsigned pfx_size(seg_thread_t *t, const seg_pfx_slot_t *p,
-                                                   size_t size) {
-    uint64_t tag = hl_seg_fmix(p->ra ^ (uint64_t)size * 0xC2B2AE3D27D4EB4Full) | 1;
-    seg_path_slot_t *s = path_slot(t, tag);
-    if (HL_LIKELY(s->tag == tag)) {
-        t->path_hits++;
-        t->lv[s->counter]++;
-        return s->cls;
-    }
-    t->path_misses++;
-    int v = node(hl_seg_size_key(hl_seg_fmix(p->fnv), size));
-    unsigned c = v < 0 || HL_SEG_IS_WALK((unsigned)v) ? HL_SEG_OTHER : (unsigned)v & 3u;
-    unsigned counter = seg_counter(SEG_DEC_NEED(p->dec) | (v < 0 ? HL_SEG_UNKNOWN : 0));
-    s->tag = tag;
-    s->cls = c;
-    s->counter = counter;
-    t->lv[counter]++;
-    return c;
-}
-
-/* The whole context the long way (a frame with no standard rule, out of the
- * thread's stack, the stack's end). */
-static __attribute__((noinline)) unsigned pfx_long_way(seg_thread_t *t, void *const *fp,
-                                                       size_t size) {
-    unsigned depth = hl_seg_table.depth ? hl_seg_table.depth : 1;
-    if (depth > HL_SEG_MAX_DEPTH) depth = HL_SEG_MAX_DEPTH;
-    return walk_and_decide(t, fp, size, SEG_DEC_WALK | (depth - 1) << 16);
-}
-
-static unsigned step_miss(seg_thread_t *t, const seg_ra_slot_t *from, void *const *fp,
-                          size_t size, uintptr_t s, uintptr_t bp);
-
-/* The walk on from the frame whose slot `from` says "walk on" with its rule
- * (ra[]'s slot of ra0, marked SEG_DEC_PFX, or pfx[]'s of ra0 .. raL, L in
- * its SEG_DEC_NEED bits), s the stack pointer after that frame's return and
- * bp its rbp: step, look the prefix up, until a slot decides.  Six
- * arguments and only tail calls out (a slot that misses goes to step_miss,
- * which fills it and comes back), so that it needs no stack frame. */
-static __attribute__((noinline)) unsigned step_on(seg_thread_t *t, const seg_ra_slot_t *from,
-                                                  void *const *fp, size_t size, uintptr_t s,
-                                                  uintptr_t bp) {
-    if (HL_UNLIKELY(t->stack_hi - (uintptr_t)(fp + 2) > (uintptr_t)1 << 30))
-        return pfx_long_way(t, fp, size); /* not this thread's stack */
-    uint64_t tag = (from->dec & SEG_DEC_PFX) ? pfx_seed(from->ra) : from->ra;
-    for (;;) {
-        uint32_t rule = from->rule;
-        if (HL_UNLIKELY((rule & (SEG_RULE_VALID | SEG_RULE_LAST)) != SEG_RULE_VALID))
-            return pfx_long_way(t, fp, size);
-        uintptr_t cfa = ((rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)from->cfa_off;
-        if (HL_UNLIKELY(cfa <= s || cfa > t->stack_hi)) return pfx_long_way(t, fp, size);
-        uintptr_t nbp = bp;
-        if (rule & SEG_RULE_RBP_SAVED) {
-            uintptr_t a = cfa + (intptr_t)from->rbp_off; /* <= cfa - 16 (fill_rule) */
-            if (HL_UNLIKELY(a < s)) return pfx_long_way(t, fp, size);
-            nbp = *(const uintptr_t *)a;
-        }
-        uintptr_t pc = ((const uintptr_t *)cfa)[-1];
-        if (HL_UNLIKELY(pc < 0x4000)) return pfx_long_way(t, fp, size);
-        uint64_t ntag = (tag ^ pc) * PFX_MIX;
-        const seg_pfx_slot_t *p = &t->pfx[pfx_index(ntag)];
-        if (HL_UNLIKELY(p->ra != ntag)) return step_miss(t, from, fp, size, s, bp);
-        t->frames++;
-        uint32_t d = p->dec;
-        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
-            t->lv[SEG_DEC_COUNTER(d)]++;
-            return SEG_DEC_CLASS(d);
-        }
-        if (d & SEG_DEC_SIZE) return pfx_size(t, p, size);
-        from = p;
-        s = cfa;
-        bp = nbp;
-        tag = ntag;
-    }
-}
-
-/* step_on's slot missed: the same step again, the slot filled, and on. */
-static __attribute__((noinline)) unsigned step_miss(seg_thread_t *t, const seg_ra_slot_t *from,
-                                                    void *const *fp, size_t size, uintptr_t s,
-                                                    uintptr_t bp) {
-    unsigned L = (from->dec & SEG_DEC_PFX) ? 0 : SEG_DEC_NEED(from->dec);
-    uint64_t tag = L ? from->ra : pfx_seed(from->ra);
-    uintptr_t cfa = ((from->rule & SEG_RULE_RBP) ? bp : s) + (intptr_t)from->cfa_off;
-    uintptr_t pc = ((const uintptr_t *)cfa)[-1]; /* (step_on checked the bounds) */
-    if (!pfx_miss(t, (tag ^ pc) * PFX_MIX, from, pc, L + 1)) return HL_SEG_OTHER;
-    return step_on(t, from, fp, size, s, bp);
-}
-
-/* The return address is not in the cache: its decision from the table. */
-static unsigned first_miss(seg_thread_t *t, void *const *fp, size_t size, seg_ra_slot_t *e) {
-    if (t->busy) return HL_SEG_OTHER;
-    t->busy = 1;
-    uintptr_t ra = (uintptr_t)fp[1];
+/* The ra[] slot of ra0: its decision alone, and its rule. */
+static seg_ra_slot_t *ra_entry(seg_tls_t *t, uintptr_t ra) {
+    seg_ra_slot_t *r = &t->ra[ra_slot(ra)];
+    if (HL_LIKELY(r->ra == ra)) return r;
     t->ra_misses++;
     int ready = hl_seg_os_ready() > 0;
     uint64_t k0 = ready ? hl_seg_os_key(ra) : 0;
     uint32_t d = ready ? first_decision(k0)
                        : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
-    seg_ra_slot_t tmp, *slot = hl_seg_caching ? e : &tmp;
-    slot->ra = ra;
-    slot->rule = 0;
-    slot->fnv = (FNV_BASIS ^ k0) * FNV_PRIME;
-    if (d & SEG_DEC_WALK) fill_rule(t, ra, &slot->rule, &slot->cfa_off, &slot->rbp_off);
-    /* a walk a prefix at a time where it can: a standard rule and a frame to step to */
-    if (hl_seg_prefix && (d & SEG_DEC_WALK) && SEG_DEC_NEED(d) > 0 &&
-        (slot->rule & (SEG_RULE_VALID | SEG_RULE_LAST)) == SEG_RULE_VALID)
-        d |= SEG_DEC_PFX;
-    slot->dec = d;
-    t->busy = 0;
-    if (d & SEG_DEC_PFX)
-        return step_on(t, slot, fp, size, (uintptr_t)(fp + 2), (uintptr_t)fp[0]);
-    if (d & SEG_DEC_WALK) {
-        if (slot->rule & SEG_RULE_VALID) return step_and_decide(t, slot, fp, size);
-        return walk_and_decide(t, fp, size, d);
-    }
-    t->lv[SEG_DEC_COUNTER(d)]++;
-    return SEG_DEC_CLASS(d);
+    r->rule = 0;
+    if (d & SEG_DEC_WALK) fill_rule(t, ra, &r->rule, &r->cfa_off, &r->rbp_off);
+    r->dec = d;
+    r->hits = 0;
+    r->ra = hl_seg_caching ? ra : 0;
+    return r;
 }
 
-/* The return address walks further, or is not in the cache. */
-static unsigned __attribute__((noinline)) identify_more(seg_thread_t *t, void *const *fp,
-                                                        size_t size, seg_ra_slot_t *e) {
-    if (e->ra == (uintptr_t)fp[1]) {
-        if (HL_LIKELY(e->rule & SEG_RULE_VALID)) return step_and_decide(t, e, fp, size);
-        return walk_and_decide(t, fp, size, e->dec);
-    }
-    return first_miss(t, fp, size, e);
+/* STACK+size: the tag of a context slot's frames (its verified words pin
+ * them) and a size, in the path cache. */
+static inline uint64_t size_tag(const seg_ctx_t *e, size_t size) {
+    uint64_t tag = (e->ra ^ 0x5bd1e995ull) * 0xff51afd7ed558ccdull;
+    for (unsigned i = 0; i < e->n; i++)
+        tag = (tag ^ e->w[i] ^ (uint64_t)(uint16_t)e->off[i] << 48) * 0xff51afd7ed558ccdull;
+    return hl_seg_fmix(tag ^ size * 0xC2B2AE3D27D4EB4Full) | 1;
 }
 
-/* The fast path: the return address is in this thread's cache and decides
- * alone (a dozen instructions, no stack frame). */
-unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size) {
-    seg_thread_t *t = &hl_seg_tls;
-    __asm__("" : "+r"(t)); /* one base register for every field (gcc reloads %fs:0 otherwise) */
+/* ---- the overflow of the context cache ---- */
+
+static inline unsigned cx_index(uint64_t tag) {
+    return (unsigned)(tag >> (64 - 12));
+}
+_Static_assert(SEG_CX_SLOTS == 1 << 12, "cx_index's shift");
+
+/* The overflow's tag of this call's words at slot e's offsets, from how
+ * they differ from e's own (x0, x1: the first two; the third is read here)
+ * and e's salt: equal tags, equal words at the same offsets under the same
+ * (ra, fp), hence the same context (up to a 64-bit hash collision). */
+static inline uint64_t cx_tag(const seg_ctx_t *e, void *const *fp, uintptr_t x0, uintptr_t x1) {
+    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
+    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+    if (HL_UNLIKELY(e->n > 2))
+        tag = (tag ^ *(const uintptr_t *)((const char *)fp + e->off[2]) ^ e->w[2]) *
+              0x9E3779B97F4A7C15ull;
+    return tag | 1;
+}
+
+/* The differences of this call's first two words from slot e's. */
+static inline void ctx_diff(const seg_ctx_t *e, void *const *fp, uintptr_t *x0, uintptr_t *x1) {
+    const char *f = (const char *)fp;
+    *x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
+    *x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1]; /* (odd: a slot of three words) */
+}
+
+/* Slot e's shape serves the walk's context in the overflow: the walk read
+ * a word at each of e's offsets (the same places), and its decision needs
+ * no word e does not verify.  (A context that needs fewer words than e's
+ * is then keyed by more than it needs: exact still, only more entries.) */
+static int same_offsets(const seg_ctx_t *e, const walk_t *w, unsigned counter) {
+    unsigned L = counter % HL_SEG_LEVELS;
+    unsigned k = L < w->n ? w->nv_at[L] : w->nv;
+    if (k > e->n || e->n > w->nv) return 0;
+    for (unsigned i = 0; i < e->n; i++)
+        if (w->off[i] != off_at(e, i)) return 0;
+    return 1;
+}
+
+/* Does slot e hold (ra, fp), and are the words at its offsets its words? */
+static inline int ctx_holds(const seg_ctx_t *e, uintptr_t ra, void *const *fp) {
+    return e->ra == ra && e->fp == (uintptr_t)fp;
+}
+static inline int ctx_verifies(const seg_ctx_t *e, void *const *fp) {
+    const char *f = (const char *)fp;
+    uintptr_t x = 0;
+    for (unsigned i = 0; i < e->n; i++)
+        x |= *(const uintptr_t *)(f + off_at(e, i)) ^ e->w[i];
+    return x == 0;
+}
+
+/* The overflow's class for the words at slot e's offsets, or -1. */
+static inline int cx_find(seg_tls_t *t, const seg_ctx_t *e, void *const *fp, uint64_t *tag) {
+    uintptr_t x0, x1;
+    ctx_diff(e, fp, &x0, &x1);
+    *tag = cx_tag(e, fp, x0, x1);
+    seg_cx_t *x = &t->cx[cx_index(*tag)];
+    if (HL_LIKELY(x->tag != *tag)) return -1;
+    t->lv[x->counter]++;
+    t->cx_hits++;
+    return x->cls;
+}
+
+static void cx_put(seg_tls_t *t, uint64_t tag, unsigned cls, unsigned counter) {
+    seg_cx_t *x = &t->cx[cx_index(tag)];
+    x->tag = tag;
+    x->cls = (uint8_t)cls;
+    x->counter = (uint8_t)counter;
+}
+
+/* Slot `to` now holds what `from` held (`from` is free for another context). */
+static inline void ctx_move(seg_tls_t *t, seg_ctx_t *to, seg_ctx_t *from) {
+    retire(t, to);
+    *to = *from;
+    from->ra = 0; /* (its hits went with it) */
+    from->hits = 0;
+}
+
+/* The decision for a (ra, fp) no way's words pin: the return address
+ * alone, or a walk.  e: the slot to fill (when it can keep the context;
+ * hl_seg_caching); shape[0 .. nshapes): the set's slots of this (ra, fp),
+ * cxt[] their overflow tags, where a context of the same shape goes instead. */
+static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *shape,
+                                const uint64_t *cxt, unsigned nshapes, void *const *fp,
+                                size_t size) {
     uintptr_t ra = (uintptr_t)fp[1];
-    seg_ra_slot_t *e = &t->ra[ra_slot(ra)];
-    uint32_t d = e->dec;
-    if (HL_LIKELY(e->ra == ra)) {
-        if (HL_LIKELY(!(d & SEG_DEC_WALK))) {
-            t->lv[SEG_DEC_COUNTER(d)]++;
-            return SEG_DEC_CLASS(d);
-        }
-        if (HL_LIKELY(d & SEG_DEC_PFX)) {
-            /* the first step, inline: a wrapper's caller decides here; a walk
-             * that goes further starts again in step_on (the registers a
-             * continuation would keep cost a wrapper's every call more) */
-            const uintptr_t lo = (uintptr_t)(fp + 2);
-            uintptr_t cfa = ((e->rule & SEG_RULE_RBP) ? (uintptr_t)fp[0] : lo) + e->cfa_off;
-            if (HL_LIKELY(cfa > lo) && HL_LIKELY(cfa <= t->stack_hi)) {
-                uint64_t tag = (pfx_seed(ra) ^ ((const uintptr_t *)cfa)[-1]) * PFX_MIX;
-                const seg_pfx_slot_t *p = &t->pfx[pfx_index(tag)];
-                uint32_t d1 = p->dec;
-                if (HL_LIKELY(p->ra == tag)) {
-                    if (HL_LIKELY(!(d1 & SEG_DEC_WALK))) {
-                        t->frames++;
-                        t->lv[SEG_DEC_COUNTER(d1)]++;
-                        return SEG_DEC_CLASS(d1);
-                    }
-                    /* on from ra1 (its slot has the tag, the level and the rule) */
-                    if (!(d1 & SEG_DEC_SIZE)) {
-                        t->frames++; /* (the step to ra1; step_on counts its own) */
-                        if (!(e->rule & SEG_RULE_RBP_SAVED))
-                            return step_on(t, p, fp, size, cfa, (uintptr_t)fp[0]);
-                        uintptr_t a = cfa + (intptr_t)e->rbp_off; /* ra0's frame saved rbp */
-                        if (a >= lo) /* (and a <= cfa - 16: fill_rule) */
-                            return step_on(t, p, fp, size, cfa, *(const uintptr_t *)a);
-                        t->frames--;
-                    }
-                }
+    unsigned c, counter;
+    seg_ra_slot_t *r = ra_entry(t, ra);
+    if (!(r->dec & SEG_DEC_WALK)) { /* the return address decides alone */
+        c = SEG_DEC_CLASS(r->dec);
+        counter = SEG_DEC_COUNTER(r->dec);
+        t->lv[counter]++;
+        if (hl_seg_caching) {
+            retire(t, e);
+            e->ra = ra;
+            e->fp = (uintptr_t)fp;
+            for (unsigned i = 0; i < SEG_CTX_WORDS; i++) {
+                e->off[i] = 8;
+                e->w[i] = ra;
             }
-            return step_on(t, e, fp, size, lo, (uintptr_t)fp[0]);
+            e->n = 0;
+            e->cls = (uint8_t)c;
+            e->counter = (uint8_t)counter;
+            e->salt = ++t->salt;
+        }
+        return c;
+    }
+    t->walks++;
+    walk_t w;
+    if (!(r->rule & SEG_RULE_VALID) || !walk_frames(t, r, fp, SEG_DEC_NEED(r->dec), &w)) {
+        t->uncached++;
+        return walk_and_decide(t, fp, size, SEG_DEC_NEED(r->dec)); /* the long way */
+    }
+    c = decide(t, w.ras, w.n, size, &counter);
+    t->lv[counter]++;
+    for (unsigned i = 0; i < nshapes; i++)
+        if (same_offsets(shape[i], &w, counter)) { /* another context of a shape the set has */
+            cx_put(t, cxt[i], c, counter);
+            return c;
+        }
+    if (!hl_seg_caching || !ctx_fill(t, e, fp, &w, c, counter)) {
+        t->uncached++;
+    } else if (hl_seg_by_size) { /* the size's class under the slot's frames */
+        uint64_t stag = size_tag(e, size);
+        seg_path_slot_t *ps = path_slot(t, stag);
+        ps->tag = stag;
+        ps->cls = c;
+        ps->counter = counter;
+    }
+    return c;
+}
+
+/* STACK+size: slot e's frames are this call's; the size decides (the path
+ * cache, keyed by the slot's words and the size), or -1. */
+static int size_find(seg_tls_t *t, const seg_ctx_t *e, void *const *fp, size_t size) {
+    const char *f = (const char *)fp;
+    for (unsigned i = 0; i < e->n; i++)
+        if (e->w[i] != ~e->ra && *(const uintptr_t *)(f + off_at(e, i)) != e->w[i]) return -1;
+    uint64_t stag = size_tag(e, size);
+    seg_path_slot_t *ps = path_slot(t, stag);
+    if (HL_LIKELY(ps->tag != stag)) return -1;
+    t->path_hits++;
+    t->lv[ps->counter]++;
+    return (int)ps->cls;
+}
+
+/* The way of slot e's set to fill with a new context: an empty one, else
+ * the one that served the fewest decisions (never the first: it moves). */
+static seg_ctx_t *victim(seg_ctx_t *e) {
+    seg_ctx_t *v = e + 1;
+    for (unsigned i = 1; i < SEG_CTX_WAYS; i++) {
+        if (!e[i].ra) return &e[i];
+        if (e[i].hits < v->hits) v = &e[i];
+    }
+    return v;
+}
+
+/* Everything but a hit in the first way: e is the set's first way, which
+ * holds this (ra, fp) with other frames above (`other`), or another (ra, fp). */
+static unsigned __attribute__((noinline)) ident_more(seg_tls_t *t, seg_ctx_t *e,
+                                                     void *const *fp, size_t size, int other) {
+    if (t->busy) return HL_SEG_OTHER; /* a malloc made while we walk (there should be none) */
+    uintptr_t ra = (uintptr_t)fp[1];
+    seg_ctx_t *shape[SEG_CTX_WAYS]; /* the set's slots of this (ra, fp) */
+    uint64_t cxt[SEG_CTX_WAYS];
+    unsigned n = 0;
+    for (unsigned i = 0; i < SEG_CTX_WAYS; i++)
+        if (ctx_holds(&e[i], ra, fp)) shape[n++] = &e[i];
+    for (unsigned i = 0; i < n; i++) {
+        int c = -1;
+        if (hl_seg_by_size) /* the frames may be the same: then the size decides */
+            c = size_find(t, shape[i], fp, size);
+        else if (ctx_verifies(shape[i], fp)) {
+            shape[i]->hits++;
+            return shape[i]->cls;
+        } else if (hl_seg_caching)
+            c = cx_find(t, shape[i], fp, &cxt[i]);
+        if (c >= 0) return (unsigned)c;
+    }
+    if (hl_seg_by_size || !hl_seg_caching) n = 0; /* (no overflow) */
+    t->busy = 1;
+    if (n || other)
+        t->ctx_others++;
+    else
+        t->ctx_misses++;
+    seg_ctx_t *fill = e;
+    if (n == 1 && shape[0] != e) { /* a second shape of a (ra, fp) the first way does not
+                                      hold: it takes the first way (this (ra, fp) is the one
+                                      in use), its new shape the way it leaves */
+        fill = shape[0];
+        ctx_move(t, e, fill);
+        shape[0] = e;
+    } else if (n > 1) { /* a new shape: in place of the least used other way of this (ra, fp) */
+        fill = NULL;
+        for (unsigned i = 0; i < n; i++)
+            if (shape[i] != e && (!fill || shape[i]->hits < fill->hits)) fill = shape[i];
+    } else if (other) { /* the first way's shape stays: another way */
+        fill = victim(e);
+    } else if (hl_seg_caching && e->ra) { /* a new (ra, fp): the first way's moves over */
+        seg_ctx_t *v = victim(e);
+        ctx_move(t, v, e);
+    }
+    unsigned c = decide_and_fill(t, fill, shape, cxt, n, fp, size);
+    t->busy = 0;
+    return c;
+}
+
+/* The overflow's class for the tag, or -1. */
+static inline int cx_probe(seg_tls_t *t, uint64_t tag) {
+    seg_cx_t *x = &t->cx[cx_index(tag)];
+    if (HL_LIKELY(x->tag != tag)) return -1;
+    t->lv[x->counter]++;
+    t->cx_hits++;
+    return x->cls;
+}
+
+/* Way b of e's set holds this (ra, fp): its words, or the overflow under its
+ * shape; -1 if neither knows this call's context.  The way becomes the
+ * first once it has served more. */
+static inline int way_k(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp) {
+    if (b->cls == SEG_CTX_SIZE) return -1;
+    uintptr_t y0, y1;
+    ctx_diff(b, fp, &y0, &y1);
+    uintptr_t y = y0 | y1;
+    if (b->n > 2) y |= *(const uintptr_t *)((const char *)fp + b->off[2]) ^ b->w[2];
+    if (!y) {
+        unsigned c = b->cls;
+        if (++b->hits > e->hits) { /* promote it: the fast path looks at the first way */
+            seg_ctx_t tmp = *e;
+            *e = *b;
+            *b = tmp;
+        }
+        return (int)c;
+    }
+    return cx_probe(t, cx_tag(b, fp, y0, y1));
+}
+
+/* The other ways of e's set that hold (ra, fp): one's class, or -1. */
+static inline int other_ways(seg_tls_t *t, seg_ctx_t *e, uintptr_t ra, void *const *fp) {
+    for (unsigned i = 1; i < SEG_CTX_WAYS; i++)
+        if (e[i].ra == ra && e[i].fp == (uintptr_t)fp) {
+            int c = way_k(t, e, &e[i], fp);
+            if (c >= 0) return c;
+        }
+    return -1;
+}
+
+/* The thread's caches are not where its lookups look (seg_ident.h): it has
+ * not started; a site hint or calloc's handoff is pending; or its predictor
+ * keeps no caches. */
+static unsigned __attribute__((noinline)) ident_redirected(void *const *fp, size_t size,
+                                                           seg_tls_t *t) {
+    if (t->state == SEG_T_NEW) hl_seg_thread_start(t);
+    unsigned c = HL_SEG_OTHER;
+    int pending = t->pend == SEG_PEND_HINT || t->pend == SEG_PEND_CALLOC;
+    if (pending) {
+        c = t->hint_cls < HL_SEG_CLASSES ? t->hint_cls : HL_SEG_OTHER;
+        if (t->pend == SEG_PEND_HINT) t->hinted[c]++;
+        t->pend = SEG_PEND_NONE;
+    }
+    hl_seg_ident_home(t);
+    if (pending) return c;
+    if (t->ctxp == t->ctx) return hl_seg_identify_fast(fp, size, t);
+    if (t->spp == t->ra) return hl_seg_identify_sp_fast(fp, size, t);
+    if (t->ident_mode == hl_seg_ident_start) return HL_SEG_OTHER; /* (a call during the start) */
+    return t->ident_mode(fp, size, t); /* a walk every time, or no identification */
+}
+
+/* The first way holds another (ra, fp): the other ways, else the rest. */
+unsigned __attribute__((noinline)) hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t,
+                                                     seg_ctx_t *e) {
+    if (HL_UNLIKELY(t->ctxp != t->ctx)) return ident_redirected(fp, size, t);
+    int c = other_ways(t, e, (uintptr_t)fp[1], fp);
+    if (c >= 0) return (unsigned)c;
+    return ident_more(t, e, fp, size, 0);
+}
+
+/* ident_other without the overflow's hit: the other ways, then the rest
+ * (ident_more). */
+static unsigned __attribute__((noinline)) ident_other2(void *const *fp, size_t size, seg_tls_t *t,
+                                                       seg_ctx_t *e) {
+    if (HL_UNLIKELY(e->cls == SEG_CTX_SIZE)) return ident_more(t, e, fp, size, 1);
+    int k = other_ways(t, e, e->ra, fp);
+    if (k >= 0) return (unsigned)k;
+    return ident_more(t, e, fp, size, 1);
+}
+
+/* The first way holds this (ra, fp), and the two words the fast path
+ * compared differ (or it is a slot of three words): its three words, the
+ * overflow under the slot's shape, else ident_other2.  (Its own function,
+ * so that this path saves no register.)  The redirected lookups never come
+ * here: the empty caches hold no (ra, fp). */
+unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t,
+                                                      seg_ctx_t *e) {
+    /* (a STACK+size slot's tag matches nothing: no context of its goes to the overflow) */
+    const char *f = (const char *)fp;
+    uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
+    uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
+    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
+    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words */
+        uintptr_t x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
+        if (!(x0 | x1 | x2) && e->cls != SEG_CTX_SIZE) {
+            e->hits++;
+            return e->cls;
+        }
+        tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
+    }
+    tag |= 1;
+    seg_cx_t *c = &t->cx[cx_index(tag)];
+    if (HL_LIKELY(c->tag == tag)) {
+        t->lv[c->counter]++;
+        return c->cls;
+    }
+    return ident_other2(fp, size, t, e);
+}
+
+/* The identification of PATH and STACK where the front end calls it (the
+ * shim built for every predictor: t->ident), and of STACK+size. */
+unsigned __attribute__((noinline)) hl_seg_identify(void *const *fp, size_t size, seg_tls_t *t) {
+    (void)size;
+    return hl_seg_identify_fast(fp, 0, t);
+}
+
+unsigned __attribute__((noinline)) hl_seg_identify_size(void *const *fp, size_t size,
+                                                        seg_tls_t *t) {
+    return hl_seg_identify_fast(fp, size, t);
+}
+
+/* The decisions the slots served since they were filled (seg_front.c). */
+void hl_seg_ident_count(const seg_tls_t *t, uint64_t lv[2 * HL_SEG_LEVELS]) {
+    if (!t->ctx) return; /* (a thread that never started) */
+    for (unsigned i = 0; i < SEG_CTX_SLOTS; i++)
+        if (t->ctx[i].ra) lv[t->ctx[i].counter] += t->ctx[i].hits;
+    for (unsigned i = 0; i < SEG_RA_SLOTS; i++)
+        if (t->ra[i].ra) lv[SEG_DEC_COUNTER(t->ra[i].dec)] += t->ra[i].hits;
+}
+
+/* ---- without the caches (HEAPLAB_SEG_DEBUG, the tests' tables) ---- */
+
+/* Every allocation walks (hl_seg_identify's stand-in when nothing is kept). */
+static unsigned __attribute__((noinline)) ident_uncached(void *const *fp, size_t size,
+                                                         seg_tls_t *t) {
+    if (t->busy) return HL_SEG_OTHER;
+    t->busy = 1;
+    uintptr_t ra = (uintptr_t)fp[1];
+    int ready = hl_seg_os_ready() > 0;
+    uint64_t k0 = ready ? hl_seg_os_key(ra) : 0;
+    uint32_t d = ready ? first_decision(k0)
+                       : SEG_DEC_UNKNOWN | HL_SEG_OTHER | (uint32_t)HL_SEG_LEVELS << 24;
+    unsigned c;
+    if (d & SEG_DEC_WALK) {
+        c = walk_and_decide(t, fp, size, SEG_DEC_NEED(d));
+    } else {
+        c = SEG_DEC_CLASS(d);
+        t->lv[SEG_DEC_COUNTER(d)]++;
+        if (hl_seg_debug) { /* a walk of the whole context, for heaplab_seg_last */
+            uintptr_t ras[HL_SEG_MAX_DEPTH];
+            unsigned n = hl_seg_os_walk(ras, table_depth(), ra, (uintptr_t)(fp + 2),
+                                        (uintptr_t)fp[0]);
+            t->last_n = n < 16 ? n : 16;
+            t->last_cls = c;
+            t->last_sp = 0;
+            for (unsigned i = 0; i < t->last_n; i++)
+                t->last_keys[i] = hl_seg_os_key(ras[i]);
         }
     }
-    return identify_more(t, fp, size, e);
+    t->busy = 0;
+    return c;
 }
+
+/* The identification a thread uses for PATH, STACK and STACK+size. */
+seg_ident_fn hl_seg_ident_of_stack(void) {
+    return !hl_seg_caching ? ident_uncached : hl_seg_by_size ? hl_seg_identify_size : hl_seg_identify;
+}
+
+/* ---- SP ---- */
 
 /* SP, a stack pointer not in the cache: its depth's node. */
-static __attribute__((noinline)) unsigned sp_miss(seg_thread_t *t, seg_ra_slot_t *e,
-                                                  uintptr_t sp) {
+static unsigned sp_decide(seg_tls_t *t, seg_ra_slot_t *e, uintptr_t sp) {
     t->ra_misses++;
     uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
     unsigned level;
     unsigned c = hl_seg_decide(NULL, 0, 0, depth, &level);
-    if (hl_seg_caching) {
+    unsigned counter = seg_counter(level);
+    if (e) {
+        if (e->ra) t->lv[SEG_DEC_COUNTER(e->dec)] += e->hits;
         e->ra = sp;
-        e->dec = c | (uint32_t)seg_counter(level) << 24;
+        e->dec = c | (uint32_t)counter << 24;
         e->rule = 0;
+        e->hits = 0;
     }
     if (hl_seg_debug) {
         t->last_n = 0;
         t->last_cls = c;
         t->last_sp = depth;
     }
-    t->lv[seg_counter(level)]++;
+    t->lv[counter]++;
     return c;
 }
 
-/* SP: the depth of the caller's stack pointer decides (main thread only);
- * the cache is keyed by the stack pointer.  A hit is a leaf function. */
-unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp) {
-    seg_thread_t *t = &hl_seg_tls;
-    __asm__("" : "+r"(t)); /* (as in hl_seg_identify) */
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = &t->ra[ra_slot(sp >> 4)];
-    uint32_t d = e->dec;
-    if (HL_LIKELY(e->ra == sp)) {
-        t->lv[SEG_DEC_COUNTER(d)]++;
-        return SEG_DEC_CLASS(d);
-    }
-    return sp_miss(t, e, sp);
+unsigned __attribute__((noinline)) hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t,
+                                                  seg_ra_slot_t *e) {
+    if (HL_UNLIKELY(t->spp != t->ra)) return ident_redirected(fp, size, t);
+    return sp_decide(t, e, (uintptr_t)(fp + 2));
+}
+
+/* SP where the front end calls it (t->ident), and without the cache. */
+unsigned __attribute__((noinline)) hl_seg_identify_sp(void *const *fp, size_t size,
+                                                      seg_tls_t *t) {
+    return hl_seg_identify_sp_fast(fp, size, t);
+}
+
+static unsigned __attribute__((noinline)) ident_sp_uncached(void *const *fp, size_t size,
+                                                            seg_tls_t *t) {
+    (void)size;
+    return sp_decide(t, NULL, (uintptr_t)(fp + 2));
+}
+
+seg_ident_fn hl_seg_ident_of_sp(void) {
+    return hl_seg_caching ? hl_seg_identify_sp : ident_sp_uncached;
+}
+
+/* Where the thread's lookups look: its own caches where its predictor keeps
+ * them (after its start), else the empty ones; and its identification. */
+void hl_seg_ident_home(seg_tls_t *t) {
+    t->ident = t->ident_mode;
+    t->ctxp = t->caches_on && hl_seg_mode == SEG_MODE_STACK ? t->ctx : hl_seg_ctx_none;
+    t->spp = t->caches_on && hl_seg_mode == SEG_MODE_SP ? t->ra : hl_seg_ra_none;
+}
+
+/* The next lookup misses (a site hint, calloc's handoff: seg_ident.h). */
+void hl_seg_ident_away(seg_tls_t *t) {
+    t->ctxp = hl_seg_ctx_none;
+    t->spp = hl_seg_ra_none;
 }

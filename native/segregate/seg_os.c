@@ -25,7 +25,7 @@
  * that libunwind (hl_unwind's fallback) and dl_iterate_phdr may take the
  * loader's lock without a deadlock against a thread that holds it and calls
  * malloc.  A malloc made by them while we walk (there should be none)
- * predicts nothing (seg_thread_t.busy).
+ * predicts nothing (seg_tls_t.busy).
  */
 #define _GNU_SOURCE
 #include "seg.h"

@@ -7,13 +7,19 @@
 //! |---|---|---|
 //! | `NAME_table.o` | `DIR/NAME_table.c` (written here) | the tree's nodes, sorted, and PATH's points |
 //! | `segregated.o` | `native/segregate/segregated.c` | the segments, the class of a new object, the report |
-//! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | the allocator inside each segment |
-//! | `seg_cache.o` | `native/segregate/seg_cache.c` | the per-thread caches of free blocks |
-//! | `seg_ident.o` | `native/segregate/seg_ident.c` | the call site's class: return address, walk, tree |
+//! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | each segment's best-fit heap (large blocks, the memalign family) |
+//! | `fastcore.o` | `native/alloc/fastcore.c` | each segment's fast core (one `sf_core_t` per segment): every size to 32 KiB |
+
+//! | `seg_front.o` | `native/segregate/seg_front.c` | the front end's slow paths, thread start and exit, the counters |
+//! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
-//! | `shim.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the caches before the lock |
+//! | `shim*.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock; one per [`Front`]: `shim_one.o` (DEFAULT: `-DHL_SEG_ONE`, no identification), `shim_stack.o` (PATH, STACK: `-DHL_SEG_INLINE_STACK`), `shim_sp.o` (SP: `-DHL_SEG_INLINE_SP`), `shim.o` (the others) |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
+//!
+//! Every object is compiled with `-DSF_COUNT=1` (fastcore.h's statistics
+//! build; `native/segregate/seg_front.h` refuses to compile without it), so
+//! that each segment's objects and the totals are exact.
 //!
 //! The objects shared by every table are compiled once per output directory
 //! (`DIR/obj/`) and reused while they are newer than their sources.
@@ -161,10 +167,12 @@ impl Builder {
             &[
                 "segregate/segregated.c",
                 "segregate/seg_bestfit.c",
-                "segregate/seg_cache.c",
+                "segregate/seg_front.c",
                 "segregate/seg_ident.c",
                 "segregate/seg_os.c",
                 "segregate/seg.h",
+                "alloc/fastcore.c",
+                "alloc/fastcore.h",
                 "common/hl_unwind.c",
                 "alloc/shim.c",
                 "alloc/platform.c",
@@ -192,11 +200,13 @@ impl Builder {
             "segregate/seg_front.h",
             "segregate/seg_heap.h",
             "segregate/seg_thread.h",
+            "segregate/seg_ident.h",
             "common/heaplab_site.h",
             "common/hl_unwind.h",
             "alloc/hl_alloc.h",
             "alloc/hl_internal.h",
             "alloc/btag.h",
+            "alloc/fastcore.h",
             "common/hl_fmt.h",
         ]
         .iter()
@@ -208,7 +218,8 @@ impl Builder {
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
             (n.join("segregate/segregated.c"), "segregated", vec![]),
             (n.join("segregate/seg_bestfit.c"), "seg_bestfit", vec![]),
-            (n.join("segregate/seg_cache.c"), "seg_cache", vec![]),
+            (n.join("segregate/seg_front.c"), "seg_front", vec![]),
+            (n.join("alloc/fastcore.c"), "fastcore", vec![]),
             (n.join("segregate/seg_ident.c"), "seg_ident", vec![]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
             (n.join("common/hl_unwind.c"), "hl_unwind", vec!["-DHL_UNWIND_LIBUNWIND".into()]),
@@ -228,6 +239,27 @@ impl Builder {
                 vec![
                     "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
                     "-DHL_SEG_ONE".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            // PATH's and STACK's, SP's: the identification's fast path inline
+            (
+                n.join("alloc/shim.c"),
+                "shim_stack",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_INLINE_STACK".into(),
+                    front.clone(),
+                    "-fno-omit-frame-pointer".into(),
+                ],
+            ),
+            (
+                n.join("alloc/shim.c"),
+                "shim_sp",
+                vec![
+                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
+                    "-DHL_SEG_INLINE_SP".into(),
                     front,
                     "-fno-omit-frame-pointer".into(),
                 ],
@@ -237,7 +269,11 @@ impl Builder {
         ];
         let mut objs = Vec::new();
         let mut stale = Vec::new();
-        for (src, stem, extra) in units {
+        for (src, stem, mut extra) in units {
+            // every object, fastcore.c's too: the fast cores count every call
+            // they serve, so that each segment's objects are exact (seg_front.h
+            // refuses to compile without it)
+            extra.insert(0, "-DSF_COUNT=1".into());
             let o = self.obj.join(format!("{stem}.o"));
             let mut deps = headers.clone();
             deps.push(src.clone());
@@ -253,9 +289,9 @@ impl Builder {
         Ok(objs)
     }
 
-    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` (with DEFAULT's
-    /// shim when `segments` is 1).
-    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, segments: u32) -> Result<Built> {
+    /// Writes `dir/NAME_table.c` and builds `dir/libNAME.so` with the shim
+    /// for `front` (see [`Front`]).
+    pub fn build(&mut self, name: &str, table_c: &str, dir: &Path, front: Front) -> Result<Built> {
         let t0 = Instant::now();
         let start = self.commands.len();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -263,12 +299,21 @@ impl Builder {
         heaplab_plumb::output::write(&table, table_c)?;
         let core = self.core()?;
         let o = self.obj.join(format!("{name}_table.o"));
-        let r = self.cb.compile(&[Unit { src: table.clone(), obj: o.clone(), extra: vec![] }], 1);
+        let r = self.cb.compile(
+            &[Unit { src: table.clone(), obj: o.clone(), extra: vec!["-DSF_COUNT=1".into()] }],
+            1,
+        );
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
-        let skip = if segments == 1 { "shim.o" } else { "shim_one.o" };
-        let mut objects: Vec<PathBuf> = core.into_iter().filter(|o| !o.ends_with(skip)).collect();
+        let shim = front.shim();
+        let mut objects: Vec<PathBuf> = core
+            .into_iter()
+            .filter(|o| {
+                let stem = o.file_name().and_then(|f| f.to_str()).unwrap_or("");
+                !stem.starts_with("shim") || stem == shim
+            })
+            .collect();
         objects.push(o);
         let r = self.cb.link_shared(&so, &objects, &["-lunwind", "-ldl"]);
         self.take_commands();
@@ -291,6 +336,40 @@ pub fn table_depth(kind: Kind, recorded_depth: u64) -> u32 {
             Predictor::tree_depth(kind, recorded_depth)
         }
         _ => 0,
+    }
+}
+
+/// Which shim a library links: its front end (`native/segregate/seg_front.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Front {
+    /// DEFAULT's: one segment, no identification (`-DHL_SEG_ONE`).
+    One,
+    /// The identification through the thread's function pointer (RANDOM,
+    /// STACK+size, any table).
+    Generic,
+    /// PATH's and STACK's identification inline (`-DHL_SEG_INLINE_STACK`).
+    Stack,
+    /// SP's inline (`-DHL_SEG_INLINE_SP`).
+    Sp,
+}
+
+impl Front {
+    /// The front end a predictor's library is built with.
+    pub fn of(kind: Kind) -> Front {
+        match kind {
+            Kind::Default => Front::One,
+            Kind::Stack { .. } | Kind::Path => Front::Stack,
+            Kind::Sp => Front::Sp,
+            Kind::StackSize { .. } | Kind::Random { .. } => Front::Generic,
+        }
+    }
+    fn shim(self) -> &'static str {
+        match self {
+            Front::One => "shim_one.o",
+            Front::Generic => "shim.o",
+            Front::Stack => "shim_stack.o",
+            Front::Sp => "shim_sp.o",
+        }
     }
 }
 

@@ -48,6 +48,10 @@ pub struct Segment {
     pub class: String,
     pub first: u64,
     pub end: u64,
+    /// Every address range of the segment (its best-fit heap, its fast
+    /// core's slots); empty in reports that predate them (then `first..end`).
+    #[serde(default)]
+    pub ranges: Vec<(u64, u64)>,
     pub objects: u64,
     pub bytes_peak: u64,
     pub grows: u64,
@@ -225,6 +229,7 @@ pub fn read_report(path: &Path) -> Result<(SegReport, Vec<Segment>)> {
             class: s.class.clone(),
             first: hex(&s.first),
             end: hex(&s.end),
+            ranges: s.ranges.iter().map(|[a, b]| (hex(a), hex(b))).collect(),
             objects: s.objects,
             bytes_peak: s.bytes_peak,
             grows: s.grows,
@@ -360,8 +365,15 @@ fn measure_inner(
     if segs.is_empty() {
         bail!("{name}: the allocator reported no segment");
     }
-    let seg_of =
-        |addr: u64| segs.iter().position(|s| s.first != 0 && addr >= s.first && addr < s.end);
+    let seg_of = |addr: u64| {
+        segs.iter().position(|s| {
+            if s.ranges.is_empty() {
+                s.first != 0 && addr >= s.first && addr < s.end
+            } else {
+                s.ranges.iter().any(|&(a, b)| addr >= a && addr < b)
+            }
+        })
+    };
     let mut uses: Vec<SegmentUse> = segs
         .iter()
         .map(|s| SegmentUse {

@@ -207,7 +207,12 @@ pub fn prepare(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Prepared> {
     let default = Predictor::untrained(Kind::Default);
     libs.push((
         "DEFAULT".to_string(),
-        b.build("default", &emit::table_c(&default, 1, 0, "DEFAULT: one segment"), &out_dir, 1)?,
+        b.build(
+            "default",
+            &emit::table_c(&default, 1, 0, "DEFAULT: one segment"),
+            &out_dir,
+            emit::Front::One,
+        )?,
     ));
     for tr in &trained {
         let c = emit::table_c(
@@ -218,7 +223,7 @@ pub fn prepare(o: &Options, log: &mut dyn FnMut(&str)) -> Result<Prepared> {
         );
         libs.push((
             tr.name.clone(),
-            b.build(&tr.kind.slug(), &c, &out_dir, emit::segments(tr.kind))?,
+            b.build(&tr.kind.slug(), &c, &out_dir, emit::Front::of(tr.kind))?,
         ));
     }
     log(&format!("emitted {} libraries in {}", libs.len(), out_dir.display()));

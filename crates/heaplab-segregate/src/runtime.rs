@@ -4,9 +4,11 @@
 //!
 //! - [`costs`]: the program under callgrind with each library preloaded
 //!   (DEFAULT and every predictor): the allocator's instructions per malloc
-//!   and per free, the identification's (`hl_seg_identify`, inclusive) per
-//!   new object, and from the allocator's report where each identification
-//!   was decided (the return address alone, or after L more frames).
+//!   and per free, the identification's per new object (the instructions of
+//!   `native/segregate/seg_ident.{c,h}`, inline in malloc or not:
+//!   [`ident_instructions`]), and from the allocator's report where each
+//!   identification was decided (the return address alone, or after L more
+//!   frames).
 //! - [`wall`]: the program's wall time with glibc, mimalloc, DEFAULT and the
 //!   segmented allocators, runs interleaved, medians and ratios; each run's
 //!   output compared with glibc's.
@@ -27,6 +29,10 @@ pub struct ReportSegment {
     pub first: String,
     #[serde(default)]
     pub end: String,
+    /// Every address range of the segment: its best-fit heap, then each slot
+    /// of its fast core (`[first, end)` as hex strings).
+    #[serde(default)]
+    pub ranges: Vec<[String; 2]>,
     #[serde(default)]
     pub objects: u64,
     #[serde(default)]
@@ -39,6 +45,9 @@ pub struct ReportSegment {
     pub bytes_live: u64,
     #[serde(default)]
     pub bytes_peak: u64,
+    /// Bytes of slabs the segment's fast core holds at exit.
+    #[serde(default)]
+    pub core_bytes: u64,
     #[serde(default)]
     pub grows: u64,
 }
@@ -69,6 +78,16 @@ pub struct SegReport {
     /// ... whose last prefix had no node in the table ("other", or PATH's scan).
     #[serde(default)]
     pub unknown: u64,
+    /// The context cache: (return address, frame) not in it; in it with other
+    /// frames above; stack walks; decisions it could not keep.
+    #[serde(default)]
+    pub ctx_misses: u64,
+    #[serde(default)]
+    pub ctx_others: u64,
+    #[serde(default)]
+    pub walks: u64,
+    #[serde(default)]
+    pub uncached: u64,
     #[serde(default)]
     pub ra_misses: u64,
     #[serde(default)]
@@ -142,8 +161,9 @@ pub struct RunCost {
     pub per_free: f64,
     pub reallocs: u64,
     pub per_realloc: f64,
-    /// Identifications (calls of `hl_seg_identify`, one per new object that
-    /// is not memalign's) and their inclusive instructions.
+    /// Identifications (the allocator's report: one per new object that is
+    /// not memalign's) and their instructions (the identification's code,
+    /// inline or not: [`ident_instructions`]).
     pub identifications: u64,
     pub identify_instructions: u64,
     /// Per identification, and per malloc-family call.
@@ -210,15 +230,12 @@ pub fn costs(
     let mut rows = Vec::new();
     for (name, lib) in libs {
         let tag = name.to_ascii_lowercase().replace('+', "-");
-        let (cg, report) = callgrind_run(cmd, cwd, lib, scratch, &tag)?;
+        let (cg, cg_text, report) = callgrind_run(cmd, cwd, lib, scratch, &tag)?;
         let c = callgrind::program_costs(&cg);
-        let (mut ids, mut incl) = (0u64, 0u64);
-        for ((_, callee), arc) in &cg.arcs {
-            if callee == "hl_seg_identify" || callee == "hl_seg_identify_sp" {
-                ids += arc.calls;
-                incl += arc.inclusive;
-            }
-        }
+        // The identification's instructions: its code's lines, inline in the
+        // front end or not; one identification per new object the report counts.
+        let incl = ident_instructions(&cg_text)?;
+        let ids = report.as_ref().map_or(0, |r| r.runtime_lookups);
         let row = RunCost {
             name: name.clone(),
             library: lib.display().to_string(),
@@ -264,7 +281,7 @@ fn callgrind_run(
     library: &Path,
     scratch: &Path,
     tag: &str,
-) -> Result<(callgrind::Profile, Option<SegReport>)> {
+) -> Result<(callgrind::Profile, String, Option<SegReport>)> {
     preloadable(library)?;
     let dir = scratch.join(format!("callgrind-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -310,11 +327,86 @@ fn callgrind_run(
         }
     }
     let (_, path) = best.context("callgrind wrote no output")?;
-    let prof = callgrind::read(&path)?;
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let prof = callgrind::parse(&text).with_context(|| path.display().to_string())?;
     let _ = std::fs::copy(&path, scratch.join(format!("callgrind.{tag}.out")));
     let rep = SegReport::read_main(&report)?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((prof, rep))
+    Ok((prof, text, rep))
+}
+
+/// Is this source file the identification's (`native/segregate/seg_ident.c`
+/// and `seg_ident.h`)?
+fn is_ident_file(f: &str) -> bool {
+    let base = f.rsplit('/').next().unwrap_or(f);
+    base == "seg_ident.c" || base == "seg_ident.h"
+}
+
+/// The instructions of the identification's code in a callgrind output: every
+/// cost line of its source files (the shims built for one predictor inline
+/// its fast path into malloc, where callgrind names the inlined file with
+/// `fi=`/`fe=`), and the calls those lines make into code of other files
+/// (the module map, the unwinder). Calls into the identification's own
+/// functions are not added again: their lines count where they run.
+pub fn ident_instructions(text: &str) -> Result<u64> {
+    let mut files: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut resolve = |v: &str| -> String {
+        let v = v.trim();
+        if let Some(rest) = v.strip_prefix('(') {
+            if let Some(close) = rest.find(')') {
+                let (id, name) = (&rest[..close], rest[close + 1..].trim());
+                if name.is_empty() {
+                    return files.get(id).cloned().unwrap_or_default();
+                }
+                files.insert(id.to_string(), name.to_string());
+                return name.to_string();
+            }
+        }
+        v.to_string()
+    };
+    // (cfi= names the callee's file only where it is not the caller's)
+    let (mut fl, mut cur, mut callee, mut callee_named) = (false, false, false, None::<bool>);
+    let mut npos = 1usize;
+    let mut ir = 0usize;
+    let mut pending_call = false;
+    let mut total = 0u64;
+    for line in text.lines() {
+        let Some(&first) = line.as_bytes().first() else { continue };
+        if first.is_ascii_digit() || first == b'+' || first == b'-' || first == b'*' {
+            let cost: u64 =
+                line.split_whitespace().nth(npos + ir).and_then(|c| c.parse().ok()).unwrap_or(0);
+            if std::mem::take(&mut pending_call) {
+                if cur && !callee {
+                    total += cost;
+                }
+            } else if cur {
+                total += cost;
+            }
+            continue;
+        }
+        if let Some(ev) = line.strip_prefix("events:") {
+            ir = ev.split_whitespace().position(|e| e == "Ir").unwrap_or(0);
+        } else if let Some(pos) = line.strip_prefix("positions:") {
+            npos = pos.split_whitespace().count().max(1);
+        } else if let Some((key, val)) = line.split_once('=') {
+            match key {
+                "fl" => {
+                    fl = is_ident_file(&resolve(val));
+                    cur = fl;
+                }
+                "fi" | "fe" => cur = is_ident_file(&resolve(val)),
+                "fn" => cur = fl,
+                "cfi" | "cfl" => callee_named = Some(is_ident_file(&resolve(val))),
+                "calls" => {
+                    pending_call = true;
+                    callee = callee_named.take().unwrap_or(cur);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// One allocator's wall times.
@@ -431,4 +523,28 @@ pub fn wall(
         })
         .collect();
     Ok(WallTimes { command: cmd.text.clone(), repeats, rows, load_before, load_after: loadavg() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ident_instructions;
+
+    #[test]
+    fn ident_instructions_counts_the_identification_s_lines_inline_or_not() {
+        // malloc (seg_front.h) with the identification inline (fi=seg_ident.h),
+        // a call from it to hl_seg_ident_miss (seg_ident.c: its lines count
+        // where they run), which calls hl_seg_os_key (seg_os.c: added at the
+        // call); then free, whose lines are not the identification's.
+        let text = "events: Ir\npositions: line\n\
+            fl=(1) /n/seg_front.h\nfn=(1) malloc\n10 5\n\
+            fi=(2) /n/seg_ident.h\n20 7\n+1 3\n\
+            cfn=(2) hl_seg_ident_miss\ncalls=2 30\n+2 100\n\
+            fe=(1)\n11 4\n\
+            fl=(3) /n/seg_ident.c\nfn=(2)\n30 60\n\
+            cfi=(4) /n/seg_os.c\ncfn=(3) hl_seg_os_key\ncalls=1 5\n31 40\n\
+            fl=(4)\nfn=(3)\n5 40\n\
+            fl=(1)\nfn=(4) free\n50 9\n";
+        // 7 + 3 (inline) + 60 (hl_seg_ident_miss's own) + 40 (its call out)
+        assert_eq!(ident_instructions(text).unwrap(), 110);
+    }
 }

@@ -112,7 +112,7 @@ fn segregate_a_real_program_end_to_end() {
     // Emit.
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
     let c = emit::table_c(&stack, 4, 3, "end-to-end test");
-    let lib_stack = b.build("stack", &c, &dir.0, 4).unwrap().so;
+    let lib_stack = b.build("stack", &c, &dir.0, emit::Front::Stack).unwrap().so;
     let def = Predictor::untrained(Kind::Default);
     // Issue 17, class 5: the table's comment and `about` string hold text from
     // traces (their paths); a trigraph, a comment end, quotes, an escape
@@ -120,9 +120,9 @@ fn segregate_a_real_program_end_to_end() {
     let hostile = "DEFAULT from /t/x??/y.hltrace */ #error no \"q\" \\ \u{1b}[2J caf\u{e9}\n??=";
     let def_c = emit::table_c(&def, 1, 0, hostile);
     assert!(def_c.chars().all(|c| c == '\n' || (' '..='~').contains(&c)), "{def_c}");
-    let lib_def = b.build("default", &def_c, &dir.0, 1).unwrap().so;
+    let lib_def = b.build("default", &def_c, &dir.0, emit::Front::One).unwrap().so;
     let spc = emit::table_c(&sp, 4, 0, "end-to-end test");
-    let lib_sp = b.build("sp", &spc, &dir.0, 4).unwrap().so;
+    let lib_sp = b.build("sp", &spc, &dir.0, emit::Front::Sp).unwrap().so;
 
     // The real program with the STACK library: run-time lookups.
     let prog = root().join("build/bin/seg-workload");
@@ -258,20 +258,23 @@ fn segregate_a_real_program_end_to_end() {
 /// The page, reference and cache figures of `m`, computed again the slow way
 /// from `acc`, the accesses the simulators saw.
 fn naive_check(m: &Measured, acc: &[Access], caches: &[CacheConfig]) {
-    let ranges: Vec<(u64, u64)> = m
+    // each segment's address ranges: its best-fit heap and its fast core's slots
+    let h = |k: &str| u64::from_str_radix(k.trim_start_matches("0x"), 16).unwrap();
+    let ranges: Vec<Vec<(u64, u64)>> = m
         .report
         .segments
         .iter()
         .map(|s| {
-            let h = |k: &str| u64::from_str_radix(k.trim_start_matches("0x"), 16).unwrap();
-            (h(&s.first), h(&s.end))
+            assert!(!s.ranges.is_empty(), "{}: segment {} has no ranges", m.name, s.class);
+            s.ranges.iter().map(|[a, b]| (h(a), h(b))).collect()
         })
         .collect();
+    let within = |r: &[(u64, u64)], a: u64| r.iter().any(|&(lo, hi)| a >= lo && a < hi);
     let other_bit = heaplab_refs::measure::OTHER_BIT;
     let heapish = |a: &Access| a.part == Part::Allocator || a.addr & other_bit == 0;
     let app_heap = |a: &Access| a.part == Part::Application && a.addr & other_bit == 0;
-    for (i, &(lo, hi)) in ranges.iter().enumerate() {
-        let inside = |a: &&Access| a.addr >= lo && a.addr < hi && heapish(a);
+    for (i, r) in ranges.iter().enumerate() {
+        let inside = |a: &&Access| within(r, a.addr) && heapish(a);
         let pages8: BTreeSet<u64> = acc.iter().filter(inside).map(|a| a.addr >> 13).collect();
         let pages4: BTreeSet<u64> = acc.iter().filter(inside).map(|a| a.addr >> 12).collect();
         let app: u64 = acc.iter().filter(inside).filter(|a| app_heap(a)).count() as u64;
@@ -286,7 +289,7 @@ fn naive_check(m: &Measured, acc: &[Access], caches: &[CacheConfig]) {
     // the program's references per 8 KB page, sorted
     let mut per: BTreeMap<u64, u64> = BTreeMap::new();
     for a in acc.iter().filter(|a| heapish(a)) {
-        if ranges.iter().any(|&(lo, hi)| a.addr >= lo && a.addr < hi) {
+        if ranges.iter().any(|r| within(r, a.addr)) {
             *per.entry(a.addr >> 13).or_default() += u64::from(app_heap(a));
         }
     }
@@ -356,7 +359,10 @@ fn runtime_lookups_in_sqlite3_match_the_recording() {
     let offline = counts(&stack.predict_all(&p));
     assert!(offline[1] + offline[2] + offline[3] > 0, "nothing predicted: {offline:?}");
     let mut b = Builder::new(&heaplab_plumb::Layout::checkout(&root()), &dir.0).unwrap();
-    let so = b.build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0, 4).unwrap().so;
+    let so = b
+        .build("stack", &emit::table_c(&stack, 4, 3, "sqlite test"), &dir.0, emit::Front::Stack)
+        .unwrap()
+        .so;
     let report = dir.0.join("report.jsonl");
     let glibc = Command::new(&sqlite).args([":memory:", sql]).output().unwrap();
     let run = Command::new(&sqlite)

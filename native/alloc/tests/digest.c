@@ -13,7 +13,10 @@
  * malloc_usable_size, then the allocator's peak footprint.  "Where" must not
  * depend on where the kernel put things, so a block is named by the mapping
  * it lies in (the how-many-th mmap the allocator made) and its offset from
- * that mapping's start: this program defines mmap and munmap (linked with
+ * that mapping's first byte still mapped (after a head the allocator gave
+ * back: an aligned reservation trims the bytes below its alignment, whose
+ * number depends on where the kernel put the mapping, and so on the
+ * libraries' sizes): this program defines mmap and munmap (linked with
  * -rdynamic, so the preloaded allocator's calls resolve here) and keeps the
  * allocator's mappings.  An emulated sbrk heap is one mapping, so a block's
  * offset is its offset in its heap.  The same allocator code gives the same
@@ -39,7 +42,7 @@
 /* ---- the allocator's mappings: [lo, hi) from its ord-th mmap ---- */
 
 typedef struct map {
-    uintptr_t lo, hi, start; /* start: where the mapping began (a trimmed head keeps it) */
+    uintptr_t lo, hi; /* what of it is still mapped */
     uint64_t ord;
 } map_t;
 
@@ -53,7 +56,7 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int pr
     if (r == -1) return MAP_FAILED;
     uintptr_t lo = (uintptr_t)r;
     uint64_t ord = ++nmmap;
-    if (nmaps < NMAP) maps[nmaps++] = (map_t){lo, lo + len, lo, ord};
+    if (nmaps < NMAP) maps[nmaps++] = (map_t){lo, lo + len, ord};
     return (void *)r;
 }
 
@@ -69,7 +72,7 @@ __attribute__((visibility("default"))) int munmap(void *addr, size_t len) {
         } else if (hi >= m->hi) { /* its tail */
             m->hi = lo;
         } else if (nmaps < NMAP) { /* a hole: two pieces */
-            maps[nmaps++] = (map_t){hi, m->hi, m->start, m->ord};
+            maps[nmaps++] = (map_t){hi, m->hi, m->ord};
             m->hi = lo;
         }
     }
@@ -93,7 +96,7 @@ static void note(const void *p) {
         if (a >= maps[i].lo && a < maps[i].hi) m = &maps[i];
     EXPECT(m != NULL, "block %p lies in no mapping the allocator made", p);
     mix(m ? m->ord : 0);
-    mix(m ? a - m->start : a);
+    mix(m ? a - m->lo : a);
     mix(malloc_usable_size((void *)p));
 }
 

@@ -44,7 +44,7 @@ fi
 for so in segregated segregated_random segregated_stack; do
     for s in malloc free calloc realloc posix_memalign aligned_alloc memalign valloc pvalloc \
         malloc_usable_size heaplab_alloc_stats heaplab_alloc_info heaplab_site_hint \
-        heaplab_seg_segments heaplab_seg_class_of heaplab_seg_last heaplab_seg_predictor \
+        heaplab_seg_segments heaplab_seg_slots heaplab_seg_class_of heaplab_seg_last heaplab_seg_predictor \
         heaplab_seg_levels; do
         nm -D --defined-only "$lib/libheaplab-$so.so" | awk '{print $3}' | grep -qx "$s" ||
             { echo "FAIL libheaplab-$so.so does not export $s"; fail=1; }

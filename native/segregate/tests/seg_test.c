@@ -2,9 +2,11 @@
  * seg_test: tests of the segmented allocator, run with it preloaded
  * (tests/run.sh says which library goes with which test):
  *
- *   seg-test layout  N    segments: N of them, first chunk of segment i at
- *                         i × 64 KB modulo 2 MB, breaks grown in 2 MB steps,
- *                         objects inside the segment that holds them, realloc
+ *   seg-test layout  N    segments: N of them, each a fast core's slots and a
+ *                         best-fit heap; the heaps' first chunk at i × 64 KB
+ *                         modulo 2 MB, breaks grown in 2 MB steps; no slot in
+ *                         two segments; small objects in a slot of their
+ *                         segment, large and aligned ones in its heap; realloc
  *                         keeps an object's segment, every segment used (N = 4)
  *   seg-test hint         site hints reach the STACK-3 tree: A, B, C decided by
  *                         the return address, D by the second frame, E by the third
@@ -39,11 +41,13 @@ static const uint64_t FR_D1[3] = {41, 42, 43}, FR_D2[3] = {41, 52, 53};
 static const uint64_t FR_E1[3] = {61, 62, 63}, FR_E2[3] = {61, 62, 73};
 
 typedef unsigned (*segments_fn)(uintptr_t *, uintptr_t *, uint64_t *, unsigned);
+typedef unsigned (*slots_fn)(unsigned, uintptr_t *, unsigned);
 typedef int (*class_fn)(const void *);
 typedef int (*last_fn)(uint64_t *, unsigned, unsigned *, uint64_t *);
 
 static heaplab_site_hint_fn site_hint;
 static segments_fn segments;
+static slots_fn slots;
 static class_fn class_of;
 static last_fn last;
 
@@ -59,26 +63,44 @@ static last_fn last;
 
 static void find_exports(void) {
     segments = (segments_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_segments");
+    slots = (slots_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_slots");
     class_of = (class_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_class_of");
     last = (last_fn)dlsym(RTLD_DEFAULT, "heaplab_seg_last");
     site_hint = (heaplab_site_hint_fn)dlsym(RTLD_DEFAULT, "heaplab_site_hint");
-    CHECK(segments && class_of && last && site_hint, "run with a segmented allocator preloaded");
+    CHECK(segments && slots && class_of && last && site_hint,
+          "run with a segmented allocator preloaded");
 }
 
 /* ------------------------------------------------------------------ layout */
+
+#define SLOT_BYTES ((uintptr_t)1 << 33) /* fastcore.h: 2^SF_SLOT_SHIFT */
+#define FAST_MAX   32768                /* seg_thread.h SEG_FAST_MAX */
+
+/* The segment whose slots hold p, or -1 (at most 64 slots a segment here). */
+static int slot_segment(const void *p, unsigned nsegs) {
+    for (unsigned s = 0; s < nsegs; s++) {
+        uintptr_t b[64];
+        unsigned n = slots(s, b, 64);
+        for (unsigned k = 0; k < n && k < 64; k++)
+            if ((uintptr_t)p - b[k] < SLOT_BYTES) return (int)s;
+    }
+    return -1;
+}
 
 static int layout(unsigned want) {
     enum { N = 4000 };
     static void *p[N];
     static int seg0[N];
+    static char aligned[N];
     unsigned used[4] = {0};
     for (int i = 0; i < N; i++) {
         size_t n = (size_t)(i * 7919 % 3000) + 1;
         if (i % 1000 == 999) n = (size_t)3 << 20; /* larger than one growth */
+        if (i % 13 == 6) n = (size_t)(i % 7 + 1) * 9000; /* medium: 9 .. 63 KB */
         if (i % 7 == 3)
             p[i] = calloc(1, n);
         else if (i % 11 == 5)
-            p[i] = aligned_alloc(256, (n + 255) & ~(size_t)255);
+            p[i] = aligned_alloc(256, (n + 255) & ~(size_t)255), aligned[i] = 1;
         else
             p[i] = malloc(n);
         CHECK(p[i], "allocation %d failed", i);
@@ -86,9 +108,19 @@ static int layout(unsigned want) {
         seg0[i] = class_of(p[i]);
         CHECK(seg0[i] >= 0 && seg0[i] < (int)want, "object %d at %p is in no segment", i, p[i]);
         used[seg0[i]]++;
+        /* small ones in a slot of their segment's fast core, the others in its heap */
+        int in_slot = slot_segment(p[i], want);
+        if (n <= FAST_MAX && !aligned[i])
+            CHECK(in_slot == seg0[i], "object %d (%zu bytes) in slot of segment %d, class_of says %d",
+                  i, n, in_slot, seg0[i]);
+        else
+            CHECK(in_slot < 0, "object %d (%zu bytes%s) in a fast core's slot", i, n,
+                  aligned[i] ? ", aligned" : "");
     }
     for (int i = 0; i < N; i += 3) { /* grow and shrink: the object stays in its segment */
-        void *q = realloc(p[i], (size_t)(i % 5000) + 4000);
+        size_t m = (size_t)(i % 5000) + 4000;
+        if (i % 9 == 0) m = (size_t)(i % 4) * 20000 + 40; /* across the fast core's limit */
+        void *q = realloc(p[i], m);
         CHECK(q, "realloc %d failed", i);
         CHECK(class_of(q) == seg0[i], "realloc moved object %d from segment %d to %d", i, seg0[i],
               class_of(q));
@@ -102,15 +134,26 @@ static int layout(unsigned want) {
     unsigned n = segments(first, end, grows, 4);
     CHECK(n == want, "%u segments, expected %u", n, want);
     for (unsigned s = 0; s < n; s++) {
-        printf("segment %u: first %#lx (%lu KB into its 2 MB), %lu MB in %lu growths, %u objects\n",
+        uintptr_t b[64];
+        unsigned ns = slots(s, b, 64);
+        printf("segment %u: heap first %#lx (%lu KB into its 2 MB), %lu MB in %lu growths, "
+               "%u slots, %u objects\n",
                s, (unsigned long)first[s], (unsigned long)(first[s] % (2u << 20)) >> 10,
-               (unsigned long)(end[s] - first[s]) >> 20, (unsigned long)grows[s], used[s]);
+               (unsigned long)(end[s] - first[s]) >> 20, (unsigned long)grows[s], ns, used[s]);
         CHECK(first[s] % (2u << 20) == s * (64u << 10), "segment %u starts %lu bytes into its 2 MB",
               s, (unsigned long)(first[s] % (2u << 20)));
         CHECK((end[s] - first[s]) % (2u << 20) == 0 && end[s] > first[s],
               "segment %u spans %lu bytes", s, (unsigned long)(end[s] - first[s]));
         CHECK(grows[s] >= 1, "segment %u never grew", s);
         CHECK(used[s] > 0, "segment %u holds no object (the predictor never chose it)", s);
+        CHECK(ns >= 2 && ns <= 64, "segment %u has %u slots (the shared one and this thread's)", s,
+              ns);
+        for (unsigned k = 0; k < ns; k++) {
+            CHECK(b[k] % SLOT_BYTES == 0, "segment %u's slot at %#lx", s, (unsigned long)b[k]);
+            CHECK(slot_segment((void *)b[k], n) == (int)s, "slot %#lx is another segment's too",
+                  (unsigned long)b[k]);
+            CHECK(first[s] - b[k] >= SLOT_BYTES, "segment %u's heap in a slot", s);
+        }
         for (unsigned t = 0; t < s; t++)
             CHECK(end[t] <= first[s] || end[s] <= first[t], "segments %u and %u overlap", t, s);
     }

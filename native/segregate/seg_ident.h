@@ -1,0 +1,102 @@
+/*
+ * seg_ident.h: the identification's fast paths, inline in the front end's
+ * malloc and calloc (seg_front.h) where the shim is built for one predictor
+ * (-DHL_SEG_INLINE_STACK: PATH and STACK; -DHL_SEG_INLINE_SP), so that a hit
+ * costs no call; seg_ident.c has the rest, out of line.
+ *
+ *   STACK, PATH   e = t->ctxp[2 * set(ra0, fp)]    the context cache's first way
+ *                 e->ra == ra0 && e->fp == fp && the words at fp + e->off[0..1]
+ *                 are e->w[0..1]  ─▶  e->cls                     (22 instructions)
+ *                 else hl_seg_ident_miss / hl_seg_ident_other (seg_ident.c)
+ *   SP            e = t->spp[slot(sp)]: e->ra == sp ─▶ e's class, else hl_seg_sp_miss
+ *
+ * t->ctxp and t->spp point at the thread's caches once it started with a
+ * predictor that keeps them; before that, and for the one allocation after
+ * a site hint (or the calloc that handed its miss over to malloc), they
+ * point at hl_seg_ctx_none / hl_seg_ra_none, empty tables nothing writes:
+ * every lookup misses, and the miss sees why (seg_ident.c, ident_redirected).
+ * So the fast path tests neither the thread's state nor a pending hint.
+ *
+ * The instructions of this file and seg_ident.c are what the study counts
+ * as the identification's (crates/heaplab-segregate/src/runtime.rs: the
+ * callgrind lines of these two files, inline or not).
+ */
+#ifndef HL_SEG_IDENT_H
+#define HL_SEG_IDENT_H
+
+#include "seg_thread.h"
+
+/* The caches' slots (seg_thread.h draws them). */
+static inline unsigned hl_seg_ra_slot(uintptr_t ra) {
+    return (uint32_t)ra * 0x9E3779B1u >> (32 - 9);
+}
+_Static_assert(SEG_RA_SLOTS == 1 << 9, "hl_seg_ra_slot's shift");
+
+/* The context cache is SEG_CTX_WAYS-way set associative: the set of (ra,
+ * fp) is the slots from SEG_CTX_WAYS * hl_seg_ctx_set(ra, fp) (the top bits
+ * of a 32-bit product of the bits that vary); the fast path looks at the
+ * first. */
+static inline unsigned hl_seg_ctx_set(uintptr_t ra, uintptr_t fp) {
+    return (uint32_t)(ra ^ fp) * 0x9E3779B1u >> (32 - 10);
+}
+_Static_assert(SEG_CTX_SLOTS == SEG_CTX_WAYS << 10, "hl_seg_ctx_set's shift");
+_Static_assert(sizeof(seg_ctx_t) * SEG_CTX_WAYS == 1 << SEG_CTX_SET_SHIFT, "a set's bytes");
+
+/* The misses (seg_ident.c; their arguments in the fast path's order, so that
+ * its tail calls move nothing). */
+unsigned hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e);
+unsigned hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e);
+unsigned hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ra_slot_t *e);
+
+/* STACK, PATH (and STACK+size, which needs `size`; the others pass 0, so
+ * that the fast path keeps no register for it).  A slot of three words has
+ * its second offset odd, so that it never matches here (hl_seg_ident_other
+ * verifies it); a STACK+size slot has a word that never matches. */
+static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void *const *fp,
+                                                                          size_t size,
+                                                                          seg_tls_t *t) {
+    uintptr_t ra = (uintptr_t)fp[1];
+    seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp +
+                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << SEG_CTX_SET_SHIFT));
+    if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp))
+        return hl_seg_ident_miss(fp, size, t, e);
+    const char *f = (const char *)fp;
+    uintptr_t x = (*(const uintptr_t *)(f + e->off[0]) ^ e->w[0]) |
+                  (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
+    if (HL_UNLIKELY(x != 0)) return hl_seg_ident_other(fp, size, t, e);
+    e->hits++;
+    return e->cls;
+}
+
+/* The same, for a caller that allocates after it (seg_front.h): the class,
+ * or -1 (e holds another (ra, fp): hl_seg_ident_miss decides) or -2 (e holds
+ * this one with other words: hl_seg_ident_other), with *ep = e. */
+static inline __attribute__((always_inline)) int hl_seg_identify_find(void *const *fp,
+                                                                     seg_tls_t *t,
+                                                                     seg_ctx_t **ep) {
+    uintptr_t ra = (uintptr_t)fp[1];
+    seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp +
+                                 ((uintptr_t)hl_seg_ctx_set(ra, (uintptr_t)fp) << SEG_CTX_SET_SHIFT));
+    *ep = e;
+    if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp)) return -1;
+    const char *f = (const char *)fp;
+    uintptr_t x = (*(const uintptr_t *)(f + e->off[0]) ^ e->w[0]) |
+                  (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
+    if (HL_UNLIKELY(x != 0)) return -2;
+    e->hits++;
+    return e->cls;
+}
+
+/* SP: the depth of the caller's stack pointer decides (main thread only);
+ * the cache is keyed by the stack pointer. */
+static inline __attribute__((always_inline)) unsigned hl_seg_identify_sp_fast(void *const *fp,
+                                                                             size_t size,
+                                                                             seg_tls_t *t) {
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    seg_ra_slot_t *e = &t->spp[hl_seg_ra_slot(sp >> 4)];
+    if (HL_UNLIKELY(e->ra != sp)) return hl_seg_sp_miss(fp, size, t, e);
+    e->hits++;
+    return SEG_DEC_CLASS(e->dec);
+}
+
+#endif
