@@ -148,6 +148,50 @@ fn compare_scratch_is_private_and_fresh() {
     assert_eq!(mode(&kept), 0o700, "{} is not private", kept.display());
 }
 
+/// A run killed with SIGKILL cannot remove its scratch directory (a
+/// compare's holds the decoded trace); the next run's first scratch
+/// directory sweeps those of ended runs, and nothing else.
+#[test]
+fn killed_runs_scratch_is_swept_by_the_next_run() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tmp("sweep");
+    let tmpdir = d.join("tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let ns = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let mk = |name: String| {
+        let p = tmpdir.join(name);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(p.join("ops"), "decoded ops").unwrap();
+        p
+    };
+    let ended = mk(format!("heaplab-compare-{pid}.{ns}-Ab12Cd"));
+    let running = mk(format!("heaplab-compare-{}.{ns}-Ef34Gh", std::process::id()));
+    let users = mk("heaplab-compare-mine".to_string());
+    let trace = d.join("t.hltrace");
+    std::fs::copy(vector("basic.hltrace"), &trace).unwrap();
+    let o = heaplab()
+        .args(["compare", "--allocators", "bsd", "--repeat", "1"])
+        .arg(&trace)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!ended.exists(), "the ended run's scratch directory is still there");
+    assert!(running.join("ops").exists(), "a running process's directory was removed");
+    assert!(users.join("ops").exists(), "a directory heaplab did not name was removed");
+    // and the compare's own directory is gone too
+    let left: Vec<_> = std::fs::read_dir(&tmpdir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 2, "left in TMPDIR: {left:?}");
+}
+
 /// `run --stats` has the allocator write its statistics into a private
 /// directory, not to `$TMPDIR/heaplab-run-<pid>.stats`.
 #[test]
