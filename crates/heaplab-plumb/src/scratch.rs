@@ -263,8 +263,14 @@ mod tests {
         assert_eq!(owner_of(&name), Some((std::process::id() as i32, pid_ns())));
         assert_eq!(owner_of("heaplab-compare-12.34-abcdef"), Some((12, 34)));
         assert_eq!(owner_of("heaplab-seg-e2e-12.34-abcdef"), Some((12, 34)));
-        for other in ["heaplab-compare-abcdef", "heaplab-compare-x.34-abcdef", "heaplab-12.34-abcdef",
-                      "heaplab-compare-12.34-abc", "other-compare-12.34-abcdef", "heaplab-compare-0.34-abcdef"] {
+        for other in [
+            "heaplab-compare-abcdef",
+            "heaplab-compare-x.34-abcdef",
+            "heaplab-12.34-abcdef",
+            "heaplab-compare-12.34-abc",
+            "other-compare-12.34-abcdef",
+            "heaplab-compare-0.34-abcdef",
+        ] {
             assert_eq!(owner_of(other), None, "{other}");
         }
     }
