@@ -20,10 +20,12 @@ fn main() -> anyhow::Result<()> {
     let libs: Vec<(String, PathBuf)> = a[3..]
         .iter()
         .map(|s| {
-            let (n, p) = s.split_once('=').expect("NAME=LIB");
-            (n.to_string(), PathBuf::from(p))
+            let (n, p) = s.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("{s:?}: expected NAME=LIB (e.g. SP=out/seg/libsp.so)")
+            })?;
+            Ok((n.to_string(), PathBuf::from(p)))
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     let c = runtime::costs(&cmd, &cwd, &libs, &scratch, &mut |m| eprintln!("{m}"))?;
     let d = c.default.per_malloc;
     println!(
