@@ -34,6 +34,7 @@ import os
 import re
 import resource
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -103,67 +104,71 @@ def main():
         if not need.exists():
             sys.exit(f"{need} is missing: run `make` and `cargo build --release -p heaplab-refs --examples`")
     work = Path(tempfile.mkdtemp(prefix="heaplab-bench-refs-"))
-    results = []
-    for name in a.programs.split(","):
-        argv, stdin, env = program(name, a.scale, work)
-        trace = work / f"{name}.hltrace"
-        variants = {
-            "native": argv,
-            "dhat": ["valgrind", "-q", "--tool=dhat", "--dhat-out-file=/dev/null"] + argv,
-            "tool": ["valgrind", "-q", "--tool=heaplab", "--hl-out=/dev/null"] + argv,
-            "record": [str(HEAPLAB), "record", "--refs", "-o", str(trace), "--"] + argv,
-        }
-        if a.baseline:
-            variants["baseline"] = [a.baseline, "record", "--refs", "-o", str(work / f"{name}-baseline.hltrace"),
-                                    "--"] + argv
-        venv = {"tool": {"VALGRIND_LIB": str(VGLIB)}}
-        times = {k: [] for k in variants}
-        last_record = ""
-        for run in range(a.runs):
-            for k, v in variants.items():
-                wall, cpu, err = timed(v, stdin, {**env, **venv.get(k, {})}, ROOT)
-                times[k].append((wall, cpu))
-                if k == "record":
-                    last_record = err
-            print(f"{name}: run {run + 1}/{a.runs} done", file=sys.stderr)
-        med = {k: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for k, t in times.items()}
-        nat_w, nat_c = med["native"]
-        row = {"program": name, "argv": argv, "runs": a.runs}
-        for k, (w, c) in med.items():
-            row[k] = {"wall_s": w, "cpu_s": c, "slowdown_wall": w / nat_w, "slowdown_cpu": c / max(nat_c, 1e-3)}
-        row["record_vs_dhat_wall"] = med["record"][0] / med["dhat"][0]
-        row["record_vs_dhat_cpu"] = med["record"][1] / med["dhat"][1]
-        if a.baseline:
-            row["baseline_binary"] = a.baseline
-            row["baseline_vs_dhat_wall"] = med["baseline"][0] / med["dhat"][0]
-            row["baseline_vs_dhat_cpu"] = med["baseline"][1] / med["dhat"][1]
-        m = re.search(r"([\d,]+) references \(([\d,]+) heap\), ([\d,?]+) instructions", last_record)
-        refs = int(m.group(1).replace(",", "")) if m else 0
-        size = trace.stat().st_size
-        row["references"] = refs
-        row["trace_bytes"] = size
-        row["bytes_per_reference"] = size / refs if refs else None
-        sim = subprocess.run([str(SIM), str(trace), "--json", str(work / "sim.json")], check=True,
-                             capture_output=True, text=True)
-        row["simulators"] = json.loads((work / "sim.json").read_text())
-        results.append(row)
+    try:
+        results = []
+        for name in a.programs.split(","):
+            argv, stdin, env = program(name, a.scale, work)
+            trace = work / f"{name}.hltrace"
+            variants = {
+                "native": argv,
+                "dhat": ["valgrind", "-q", "--tool=dhat", "--dhat-out-file=/dev/null"] + argv,
+                "tool": ["valgrind", "-q", "--tool=heaplab", "--hl-out=/dev/null"] + argv,
+                "record": [str(HEAPLAB), "record", "--refs", "-o", str(trace), "--"] + argv,
+            }
+            if a.baseline:
+                variants["baseline"] = [a.baseline, "record", "--refs", "-o", str(work / f"{name}-baseline.hltrace"),
+                                        "--"] + argv
+            venv = {"tool": {"VALGRIND_LIB": str(VGLIB)}}
+            times = {k: [] for k in variants}
+            last_record = ""
+            for run in range(a.runs):
+                for k, v in variants.items():
+                    wall, cpu, err = timed(v, stdin, {**env, **venv.get(k, {})}, ROOT)
+                    times[k].append((wall, cpu))
+                    if k == "record":
+                        last_record = err
+                print(f"{name}: run {run + 1}/{a.runs} done", file=sys.stderr)
+            med = {k: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for k, t in times.items()}
+            nat_w, nat_c = med["native"]
+            row = {"program": name, "argv": argv, "runs": a.runs}
+            for k, (w, c) in med.items():
+                row[k] = {"wall_s": w, "cpu_s": c, "slowdown_wall": w / nat_w, "slowdown_cpu": c / max(nat_c, 1e-3)}
+            row["record_vs_dhat_wall"] = med["record"][0] / med["dhat"][0]
+            row["record_vs_dhat_cpu"] = med["record"][1] / med["dhat"][1]
+            if a.baseline:
+                row["baseline_binary"] = a.baseline
+                row["baseline_vs_dhat_wall"] = med["baseline"][0] / med["dhat"][0]
+                row["baseline_vs_dhat_cpu"] = med["baseline"][1] / med["dhat"][1]
+            m = re.search(r"([\d,]+) references \(([\d,]+) heap\), ([\d,?]+) instructions", last_record)
+            refs = int(m.group(1).replace(",", "")) if m else 0
+            size = trace.stat().st_size
+            row["references"] = refs
+            row["trace_bytes"] = size
+            row["bytes_per_reference"] = size / refs if refs else None
+            sim = subprocess.run([str(SIM), str(trace), "--json", str(work / "sim.json")], check=True,
+                                 capture_output=True, text=True)
+            row["simulators"] = json.loads((work / "sim.json").read_text())
+            results.append(row)
 
-        print(f"\n{name}: {' '.join(argv)}  ({refs:,} references, {size / 2**20:.1f} MiB trace, "
-              f"{row['bytes_per_reference']:.3f} B/reference)")
-        print(f"  {'variant':<8} {'wall s':>8} {'cpu s':>8} {'slowdown wall':>14} {'slowdown cpu':>13}")
-        for k in variants:
-            r = row[k]
-            print(f"  {k:<8} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {r['slowdown_wall']:>13.1f}x {r['slowdown_cpu']:>12.1f}x")
-        print(f"  record / dhat: {row['record_vs_dhat_wall']:.2f} (wall), {row['record_vs_dhat_cpu']:.2f} (cpu); goal <= 0.5")
-        if a.baseline:
-            print(f"  baseline / dhat: {row['baseline_vs_dhat_wall']:.2f} (wall), {row['baseline_vs_dhat_cpu']:.2f} (cpu)")
-        print("  simulators fed from the stream:")
-        for s in row["simulators"]:
-            print(f"    {s['pass']:<44} {s['mrefs_per_s_cpu']:>7.1f} M refs/s (cpu)")
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
-        print(f"\nwrote {a.json}", file=sys.stderr)
+            print(f"\n{name}: {' '.join(argv)}  ({refs:,} references, {size / 2**20:.1f} MiB trace, "
+                  f"{row['bytes_per_reference']:.3f} B/reference)")
+            print(f"  {'variant':<8} {'wall s':>8} {'cpu s':>8} {'slowdown wall':>14} {'slowdown cpu':>13}")
+            for k in variants:
+                r = row[k]
+                print(f"  {k:<8} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {r['slowdown_wall']:>13.1f}x {r['slowdown_cpu']:>12.1f}x")
+            print(f"  record / dhat: {row['record_vs_dhat_wall']:.2f} (wall), {row['record_vs_dhat_cpu']:.2f} (cpu); goal <= 0.5")
+            if a.baseline:
+                print(f"  baseline / dhat: {row['baseline_vs_dhat_wall']:.2f} (wall), {row['baseline_vs_dhat_cpu']:.2f} (cpu)")
+            print("  simulators fed from the stream:")
+            for s in row["simulators"]:
+                print(f"    {s['pass']:<44} {s['mrefs_per_s_cpu']:>7.1f} M refs/s (cpu)")
+        if a.json:
+            Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
+            print(f"\nwrote {a.json}", file=sys.stderr)
+    finally:
+        # the recorded traces (gawk's is ~100 MB) are the benchmark's own scratch
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
