@@ -150,11 +150,9 @@ unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t
 /* The run-time identification (hl_seg_identify, hl_seg_identify_sp) is
  * declared in seg_thread.h: it takes the thread's block. */
 
-/* The identification's counters, summed over the threads (seg_front.c). */
-typedef struct hl_seg_ident_stats {
-    uint64_t calls;                 /* identifications */
-    uint64_t level[HL_SEG_LEVELS];  /* decided after looking at the return address + L frames */
-    uint64_t unknown;               /* ... of which the prefix had no node ("other") */
+/* The identification's cache counters: each thread's (seg_thread.h, counted
+ * as it identifies), those of the threads gone, and their sum in the report. */
+typedef struct hl_seg_cache_counts {
     uint64_t ctx_misses;            /* (return address, frame) not in the context cache */
     uint64_t ctx_others;            /* ... in it, with other frames above */
     uint64_t cx_hits;               /* ... of which the overflow knew the context */
@@ -162,6 +160,14 @@ typedef struct hl_seg_ident_stats {
     uint64_t uncached;              /* decisions the context cache cannot keep */
     uint64_t ra_misses;             /* the return-address cache's misses */
     uint64_t path_hits, path_misses; /* the cache of walked paths */
+} hl_seg_cache_counts_t;
+
+/* The identification's counters, summed over the threads (seg_front.c). */
+typedef struct hl_seg_ident_stats {
+    uint64_t calls;                 /* identifications */
+    uint64_t level[HL_SEG_LEVELS];  /* decided after looking at the return address + L frames */
+    uint64_t unknown;               /* ... of which the prefix had no node ("other") */
+    hl_seg_cache_counts_t cache;
     uint64_t frames;                /* frames looked at beyond the first: sum of L x level[L] */
 } hl_seg_ident_stats_t;
 

@@ -45,8 +45,19 @@ uint16_t hl_seg_slot_seg[SEG_SLOT_TABLE];
 static seg_tls_t *threads;
 /* the counters of threads that are gone */
 static uint64_t gone_hinted[HL_SEG_CLASSES];
-static uint64_t gone_lv[2 * HL_SEG_LEVELS], gone_ctx_misses, gone_ctx_others, gone_cx_hits, gone_walks,
-    gone_ra_misses, gone_path_hits, gone_path_misses, gone_uncached;
+static uint64_t gone_lv[2 * HL_SEG_LEVELS];
+static hl_seg_cache_counts_t gone_cache;
+
+static void add_cache(hl_seg_cache_counts_t *to, const hl_seg_cache_counts_t *from) {
+    to->ctx_misses += from->ctx_misses;
+    to->ctx_others += from->ctx_others;
+    to->cx_hits += from->cx_hits;
+    to->walks += from->walks;
+    to->uncached += from->uncached;
+    to->ra_misses += from->ra_misses;
+    to->path_hits += from->path_hits;
+    to->path_misses += from->path_misses;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */
@@ -60,22 +71,14 @@ static void keep_counts(seg_tls_t *t) {
     hl_seg_ident_count(t, lv);
     for (unsigned i = 0; i < 2 * HL_SEG_LEVELS; i++)
         gone_lv[i] += lv[i];
-    gone_ctx_misses += t->ctx_misses;
-    gone_ctx_others += t->ctx_others;
-    gone_cx_hits += t->cx_hits;
-    gone_walks += t->walks;
-    gone_ra_misses += t->ra_misses;
-    gone_path_hits += t->path_hits;
-    gone_path_misses += t->path_misses;
-    gone_uncached += t->uncached;
+    add_cache(&gone_cache, &t->cnt);
     memset(t->hinted, 0, sizeof t->hinted);
     memset(t->lv, 0, sizeof t->lv);
     for (unsigned i = 0; t->ctx && i < SEG_CTX_SLOTS; i++)
         t->ctx[i].hits = 0;
     for (unsigned i = 0; t->ra && i < SEG_RA_SLOTS; i++)
         t->ra[i].hits = 0;
-    t->ctx_misses = t->ctx_others = t->cx_hits = t->walks = t->ra_misses = t->path_hits =
-        t->path_misses = t->uncached = 0;
+    memset(&t->cnt, 0, sizeof t->cnt);
 }
 
 static void unlink_thread(seg_tls_t *t) {
@@ -290,14 +293,7 @@ void hl_seg_front_sum(hl_seg_counts_t *c) {
     memcpy(c->hinted, gone_hinted, sizeof gone_hinted);
     add_ident(&c->id, gone_lv);
     hl_seg_ident_stats_t *id = &c->id;
-    id->ctx_misses = gone_ctx_misses;
-    id->ctx_others = gone_ctx_others;
-    id->cx_hits = gone_cx_hits;
-    id->walks = gone_walks;
-    id->ra_misses = gone_ra_misses;
-    id->path_hits = gone_path_hits;
-    id->path_misses = gone_path_misses;
-    id->uncached = gone_uncached;
+    id->cache = gone_cache;
     int self = 0;
     for (const seg_tls_t *t = threads;; t = t->next) {
         if (!t) { /* a thread that never armed (the report's own, at exit) */
@@ -312,14 +308,7 @@ void hl_seg_front_sum(hl_seg_counts_t *c) {
         memcpy(lv, t->lv, sizeof lv);
         hl_seg_ident_count(t, lv);
         add_ident(id, lv);
-        id->ctx_misses += t->ctx_misses;
-        id->ctx_others += t->ctx_others;
-        id->cx_hits += t->cx_hits;
-        id->walks += t->walks;
-        id->ra_misses += t->ra_misses;
-        id->path_hits += t->path_hits;
-        id->path_misses += t->path_misses;
-        id->uncached += t->uncached;
+        add_cache(&id->cache, &t->cnt);
         if (self == 2) break;
         self |= t == &hl_seg_t;
     }

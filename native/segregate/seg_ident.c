@@ -208,7 +208,7 @@ static inline seg_path_slot_t *path_slot(seg_tls_t *t, uint64_t tag) {
 static unsigned __attribute__((noinline)) decide_walk(seg_tls_t *t, const uintptr_t *ras,
                                                       unsigned n, size_t size, uint64_t tag,
                                                       unsigned *counter_out) {
-    t->path_misses++;
+    t->cnt.path_misses++;
     uint64_t keys[HL_SEG_MAX_DEPTH];
     if (n > HL_SEG_MAX_DEPTH) n = HL_SEG_MAX_DEPTH;
     for (unsigned i = 0; i < n; i++)
@@ -238,7 +238,7 @@ static unsigned decide(seg_tls_t *t, const uintptr_t *ras, unsigned n, size_t si
     uint64_t tag = path_tag(ras, n, size);
     seg_path_slot_t *ps = path_slot(t, tag);
     if (HL_LIKELY(ps->tag == tag)) {
-        t->path_hits++;
+        t->cnt.path_hits++;
         *counter = ps->counter;
         return ps->cls;
     }
@@ -422,7 +422,7 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
 static seg_ra_slot_t *ra_entry(seg_tls_t *t, uintptr_t ra) {
     seg_ra_slot_t *r = &t->ra[ra_slot(ra)];
     if (HL_LIKELY(r->ra == ra)) return r;
-    t->ra_misses++;
+    t->cnt.ra_misses++;
     int ready = hl_seg_os_ready() > 0;
     uint64_t k0 = ready ? hl_seg_os_key(ra) : 0;
     uint32_t d = ready ? first_decision(k0)
@@ -504,7 +504,7 @@ static inline int cx_find(seg_tls_t *t, const seg_ctx_t *e, void *const *fp, uin
     seg_cx_t *x = &t->cx[cx_index(*tag)];
     if (HL_LIKELY(x->tag != *tag)) return -1;
     t->lv[x->counter]++;
-    t->cx_hits++;
+    t->cnt.cx_hits++;
     return x->cls;
 }
 
@@ -552,10 +552,10 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *sh
         }
         return c;
     }
-    t->walks++;
+    t->cnt.walks++;
     walk_t w;
     if (!(r->rule & SEG_RULE_VALID) || !walk_frames(t, r, fp, SEG_DEC_NEED(r->dec), &w)) {
-        t->uncached++;
+        t->cnt.uncached++;
         return walk_and_decide(t, fp, size, SEG_DEC_NEED(r->dec)); /* the long way */
     }
     c = decide(t, w.ras, w.n, size, &counter);
@@ -566,7 +566,7 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *sh
             return c;
         }
     if (!hl_seg_caching || !ctx_fill(t, e, fp, &w, c, counter)) {
-        t->uncached++;
+        t->cnt.uncached++;
     } else if (hl_seg_by_size) { /* the size's class under the slot's frames */
         uint64_t stag = size_tag(e, size);
         seg_path_slot_t *ps = path_slot(t, stag);
@@ -586,7 +586,7 @@ static int size_find(seg_tls_t *t, const seg_ctx_t *e, void *const *fp, size_t s
     uint64_t stag = size_tag(e, size);
     seg_path_slot_t *ps = path_slot(t, stag);
     if (HL_LIKELY(ps->tag != stag)) return -1;
-    t->path_hits++;
+    t->cnt.path_hits++;
     t->lv[ps->counter]++;
     return (int)ps->cls;
 }
@@ -627,9 +627,9 @@ static unsigned __attribute__((noinline)) ident_more(seg_tls_t *t, seg_ctx_t *e,
     if (hl_seg_by_size || !hl_seg_caching) n = 0; /* (no overflow) */
     t->busy = 1;
     if (n || other)
-        t->ctx_others++;
+        t->cnt.ctx_others++;
     else
-        t->ctx_misses++;
+        t->cnt.ctx_misses++;
     seg_ctx_t *fill = e;
     if (n == 1 && shape[0] != e) { /* a second shape of a (ra, fp) the first way does not
                                       hold: it takes the first way (this (ra, fp) is the one
@@ -657,7 +657,7 @@ static inline int cx_probe(seg_tls_t *t, uint64_t tag) {
     seg_cx_t *x = &t->cx[cx_index(tag)];
     if (HL_LIKELY(x->tag != tag)) return -1;
     t->lv[x->counter]++;
-    t->cx_hits++;
+    t->cnt.cx_hits++;
     return x->cls;
 }
 
@@ -825,7 +825,7 @@ seg_ident_fn hl_seg_ident_of_stack(void) {
 
 /* SP, a stack pointer not in the cache: its depth's node. */
 static unsigned sp_decide(seg_tls_t *t, seg_ra_slot_t *e, uintptr_t sp) {
-    t->ra_misses++;
+    t->cnt.ra_misses++;
     uint64_t depth = hl_seg_os_ready() > 0 ? hl_seg_os_sp_depth(sp) : 0;
     unsigned level;
     unsigned c = hl_seg_decide(NULL, 0, 0, depth, &level);

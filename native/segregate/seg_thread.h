@@ -206,7 +206,7 @@ typedef struct seg_tls {
     /* counters */
     uint64_t hinted[HL_SEG_CLASSES]; /* new objects placed by a site hint, per segment */
     uint64_t lv[2 * HL_SEG_LEVELS];  /* identifications per seg_counter (ctx hits: in the slots) */
-    uint64_t ctx_misses, ctx_others, cx_hits, walks, ra_misses, path_hits, path_misses, uncached;
+    hl_seg_cache_counts_t cnt;       /* the caches' hits and misses (seg_ident.c) */
     /* the last walk, for heaplab_seg_last (HEAPLAB_SEG_DEBUG=1) */
     unsigned last_n, last_cls;
     uint64_t last_sp;

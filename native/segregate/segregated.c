@@ -472,14 +472,14 @@ size_t hl_seg_report(char *b, size_t cap) {
     }
     hl_str_c(&o, ']');
     put_field(&o, "unknown", id->unknown);
-    put_field(&o, "ctx_misses", id->ctx_misses);
-    put_field(&o, "ctx_others", id->ctx_others);
-    put_field(&o, "cx_hits", id->cx_hits);
-    put_field(&o, "walks", id->walks);
-    put_field(&o, "uncached", id->uncached);
-    put_field(&o, "ra_misses", id->ra_misses);
-    put_field(&o, "path_hits", id->path_hits);
-    put_field(&o, "path_misses", id->path_misses);
+    put_field(&o, "ctx_misses", id->cache.ctx_misses);
+    put_field(&o, "ctx_others", id->cache.ctx_others);
+    put_field(&o, "cx_hits", id->cache.cx_hits);
+    put_field(&o, "walks", id->cache.walks);
+    put_field(&o, "uncached", id->cache.uncached);
+    put_field(&o, "ra_misses", id->cache.ra_misses);
+    put_field(&o, "path_hits", id->cache.path_hits);
+    put_field(&o, "path_misses", id->cache.path_misses);
     uint64_t fast = 0;
     for (unsigned i = 0; i < nsegs; i++)
         fast += cnt.objects[i];
