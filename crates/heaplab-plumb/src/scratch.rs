@@ -1,7 +1,8 @@
 //! Private scratch directories, with `mkdtemp` semantics.
 //!
 //! ```text
-//!   $TMPDIR/heaplab-TAG-Xxxxxx/     mode 0700, a fresh name (never reused:
+//!   $TMPDIR/heaplab-TAG-PID.PIDNS-Xxxxxx/
+//!                                   mode 0700, a fresh name (never reused:
 //!      ├─ FILE                      mkdtemp fails rather than take an
 //!      └─ FIFO                      existing one), files created with
 //!                                   O_EXCL | O_NOFOLLOW, mode 0600;
