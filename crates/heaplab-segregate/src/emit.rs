@@ -9,7 +9,6 @@
 //! | `segregated.o` | `native/segregate/segregated.c` | the segments, the class of a new object, the report |
 //! | `seg_bestfit.o` | `native/segregate/seg_bestfit.c` | each segment's best-fit heap (large blocks, the memalign family) |
 //! | `fastcore.o` | `native/alloc/fastcore.c` | each segment's fast core (one `sf_core_t` per segment): every size to 32 KiB |
-
 //! | `seg_front.o` | `native/segregate/seg_front.c` | the front end's slow paths, thread start and exit, the counters |
 //! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
@@ -223,50 +222,16 @@ impl Builder {
             (n.join("segregate/seg_ident.c"), "seg_ident", vec![]),
             (n.join("segregate/seg_os.c"), "seg_os", vec![]),
             (n.join("common/hl_unwind.c"), "hl_unwind", vec!["-DHL_UNWIND_LIBUNWIND".into()]),
-            (
-                n.join("alloc/shim.c"),
-                "shim",
-                vec![
-                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
-                    front.clone(),
-                    "-fno-omit-frame-pointer".into(),
-                ],
-            ),
-            // DEFAULT's: one segment, no identification
-            (
-                n.join("alloc/shim.c"),
-                "shim_one",
-                vec![
-                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
-                    "-DHL_SEG_ONE".into(),
-                    front.clone(),
-                    "-fno-omit-frame-pointer".into(),
-                ],
-            ),
-            // PATH's and STACK's, SP's: the identification's fast path inline
-            (
-                n.join("alloc/shim.c"),
-                "shim_stack",
-                vec![
-                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
-                    "-DHL_SEG_INLINE_STACK".into(),
-                    front.clone(),
-                    "-fno-omit-frame-pointer".into(),
-                ],
-            ),
-            (
-                n.join("alloc/shim.c"),
-                "shim_sp",
-                vec![
-                    "-DHL_ALLOC_SYM=hl_alloc_segregated".into(),
-                    "-DHL_SEG_INLINE_SP".into(),
-                    front,
-                    "-fno-omit-frame-pointer".into(),
-                ],
-            ),
             (n.join("alloc/platform.c"), "platform", vec![]),
             (n.join("alloc/pad.c"), "pad", vec![]),
         ];
+        // one shim per front end: its identification inline, or DEFAULT's none
+        let units = units.into_iter().chain(Front::ALL.into_iter().map(|f| {
+            let mut extra = vec!["-DHL_ALLOC_SYM=hl_alloc_segregated".to_string()];
+            extra.extend(f.define().map(String::from));
+            extra.extend([front.clone(), "-fno-omit-frame-pointer".into()]);
+            (n.join("alloc/shim.c"), f.stem(), extra)
+        }));
         let mut objs = Vec::new();
         let mut stale = Vec::new();
         for (src, stem, mut extra) in units {
@@ -306,11 +271,11 @@ impl Builder {
         self.take_commands();
         r?;
         let so = dir.join(format!("lib{name}.so"));
-        let shim = front.shim();
+        let shim = front.stem();
         let mut objects: Vec<PathBuf> = core
             .into_iter()
             .filter(|o| {
-                let stem = o.file_name().and_then(|f| f.to_str()).unwrap_or("");
+                let stem = o.file_stem().and_then(|f| f.to_str()).unwrap_or("");
                 !stem.starts_with("shim") || stem == shim
             })
             .collect();
@@ -363,12 +328,23 @@ impl Front {
             Kind::StackSize { .. } | Kind::Random { .. } => Front::Generic,
         }
     }
-    fn shim(self) -> &'static str {
+    const ALL: [Front; 4] = [Front::Generic, Front::One, Front::Stack, Front::Sp];
+    /// The stem of its shim's object (`DIR/obj/STEM.o`).
+    fn stem(self) -> &'static str {
         match self {
-            Front::One => "shim_one.o",
-            Front::Generic => "shim.o",
-            Front::Stack => "shim_stack.o",
-            Front::Sp => "shim_sp.o",
+            Front::One => "shim_one",
+            Front::Generic => "shim",
+            Front::Stack => "shim_stack",
+            Front::Sp => "shim_sp",
+        }
+    }
+    /// What its shim is compiled with beyond every shim's flags.
+    fn define(self) -> Option<&'static str> {
+        match self {
+            Front::One => Some("-DHL_SEG_ONE"),
+            Front::Generic => None,
+            Front::Stack => Some("-DHL_SEG_INLINE_STACK"),
+            Front::Sp => Some("-DHL_SEG_INLINE_SP"),
         }
     }
 }
