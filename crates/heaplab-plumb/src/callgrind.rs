@@ -41,12 +41,13 @@ pub struct Profile {
     pub object: HashMap<String, String>,
 }
 
+/// One of a callgrind file's tables of compressed names (files, or functions).
 #[derive(Default)]
-struct Names(HashMap<String, String>);
+pub struct Names(HashMap<String, String>);
 
 impl Names {
     /// "(12) name" defines and returns name; "(12)" returns what 12 was; "name" is name.
-    fn resolve(&mut self, s: &str) -> Result<String> {
+    pub fn resolve(&mut self, s: &str) -> Result<String> {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix('(') {
             let close =

@@ -350,21 +350,7 @@ fn is_ident_file(f: &str) -> bool {
 /// (the module map, the unwinder). Calls into the identification's own
 /// functions are not added again: their lines count where they run.
 pub fn ident_instructions(text: &str) -> Result<u64> {
-    let mut files: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let mut resolve = |v: &str| -> String {
-        let v = v.trim();
-        if let Some(rest) = v.strip_prefix('(') {
-            if let Some(close) = rest.find(')') {
-                let (id, name) = (&rest[..close], rest[close + 1..].trim());
-                if name.is_empty() {
-                    return files.get(id).cloned().unwrap_or_default();
-                }
-                files.insert(id.to_string(), name.to_string());
-                return name.to_string();
-            }
-        }
-        v.to_string()
-    };
+    let mut files = heaplab_plumb::callgrind::Names::default();
     // (cfi= names the callee's file only where it is not the caller's)
     let (mut fl, mut cur, mut callee, mut callee_named) = (false, false, false, None::<bool>);
     let mut npos = 1usize;
@@ -392,12 +378,12 @@ pub fn ident_instructions(text: &str) -> Result<u64> {
         } else if let Some((key, val)) = line.split_once('=') {
             match key {
                 "fl" => {
-                    fl = is_ident_file(&resolve(val));
+                    fl = is_ident_file(&files.resolve(val)?);
                     cur = fl;
                 }
-                "fi" | "fe" => cur = is_ident_file(&resolve(val)),
+                "fi" | "fe" => cur = is_ident_file(&files.resolve(val)?),
                 "fn" => cur = fl,
-                "cfi" | "cfl" => callee_named = Some(is_ident_file(&resolve(val))),
+                "cfi" | "cfl" => callee_named = Some(is_ident_file(&files.resolve(val)?)),
                 "calls" => {
                     pending_call = true;
                     callee = callee_named.take().unwrap_or(cur);
