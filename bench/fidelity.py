@@ -35,6 +35,7 @@ and the machine's load average beside each program.
 
   bench/fidelity.py                                  everything, into out/bench/fidelity
   bench/fidelity.py --programs prodcons,git,xz --runs 5 --threads serial
+  bench/fidelity.py --programs prodcons --waits futex,spin   # how replay threads wait
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
   bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
   bench/fidelity.py --programs perl-wc,make-n --time-modes plain,touch --runs 4
@@ -226,9 +227,9 @@ def halves(runs, agg=statistics.median):
     return spearman([agg(r[0::2]) for r in runs], [agg(r[1::2]) for r in runs])
 
 
-def measure(name, a, work, mode, done):
+def measure(name, a, work, mode, done, wait=None):
     """One program's live runs (once, kept in `done`) against its replays
-    timed in `mode`."""
+    timed in `mode`, their threads waiting by `wait` (None: the default)."""
     if name not in done:
         env, argv, stdin = program(name, a.scale, work)
         trace = record(name, env, argv, stdin, work)
@@ -244,12 +245,14 @@ def measure(name, a, work, mode, done):
         subprocess.run(cmd + ["--"] + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         done[name] = (env, argv, trace, live_json, load0)
     env, argv, trace, live_json, load0 = done[name]
-    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}-{mode}.json")
+    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}-{mode}-{wait or 'default'}.json")
     rcmd = [HEAPLAB, "compare", trace, "--allocators", a.allocators, "--repeat", str(a.runs),
             "--no-instructions", "--no-footprint", "--allow-truncated", "--time-mode", mode,
             "--json", rep_json]
     if a.threads:
         rcmd += ["--threads", a.threads]
+    if wait:
+        rcmd += ["--wait", wait]
     subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     live = {r["allocator"]: r for r in compare_records(live_json)}
     rep = {r["allocator"]: r for r in compare_records(rep_json)}
@@ -280,7 +283,7 @@ def measure(name, a, work, mode, done):
     cboth = [r for r in rows if r["live_cpu_s"] and r["replay_cpu_s"]]
     events = next((r.get("events") for r in rep.values() if r.get("events")), None)
     return {
-        "program": name, "time_mode": mode, "command": argv, "env": env, "trace": trace, "events": events,
+        "program": name, "time_mode": mode, "wait": wait, "command": argv, "env": env, "trace": trace, "events": events,
         "load_before": load0, "load_after": load(),
         "live_glibc_s": lg, "replay_glibc_s": rg,
         "replay_share_of_live": (rg / lg) if lg and rg else None,
@@ -331,6 +334,9 @@ def main():
                          "every new object as the program did")
     ap.add_argument("--threads", choices=["recorded", "serial"], default=None,
                     help="how the replays run a trace's threads (default: the replayer's, recorded)")
+    ap.add_argument("--waits", default="",
+                    help="how a threaded replay's threads wait, comma-separated, each against the same "
+                         "live runs (heaplab compare --wait futex|spin; default: the replayer's, futex)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="fidelity-", dir=a.out)  # 0700, removed at the end
@@ -341,11 +347,16 @@ def main():
         for m in modes:
             if m not in ("plain", "touch"):
                 sys.exit(f"bench/fidelity.py: --time-modes: {m!r} is not plain or touch")
-        for name, mode in [(p, m) for p in a.programs.split(",") if p for m in modes]:
-            print(f"== {name} ({mode} replays)", file=sys.stderr)
-            results.append(measure(name, a, work, mode, done))
+        waits = [w for w in a.waits.split(",") if w] or [None]
+        for w in waits:
+            if w not in (None, "futex", "spin"):
+                sys.exit(f"bench/fidelity.py: --waits: {w!r} is not futex or spin")
+        for name, mode, wait in [(p, m, w) for p in a.programs.split(",") if p for m in modes for w in waits]:
+            how = mode + (f", {wait} waits" if wait else "")
+            print(f"== {name} ({how} replays)", file=sys.stderr)
+            results.append(measure(name, a, work, mode, done, wait))
             r = results[-1]
-            print(f"{name}, {mode} replays: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
+            print(f"{name}, {how} replays: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
                   f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators "
                   f"(live against live: {fmt(r['spearman_live_halves'])}, replay against replay: "
                   f"{fmt(r['spearman_replay_halves'])}); by the fastest run {fmt(r['spearman_wall_min'])} "
@@ -368,7 +379,8 @@ def main():
                       + ("" if row["live_status"] == "ok" else f"  live {row['live_status']}")
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))
             sys.stdout.flush()
-        scaling = [r for r in results if r["program"].startswith("prodcons:") and r["time_mode"] == modes[0]]
+        scaling = [r for r in results if r["program"].startswith("prodcons:") and r["time_mode"] == modes[0]
+                   and r["wait"] == waits[0]]
         if len(scaling) > 1:
             base = scaling[0]
             names = [row["allocator"] for row in base["rows"]]
@@ -387,7 +399,8 @@ def main():
             r["trace"] = os.path.basename(r["trace"])
         out = os.path.join(a.out, "fidelity.json")
         write_json(out, {"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
-                         "threads": a.threads, "time_modes": a.time_modes, "programs": results})
+                         "threads": a.threads, "time_modes": a.time_modes, "waits": a.waits,
+                         "programs": results})
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out}", file=sys.stderr)
 

@@ -60,6 +60,10 @@ pub struct Study {
     /// thread).
     #[serde(default)]
     pub threads: Option<String>,
+    /// The replayer's `--wait` for the touch and timing runs of a threaded
+    /// replay (None: its default, futex).
+    #[serde(default)]
+    pub wait: Option<String>,
     /// The timing replays' mode when not plain: `touch` (`--time-mode`).
     #[serde(default)]
     pub time_mode: Option<String>,
@@ -143,6 +147,9 @@ impl Study {
                 params.push(("timeout".into(), self.timeout_s.to_string()));
                 if let Some(t) = &self.threads {
                     params.push(("threads".into(), t.clone()));
+                }
+                if let Some(w) = &self.wait {
+                    params.push(("wait".into(), w.clone()));
                 }
                 if let Some(m) = &self.time_mode {
                     params.push(("time-mode".into(), m.clone()));
@@ -229,6 +236,7 @@ fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathB
     let mut tools = tools_for(&replay, &lib_dir, timeout)?;
     tools.ops_cache = ops_cache.map(Path::to_path_buf);
     tools.threads = job.param("threads").map(str::to_string);
+    tools.wait = job.param("wait").map(str::to_string);
     let spec = AllocSpec::from_params(&job.params).with_context(|| format!("job {}", job.id))?;
     Ok((tools, spec.allocator(), PathBuf::from(param(job, "trace")?)))
 }
@@ -477,6 +485,8 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
             if let Some(o) = c.timed.as_ref().or(c.touch.as_ref()) {
                 r.threads_mode = o.threads_mode.clone();
                 r.replay_threads = o.replay_threads;
+                r.thread_wait =
+                    o.thread_wait.clone().filter(|_| o.threads_mode.as_deref() == Some("recorded"));
             }
             if let Some(l) = c.timed.as_ref().and_then(|o| o.lock) {
                 let calls = r.mallocs.unwrap_or(0) + r.frees.unwrap_or(0) + r.reallocs.unwrap_or(0);

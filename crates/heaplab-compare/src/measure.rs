@@ -56,6 +56,9 @@ pub struct Options {
     /// The replayer's `--threads` (`recorded` or `serial`); None: its
     /// default, recorded for a trace of more than one thread.
     pub threads: Option<String>,
+    /// The replayer's `--wait` (`futex` or `spin`) in a threaded replay;
+    /// None: its default, futex.
+    pub wait: Option<String>,
     /// The timing replays' mode: `plain` (None: calls only) or `touch`
     /// (every new object's bytes written, as the program did).
     pub time_mode: Option<String>,
@@ -73,6 +76,7 @@ impl Default for Options {
             state: None,
             resume: false,
             threads: None,
+            wait: None,
             time_mode: None,
         }
     }
@@ -168,6 +172,7 @@ pub fn study(
         repeat: opts.repeat,
         timeout_s: tools.timeout.map(|t| t.as_secs()).unwrap_or(0),
         threads: opts.threads.clone(),
+        wait: opts.wait.clone(),
         time_mode: opts.time_mode.clone().filter(|m| m != "plain"),
         replay: std::path::absolute(&tools.replay)?,
         lib_dir: std::path::absolute(&tools.lib_dir)?,

@@ -51,6 +51,10 @@ pub struct Record {
     pub reallocs: Option<u64>,
     pub threads_mode: Option<String>,
     pub replay_threads: Option<u64>,
+    /// How the threads of a threaded replay waited for one another (`futex`
+    /// or `spin`: `--wait`); null for a serial replay.
+    #[serde(default)]
+    pub thread_wait: Option<String>,
     /// The zoo shim's one lock in the last timing replay: takes that found
     /// it held, their share of the calls, futex sleeps, and the time waited
     /// (summed over the replay threads). Null where the allocator does not
@@ -103,7 +107,7 @@ pub struct Record {
 
 /// The CSV columns, in order (every field; `wall_runs_s` and `cpu_runs_s`
 /// have their runs joined with `;`).
-pub const CSV_COLUMNS: [&str; 46] = [
+pub const CSV_COLUMNS: [&str; 47] = [
     "trace",
     "trace_name",
     "allocator",
@@ -120,6 +124,7 @@ pub const CSV_COLUMNS: [&str; 46] = [
     "reallocs",
     "threads_mode",
     "replay_threads",
+    "thread_wait",
     "lock_contended",
     "lock_contended_share",
     "lock_sleeps",

@@ -97,6 +97,10 @@ pub struct ReplayOut {
     pub threads_mode: Option<String>,
     #[serde(default)]
     pub replay_threads: Option<u64>,
+    /// How a threaded replay's threads waited (`futex` or `spin`, the
+    /// replayer's `--wait`); absent from an older replayer.
+    #[serde(default)]
+    pub thread_wait: Option<String>,
     /// The zoo shim's one lock over the replay: null for an allocator that
     /// does not count it, absent from an older replayer.
     #[serde(default)]
@@ -236,6 +240,9 @@ pub fn run(
     c.arg("--mode").arg(mode.arg()).args(extra);
     if let Some(t) = tools.threads.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
         c.arg("--threads").arg(t);
+    }
+    if let Some(w) = &tools.wait {
+        c.arg("--wait").arg(w);
     }
     if let Some(d) = tools.ops_cache.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
         c.arg("--ops-cache").arg(d);

@@ -38,6 +38,9 @@ pub struct Tools {
     /// (recorded for a trace of more than one thread). Not passed to the
     /// counted replays, which run on one thread.
     pub threads: Option<String>,
+    /// The replayer's `--wait` (`futex`, `spin`) for a threaded replay; None:
+    /// its default (futex).
+    pub wait: Option<String>,
     scratch: Arc<ScratchDir>,
 }
 
@@ -51,6 +54,7 @@ impl Tools {
             timeout: None,
             callgrind_timeout: None,
             threads: None,
+            wait: None,
             replay: layout.bin_file("heaplab-replay"),
             lib_dir: layout.lib.clone(),
             registry: layout.registry(),

@@ -336,6 +336,7 @@ fn threads_replay_as_recorded_or_serially() {
     };
     for r in run(&[]) {
         assert_eq!(r["threads_mode"], "recorded", "{r}");
+        assert_eq!(r["thread_wait"], "futex", "the replayer's default: {r}");
         assert!(r["replay_threads"].as_u64().unwrap() >= 2, "{r}");
         // the zoo's shim counts its lock's contention (how much depends on
         // the scheduling); glibc does not count it
@@ -351,8 +352,13 @@ fn threads_replay_as_recorded_or_serially() {
             assert!(r["lock_contended"].is_null(), "{r}");
         }
     }
+    for r in run(&["--wait", "spin"]) {
+        assert_eq!(r["threads_mode"], "recorded", "{r}");
+        assert_eq!(r["thread_wait"], "spin", "--wait reaches the replayer: {r}");
+    }
     for r in run(&["--threads", "serial"]) {
         assert_eq!(r["threads_mode"], "serial", "{r}");
+        assert!(r["thread_wait"].is_null(), "a serial replay waits for nobody: {r}");
         assert_eq!(r["replay_threads"], 1);
         // one thread never finds the lock held
         if r["allocator"] == "firstfit" {
@@ -363,6 +369,10 @@ fn threads_replay_as_recorded_or_serially() {
     let out = heaplab(&["compare", trace.to_str().unwrap(), "--threads", "sideways"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("recorded"));
+    let out = heaplab(&["compare", trace.to_str().unwrap(), "--wait", "doze"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("futex") && err.contains("spin"), "{err}");
 }
 
 #[test]

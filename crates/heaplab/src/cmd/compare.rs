@@ -117,6 +117,12 @@ pub struct Args {
     /// trace's merged order). Instruction counts always replay serially.
     #[arg(long, value_name = "MODE", value_parser = ["recorded", "serial"])]
     threads: Option<String>,
+    /// How a thread of a threaded replay waits for another: futex (spin
+    /// briefly, then sleep until woken: the default, which leaves a core to
+    /// the thread waited for when there are fewer cores than threads) or
+    /// spin (spin, then yield the CPU; never sleep).
+    #[arg(long, value_name = "HOW", value_parser = ["futex", "spin"])]
+    wait: Option<String>,
     /// The timing replays' mode: plain (calls only, the allocator's cost
     /// alone: the default) or touch (every new object's bytes written, as a
     /// program initializes what it allocates, so that page faults and cache
@@ -352,6 +358,7 @@ pub fn run(a: Args) -> Result<i32> {
         state: Some(a.state.clone().unwrap_or_else(measure::default_state_dir)),
         resume: a.resume,
         threads: a.threads.clone(),
+        wait: a.wait.clone(),
         time_mode: a.time_mode.clone(),
     };
     let tools = tools_with_timeout(a.timeout)?;
