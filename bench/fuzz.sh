@@ -43,7 +43,13 @@ for t in ${targets//,/ }; do
     rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log")
     corpus=$(find "$dir" -type f | wc -l)
     if [ "$found" = yes ]; then
-        found=$(grep -E "deadly signal|timeout|out-of-memory|leak|panicked" "$log" | head -1 | cut -c1-80)
+        # libFuzzer's own verdict ("ERROR: libFuzzer: timeout after 11
+        # seconds", "... deadly signal", "... out-of-memory") or the Rust
+        # panic, not its explanatory lines; then where it saved the input
+        found=$( (grep -m1 -oE "ERROR: libFuzzer: .*|panicked at .*" "$log" || echo "failed: see the log") |
+            head -1 | cut -c1-80)
+        unit=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | head -1)
+        [ -n "$unit" ] && found="$found; input: $unit"
     fi
     printf '%-14s %8s %12s %10s %8s %8s %s\n' "$t" "$took" "${execs:-?}" "${rate:-?}" "$corpus" "${rss:-?}" "$found"
     rows+=("{\"target\": \"$t\", \"seconds\": $took, \"inputs\": ${execs:-null}, \"inputs_per_s\": ${rate:-null}, \"corpus\": $corpus, \"peak_rss_mb\": ${rss:-null}, \"finding\": $( [ "$found" = none ] && echo null || echo "\"${found//\"/\'}\"" )}")
