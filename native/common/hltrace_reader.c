@@ -67,7 +67,9 @@ typedef struct live_map {
 } live_map_t;
 
 static inline size_t live_hash(uint64_t key, size_t cap) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+    /* Fibonacci hashing: the top bits of the product, which depend on
+     * every bit of the key */
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctzll(cap)));
 }
 
 static __attribute__((noinline)) int live_grow(const hl_mem_t *m, live_map_t *t) {
