@@ -54,7 +54,10 @@
 /* ---------------------------------------------------------------- live objects */
 
 /* Open addressing, linear probing, backward-shift deletion. key = v1: id + 1,
- * v2: the address (never 0), so 0 marks an empty slot. */
+ * v2: the address (never 0), so 0 marks an empty slot.  The keys are also
+ * kept in an array of their own (k[j] == s[j].key), which the probes read:
+ * eight to a cache line instead of one and a third, so that a lookup in a
+ * map larger than the cache misses once or twice, not once per probe. */
 typedef struct live_slot {
     uint64_t key, id, size, seq;
     uint32_t thread, stack;
@@ -63,6 +66,7 @@ typedef struct live_slot {
 
 typedef struct live_map {
     live_slot_t *s;
+    uint64_t *k;   /* k[j] == s[j].key */
     size_t cap, n; /* cap is 0 or a power of two */
 } live_map_t;
 
@@ -75,17 +79,27 @@ static inline size_t live_hash(uint64_t key, size_t cap) {
 static __attribute__((noinline)) int live_grow(const hl_mem_t *m, live_map_t *t) {
     size_t cap = t->cap ? t->cap * 2 : 1024;
     live_slot_t *s = m->alloc(m->ctx, cap * sizeof *s);
-    if (!s) return -1;
+    uint64_t *k = s ? m->alloc(m->ctx, cap * sizeof *k) : NULL;
+    if (!k) {
+        if (s) m->release(m->ctx, s, cap * sizeof *s);
+        return -1;
+    }
     memset(s, 0, cap * sizeof *s);
+    memset(k, 0, cap * sizeof *k);
     for (size_t i = 0; i < t->cap; i++) {
-        if (!t->s[i].key) continue;
-        size_t j = live_hash(t->s[i].key, cap);
-        while (s[j].key)
+        if (!t->k[i]) continue;
+        size_t j = live_hash(t->k[i], cap);
+        while (k[j])
             j = (j + 1) & (cap - 1);
         s[j] = t->s[i];
+        k[j] = t->k[i];
     }
-    if (t->s) m->release(m->ctx, t->s, t->cap * sizeof *t->s);
+    if (t->s) {
+        m->release(m->ctx, t->s, t->cap * sizeof *t->s);
+        m->release(m->ctx, t->k, t->cap * sizeof *t->k);
+    }
     t->s = s;
+    t->k = k;
     t->cap = cap;
     return 0;
 }
@@ -94,9 +108,10 @@ static __attribute__((noinline)) int live_grow(const hl_mem_t *m, live_map_t *t)
 static inline live_slot_t *live_put(const hl_mem_t *m, live_map_t *t, uint64_t key) {
     if ((t->n + 1) * 10 > t->cap * 7 && live_grow(m, t)) return NULL;
     size_t j = live_hash(key, t->cap);
-    while (t->s[j].key && t->s[j].key != key)
+    while (t->k[j] && t->k[j] != key)
         j = (j + 1) & (t->cap - 1);
-    if (!t->s[j].key) t->n++;
+    if (!t->k[j]) t->n++;
+    t->k[j] = key;
     t->s[j].key = key;
     return &t->s[j];
 }
@@ -104,8 +119,8 @@ static inline live_slot_t *live_put(const hl_mem_t *m, live_map_t *t, uint64_t k
 static inline live_slot_t *live_find(live_map_t *t, uint64_t key) {
     if (!t->cap || !key) return NULL;
     size_t j = live_hash(key, t->cap);
-    while (t->s[j].key) {
-        if (t->s[j].key == key) return &t->s[j];
+    while (t->k[j]) {
+        if (t->k[j] == key) return &t->s[j];
         j = (j + 1) & (t->cap - 1);
     }
     return NULL;
@@ -115,15 +130,17 @@ static inline void live_remove(live_map_t *t, live_slot_t *slot) {
     size_t mask = t->cap - 1, i = (size_t)(slot - t->s), j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (!t->s[j].key) break;
-        size_t home = live_hash(t->s[j].key, t->cap);
+        if (!t->k[j]) break;
+        size_t home = live_hash(t->k[j], t->cap);
         /* move s[j] into the hole at i unless its home lies in (i, j] */
         if (((j - home) & mask) >= ((j - i) & mask)) {
             t->s[i] = t->s[j];
+            t->k[i] = t->k[j];
             i = j;
         }
     }
     t->s[i].key = 0;
+    t->k[i] = 0;
     t->n--;
 }
 
@@ -1816,7 +1833,10 @@ void hl_reader_free(hl_reader_t *r) {
     buf_free(&m, &r->stored);
     buf_free(&m, &r->raw);
     buf_free(&m, &r->evs);
-    if (r->live.s) m.release(m.ctx, r->live.s, r->live.cap * sizeof(live_slot_t));
+    if (r->live.s) {
+        m.release(m.ctx, r->live.s, r->live.cap * sizeof(live_slot_t));
+        m.release(m.ctx, r->live.k, r->live.cap * sizeof(uint64_t));
+    }
     for (size_t i = 0; i < r->thr_cap && r->thr; i++) {
         if (r->thr[i].q) m.release(m.ctx, r->thr[i].q, r->thr[i].qcap * sizeof(pend_t));
         if (r->thr[i].ring)
