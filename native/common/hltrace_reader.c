@@ -54,19 +54,19 @@
 /* ---------------------------------------------------------------- live objects */
 
 /* Open addressing, linear probing, backward-shift deletion. key = v1: id + 1,
- * v2: the address (never 0), so 0 marks an empty slot.  The keys are also
- * kept in an array of their own (k[j] == s[j].key), which the probes read:
- * eight to a cache line instead of one and a third, so that a lookup in a
- * map larger than the cache misses once or twice, not once per probe. */
+ * v2: the address (never 0), so 0 marks an empty slot.  The keys are an
+ * array of their own (k[j] is s[j]'s), which the probes read: eight to a
+ * cache line instead of one and a fifth, so that a lookup in a map larger
+ * than the cache misses once or twice, not once per probe. */
 typedef struct live_slot {
-    uint64_t key, id, size, seq;
+    uint64_t id, size, seq;
     uint32_t thread, stack;
     uint8_t kind, align_log2;
 } live_slot_t;
 
 typedef struct live_map {
     live_slot_t *s;
-    uint64_t *k;   /* k[j] == s[j].key */
+    uint64_t *k;   /* k[j]: s[j]'s key, 0 where s[j] is empty */
     size_t cap, n; /* cap is 0 or a power of two */
 } live_map_t;
 
@@ -112,7 +112,6 @@ static inline live_slot_t *live_put(const hl_mem_t *m, live_map_t *t, uint64_t k
         j = (j + 1) & (t->cap - 1);
     if (!t->k[j]) t->n++;
     t->k[j] = key;
-    t->s[j].key = key;
     return &t->s[j];
 }
 
@@ -139,7 +138,6 @@ static inline void live_remove(live_map_t *t, live_slot_t *slot) {
             i = j;
         }
     }
-    t->s[i].key = 0;
     t->k[i] = 0;
     t->n--;
 }
@@ -1794,31 +1792,37 @@ int hl_reader_next(hl_reader_t *r, hl_item_t *it) {
     return next_slow(r, it);
 }
 
+/* A live object with its key, as hl_reader_live_each lists them. */
+typedef struct live_entry {
+    uint64_t key;
+    live_slot_t s;
+} live_entry_t;
+
 static int live_cmp_id(const void *a, const void *b) {
-    const live_slot_t *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
+    const live_entry_t *x = a, *y = b;
+    return x->s.id < y->s.id ? -1 : x->s.id > y->s.id;
 }
 
 int64_t hl_reader_live_each(hl_reader_t *r, void (*fn)(void *ctx, const hl_live_t *o), void *ctx) {
-    size_t n = r->live.n, bytes = (n ? n : 1) * sizeof(live_slot_t);
-    live_slot_t *v = r->mem.alloc(r->mem.ctx, bytes);
+    size_t n = r->live.n, bytes = (n ? n : 1) * sizeof(live_entry_t);
+    live_entry_t *v = r->mem.alloc(r->mem.ctx, bytes);
     if (!v) return -1;
     size_t k = 0;
     for (size_t i = 0; i < r->live.cap && k < n; i++)
-        if (r->live.s[i].key) v[k++] = r->live.s[i];
+        if (r->live.k[i]) v[k++] = (live_entry_t){r->live.k[i], r->live.s[i]};
     /* heapsort-free: qsort does not allocate for arrays of this kind in glibc,
      * but the agent may run this; a shell sort keeps it allocation-free */
     for (size_t gap = k / 2; gap > 0; gap /= 2)
         for (size_t i = gap; i < k; i++)
             for (size_t j = i; j >= gap && live_cmp_id(&v[j - gap], &v[j]) > 0; j -= gap) {
-                live_slot_t x = v[j];
+                live_entry_t x = v[j];
                 v[j] = v[j - gap];
                 v[j - gap] = x;
             }
     for (size_t i = 0; i < k; i++) {
-        hl_live_t o = {r->version >= 2 ? v[i].key : 0, v[i].id, v[i].size,
-                       hl_kind_has_align(v[i].kind) ? 1ull << v[i].align_log2 : 0, v[i].stack,
-                       v[i].kind};
+        const live_slot_t *e = &v[i].s;
+        hl_live_t o = {r->version >= 2 ? v[i].key : 0, e->id, e->size,
+                       hl_kind_has_align(e->kind) ? 1ull << e->align_log2 : 0, e->stack, e->kind};
         fn(ctx, &o);
     }
     r->mem.release(r->mem.ctx, v, bytes);
