@@ -777,8 +777,11 @@ int main(int argc, char **argv) {
     rp_putu(&out, plan.edge_waits);
     rp_key(&out, &f, "thread_sleeps");
     rp_putu(&out, plan.sleeps);
-    rp_key(&out, &f, "thread_wait");
-    rp_put_jstr(&out, wait_spin ? "spin" : "futex");
+    rp_key(&out, &f, "thread_wait"); /* null where no thread waits for another */
+    if (threads == T_RECORDED)
+        rp_put_jstr(&out, wait_spin ? "spin" : "futex");
+    else
+        rp_puts(&out, "null");
     rp_key(&out, &f, "cut_short");
     rp_puts(&out, ti.s.cut_short ? "true" : "false");
     rp_key(&out, &f, "trace_warning");

@@ -485,8 +485,7 @@ fn records(study: &Study, cells: &[Cell]) -> Vec<Record> {
             if let Some(o) = c.timed.as_ref().or(c.touch.as_ref()) {
                 r.threads_mode = o.threads_mode.clone();
                 r.replay_threads = o.replay_threads;
-                r.thread_wait =
-                    o.thread_wait.clone().filter(|_| o.threads_mode.as_deref() == Some("recorded"));
+                r.thread_wait = o.thread_wait.clone();
             }
             if let Some(l) = c.timed.as_ref().and_then(|o| o.lock) {
                 let calls = r.mallocs.unwrap_or(0) + r.frees.unwrap_or(0) + r.reallocs.unwrap_or(0);

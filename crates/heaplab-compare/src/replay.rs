@@ -98,7 +98,7 @@ pub struct ReplayOut {
     #[serde(default)]
     pub replay_threads: Option<u64>,
     /// How a threaded replay's threads waited (`futex` or `spin`, the
-    /// replayer's `--wait`); absent from an older replayer.
+    /// replayer's `--wait`); null when serial, absent from an older replayer.
     #[serde(default)]
     pub thread_wait: Option<String>,
     /// The zoo shim's one lock over the replay: null for an allocator that

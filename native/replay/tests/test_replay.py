@@ -605,6 +605,7 @@ def test_threads_handmade():
     rc, js, err = replay_json(["--mode", "check", "--threads", "serial", trace])
     check(rc == 0 and js and js["threads_mode"] == "serial" and js["replay_threads"] == 1,
           f"threads: --threads serial replays on one thread (rc {rc})")
+    check(js and js["thread_wait"] is None, "threads: a serial replay says no thread waited (thread_wait null)")
     for key in ("events", "objects", "kinds", "peak_live_bytes"):
         check(j and js and j[key] == js[key], f"threads: {key} equal threaded and serial")
     check(j and j["replay"] == js["replay"], "threads: replay counts equal threaded and serial")
