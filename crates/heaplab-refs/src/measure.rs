@@ -381,8 +381,14 @@ pub fn measure_with_args<T: Send + 'static>(
             .chain([events_name.into()])
             .collect::<Vec<std::ffi::OsString>>(),
     );
+    // PWD too: where `valgrind` is a shell script (Debian's wrapper, which
+    // execs valgrind.bin), the shell exports PWD, and the directory's path
+    // (a scratch directory's, with heaplab's PID and TMPDIR in it) would
+    // move the stack with its length. A shell keeps a PWD that names its
+    // working directory, and /proc/self/cwd names every process's own.
     cmd.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("PWD", "/proc/self/cwd")
         .env("VALGRIND_LIB", std::path::absolute(&tools.lib)?)
         .current_dir(events_dir);
     if let Some(p) = &alloc.preload {

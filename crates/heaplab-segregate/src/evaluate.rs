@@ -344,11 +344,28 @@ fn measure_inner(
     let t0 = std::time::Instant::now();
     let report = job.scratch.join(format!("{name}.report.jsonl"));
     let _ = std::fs::remove_file(&report);
+    // The replay's environment is fixed (heaplab_refs::measure) because its
+    // stack, whose frames are simulated, starts below the environment's
+    // strings: a variable one byte longer can move every stack reference
+    // into other cache lines. The report's path is one of those strings, and
+    // a scratch directory's name holds heaplab's PID, whose digits vary from
+    // run to run (a serial study and a `--jobs 2` one differed by 14 of
+    // DEFAULT's 4,900 misses; a longer TMPDIR moves them too). The replay runs
+    // in the events file's directory, so the report, when it is there, is
+    // named by its file name alone.
+    let in_cwd = |d: &Path| {
+        let d = if d.as_os_str().is_empty() { Path::new(".") } else { d };
+        std::path::absolute(d).ok()
+    };
+    let report_env = match (report.parent().and_then(in_cwd), events.parent().and_then(in_cwd)) {
+        (Some(a), Some(b)) if a == b => format!("{name}.report.jsonl"),
+        _ => report.display().to_string(),
+    };
     let alloc = Allocator {
         name: name.to_string(),
         source: Source::Heaplab,
         preload: Some(library.to_path_buf()),
-        env: vec![("HEAPLAB_SEG_REPORT".into(), report.display().to_string())],
+        env: vec![("HEAPLAB_SEG_REPORT".into(), report_env)],
         missing: (!library.exists()).then(|| format!("no such file: {}", library.display())),
     };
     let caches = job.caches.to_vec();

@@ -372,7 +372,13 @@ fn a_segregate_study_as_jobs_merges_into_the_serial_one() {
         })
         .collect();
     let libs = d.0.join("libs");
-    let study = |extra: &[&str]| -> std::process::Output {
+    // The `--jobs 2` study's scratch directories (TMPDIR) have longer names
+    // than the serial one's: the measured replay's stack, whose references
+    // are simulated, must not move with them (they hold heaplab's PID too,
+    // whose digits once moved 14 of DEFAULT's 4,900 misses between the two).
+    let long_tmp = d.0.join("a-temporary-directory-with-a-longer-name");
+    std::fs::create_dir(&long_tmp).unwrap();
+    let study_in = |tmpdir: Option<&Path>, extra: &[&str]| -> std::process::Output {
         let mut args = vec![
             "segregate",
             "--train",
@@ -387,10 +393,15 @@ fn a_segregate_study_as_jobs_merges_into_the_serial_one() {
             libs.to_str().unwrap(),
         ];
         args.extend(extra);
-        let out = heaplab(&args, &d.0);
+        let mut cmd = heaplab_cmd(&args, &d.0);
+        if let Some(t) = tmpdir {
+            cmd.env("TMPDIR", t);
+        }
+        let out = cmd.output().unwrap();
         assert!(out.status.success(), "{}", show(&out));
         out
     };
+    let study = |extra: &[&str]| study_in(None, extra);
     let read =
         |p: &Path| serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap();
     let p = |x: &Path| x.to_str().unwrap().to_string();
@@ -402,7 +413,7 @@ fn a_segregate_study_as_jobs_merges_into_the_serial_one() {
         d.0.join("merged.json"),
     );
     study(&["--jobs", "1", "--state", &p(&s1), "--json", &p(&serial)]);
-    let out = study(&["--jobs", "2", "--state", &p(&s2), "--json", &p(&two)]);
+    let out = study_in(Some(&long_tmp), &["--jobs", "2", "--state", &p(&s2), "--json", &p(&two)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("[3/3]") && !err.contains("kept from before"), "{err}");
     let a = read(&serial);
