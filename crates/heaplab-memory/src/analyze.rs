@@ -29,10 +29,9 @@
 use crate::hist::{Hist, Percentiles};
 use crate::symbols::Symbolizer;
 use crate::timeline::Timeline;
+use heaplab_trace::merge::IdMap;
 use heaplab_trace::{End, Event, Frame, Meta, Module, ThreadInfo, TraceReader};
 use serde::Serialize;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 /// Which allocations count.
@@ -227,22 +226,7 @@ pub struct Analysis {
     pub options: Options,
 }
 
-#[derive(Default)]
-struct IdHasher(u64);
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
-    }
-}
-
+#[derive(Clone, Copy, Default)]
 struct Obj {
     stack: u32,
     /// The allocating thread (u32::MAX: inherited, of no thread).
@@ -305,7 +289,8 @@ pub fn analyze(
     let time_unit = r.meta().time_unit_ns.max(1);
     let f = &opts.filter;
     let mut stacks: Vec<StackStats> = vec![StackStats::default()];
-    let mut objs: HashMap<u64, Obj, BuildHasherDefault<IdHasher>> = HashMap::default();
+    // live objects by id + 1 (an id map keeps consecutive ids side by side)
+    let mut objs: IdMap<Obj> = IdMap::default();
     let mut stack_ok: Vec<u8> = Vec::new(); // 0 unknown, 1 yes, 2 no
     let mut thread_ok: Vec<u8> = Vec::new();
     let mut ts: Vec<ThreadStats> = Vec::new();
@@ -349,7 +334,7 @@ pub fn analyze(
             continue;
         }
         if let Some(old) = ev.old {
-            if let Some(o) = objs.remove(&old) {
+            if let Some(o) = objs.remove(old.wrapping_add(1)) {
                 let st = &mut stacks[o.stack as usize];
                 st.settle(peak_epoch);
                 st.live_bytes -= o.size;
@@ -444,7 +429,7 @@ pub fn analyze(
             let v = st.live_bytes;
             timeline.set_stack(b, ev.stack, v);
             objs.insert(
-                id,
+                id.wrapping_add(1),
                 Obj {
                     stack: ev.stack,
                     thread: owner,
@@ -470,7 +455,7 @@ pub fn analyze(
     for s in &mut stacks {
         s.settle(peak_epoch);
     }
-    for o in objs.values() {
+    for (_, o) in objs.iter() {
         if let Some(x) = ts.get_mut(o.thread as usize) {
             x.leaked_objects += 1;
         }

@@ -17,7 +17,7 @@
 //! Several runs merge into one profile ([`Profile::merge`]); see
 //! [`Weighting`] for how runs are weighted.
 
-use crate::merge::{AddrHasher, AddrMap, KeyMap};
+use crate::merge::{AddrHasher, AddrMap, IdMap};
 use crate::model::{Event, Frame, Kind};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -259,7 +259,7 @@ pub struct ProfileBuilder {
     small: Vec<u32>,
     large: AddrMap<usize>,
     /// By id + 1.
-    live: KeyMap<Obj>,
+    live: IdMap<Obj>,
     live_bytes: u64,
     peak_live_bytes: u64,
     peak_live_objects: u64,
@@ -293,7 +293,7 @@ impl ProfileBuilder {
             classes: Vec::new(),
             small: vec![0; SMALL],
             large: AddrMap::default(),
-            live: KeyMap::default(),
+            live: IdMap::default(),
             live_bytes: 0,
             peak_live_bytes: 0,
             peak_live_objects: 0,
