@@ -307,7 +307,15 @@ pub fn sites(a: &Analysis, o: &SiteOptions, sym: &mut Symbolizer) -> Vec<Site> {
         SortKey::Bytes => s.bytes,
         SortKey::Max => s.max_bytes,
     };
-    out.sort_by(|a, b| key(b).cmp(&key(a)).then(b.bytes.cmp(&a.bytes)).then(a.name.cmp(&b.name)));
+    // ties last by the stacks' ids, so that two runs print the same order
+    // (the groups come out of a hash map in an order of its own)
+    out.sort_by(|a, b| {
+        key(b)
+            .cmp(&key(a))
+            .then(b.bytes.cmp(&a.bytes))
+            .then(a.name.cmp(&b.name))
+            .then(a.stack_ids.cmp(&b.stack_ids))
+    });
     for (i, s) in out.iter_mut().enumerate() {
         s.rank = i + 1;
     }

@@ -973,3 +973,59 @@ json.dump({"totals": totals, "sites": rows, "argv": t.meta["argv"], "pid": t.met
     }
     assert!(checked >= 3, "{checked} sites compared");
 }
+
+/// Sites that tie on every sort key (one wrapper called the same way from
+/// six callers: the same name, counts and bytes) come out in the order of
+/// their stacks' ids, whatever order the grouping's hash map gave them: two
+/// runs print the same table. (Before, they came out in the hash map's
+/// order, a different one each run: one chance in 720 to pass this.)
+#[test]
+fn tied_sites_come_out_in_one_order() {
+    let f = fixture();
+    let d = f.dir.join("ties");
+    std::fs::create_dir_all(&d).unwrap();
+    let src = d.join("ties.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         __attribute__((noinline)) void *wrap(size_t n) { return malloc(n); }\n\
+         #define CALLER(x) __attribute__((noinline)) void x(void) { \\\n\
+             for (int i = 0; i < 10; i++) free(wrap(40)); \\\n\
+             __asm__ volatile(\"\" ::: \"memory\"); }\n\
+         CALLER(c1) CALLER(c2) CALLER(c3) CALLER(c4) CALLER(c5) CALLER(c6)\n\
+         int main(void) { c1(); c2(); c3(); c4(); c5(); c6(); return 0; }\n",
+    )
+    .unwrap();
+    let prog = d.join("ties");
+    let o = Command::new("cc")
+        .args(["-g", "-O1", "-fno-builtin", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace = d.join("t.hltrace");
+    ok(&heaplab(&["record", "-q", "-o", trace.to_str().unwrap(), "--", prog.to_str().unwrap()]));
+    let j: Value = serde_json::from_str(&ok(&heaplab(&[
+        "stats",
+        trace.to_str().unwrap(),
+        "--json",
+        "--sites",
+        "50",
+    ])))
+    .unwrap();
+    let sites = j["memory"][0]["sites"].as_array().unwrap();
+    let tied: Vec<&Value> = sites
+        .iter()
+        .filter(|s| s["frames"][0]["symbols"][0]["function"] == "wrap" && s["allocs"] == 10)
+        .collect();
+    assert_eq!(tied.len(), 6, "one site per caller: {sites:#?}");
+    let first_id = |s: &Value| s["stack_ids"][0].as_u64().unwrap();
+    assert!(
+        tied.windows(2)
+            .all(|w| w[0]["rank"].as_u64() < w[1]["rank"].as_u64()
+                && first_id(w[0]) < first_id(w[1])),
+        "ties in the order of their stack ids: {:?}",
+        tied.iter().map(|s| (s["rank"].clone(), first_id(s))).collect::<Vec<_>>()
+    );
+}
