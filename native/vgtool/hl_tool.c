@@ -269,6 +269,7 @@ static ULong wall_ns(vki_clockid_t clk) {
  * it). Without an invariant TSC, or until a rate is known, every event reads
  * the clock as before. The trace keeps microseconds, far above the error. */
 #define CAL_TICKS (1ull << 24) /* about 5 ms at 3 GHz */
+#define CAL_SLOP (1ull << 15)  /* a clock reading slower than this (~10 us) is not a calibration */
 static Bool tsc_ok;
 static ULong cal_tsc, cal_ns, rate_32, last_event_ns;
 
@@ -302,6 +303,15 @@ static ULong event_ns(void) {
         ULong t = rdtsc(), d = t - cal_tsc;
         if (rate_32 == 0 || d >= CAL_TICKS) {
             ns = wall_ns(VKI_CLOCK_MONOTONIC);
+            ULong t2 = rdtsc();
+            /* A reading the kernel delayed (the process preempted between
+             * the TSC and the clock) pairs a late time with an early tick:
+             * every time interpolated from it until the next reading would
+             * be late by the delay. It stamps this event only (the time is
+             * true when it was read); the next event reads again. */
+            if (t2 - t > CAL_SLOP) goto out;
+            t += (t2 - t) / 2; /* the tick when the clock was read, within CAL_SLOP / 2 */
+            d = t - cal_tsc;
             if (cal_ns && d >= (1ull << 20) && d < (1ull << 40) && ns > cal_ns &&
                 ns - cal_ns < (1ull << 31))
                 rate_32 = ((ns - cal_ns) << 32) / d;
@@ -311,6 +321,7 @@ static ULong event_ns(void) {
             ns = cal_ns + ((d * rate_32) >> 32); /* d < 2^24, rate_32 < 2^36 (16 ns a tick) */
         }
     }
+out:
     if (ns < last_event_ns) ns = last_event_ns;
     last_event_ns = ns;
     return ns;
