@@ -59,6 +59,21 @@ uint64_t hl_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A (TSC, CLOCK_MONOTONIC) pair for the clock's calibration: the TSC read on
+ * both sides of the clock, and the pair taken only when the two are close
+ * (else the kernel delayed the read and the time is late for its tick: a
+ * few tries); the tick is their midpoint. */
+void hl_clock_pair(uint64_t *tsc, uint64_t *ns) {
+    for (int i = 0;; i++) {
+        uint64_t a = __builtin_ia32_rdtsc(), m = hl_now_ns(), b = __builtin_ia32_rdtsc();
+        if (b - a < (1u << 15) || i == 7) { /* ~10 us at 3 GHz */
+            *tsc = a + (b - a) / 2;
+            *ns = m;
+            return;
+        }
+    }
+}
+
 void hl_note(const char *a, const char *b, const char *c) {
     char line[1024];
     size_t n = 0;
@@ -81,8 +96,7 @@ static void choose_clock(void) {
     n = hl_os_read_file("/proc/cpuinfo", buf, sizeof buf - 1);
     buf[n] = 0;
     int invariant = strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
-    hl_tsc0 = __builtin_ia32_rdtsc();
-    hl_mono0 = hl_now_ns();
+    hl_clock_pair(&hl_tsc0, &hl_mono0);
     hl_tsc = tsc_source && invariant && !getenv("HEAPLAB_RECORD_NO_TSC");
 }
 

@@ -320,6 +320,7 @@ void hl_agent_meta(hl_meta_t *m, hl_bytes_t *argv, size_t max_argv, char *buf, s
 const char *hl_agent_exe(void);
 void hl_note(const char *a, const char *b, const char *c); /* a line on stderr */
 uint64_t hl_now_ns(void);                                  /* CLOCK_MONOTONIC */
+void hl_clock_pair(uint64_t *tsc, uint64_t *ns);           /* a tight (TSC, CLOCK_MONOTONIC) pair */
 
 /* Event time stamps: the TSC where it runs at a constant rate and is the
  * kernel's clocksource (the writer converts ticks to CLOCK_MONOTONIC ns by

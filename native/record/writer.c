@@ -100,11 +100,10 @@ static void calibrate(void) {
         clk = (hl_clock_t){0, 0, 1ull << 32};
         return;
     }
-    uint64_t t = __builtin_ia32_rdtsc(), m = hl_now_ns();
-    while (m - hl_mono0 < 1000000) { /* a first slope needs ~1 ms of baseline */
-        t = __builtin_ia32_rdtsc();
-        m = hl_now_ns();
-    }
+    uint64_t t, m;
+    hl_clock_pair(&t, &m);
+    while (m - hl_mono0 < 1000000) /* a first slope needs ~1 ms of baseline */
+        hl_clock_pair(&t, &m);
     if (t <= hl_tsc0) return;
     double per_tick = (double)(m - hl_mono0) / (double)(t - hl_tsc0);
     clk = (hl_clock_t){t, m, (uint64_t)(per_tick * 4294967296.0)};
