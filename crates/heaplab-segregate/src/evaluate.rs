@@ -207,6 +207,40 @@ fn collect(src: &mut Merged, caches: &[CacheConfig], keep: bool) -> Result<Colle
     })
 }
 
+/// Adds each touched 4 KB page to the segment that holds it, and each 8 KB
+/// page to the segment of its lower touched half (an 8 KB page may straddle
+/// two segments: the pages are taken in address order, not in the hash
+/// map's, which differs from run to run). Returns the 4 KB pages in no
+/// segment and the program's references to each 8 KB page, most first.
+fn page_uses(
+    pages: &HashMap<u64, PageRefs>,
+    seg_of: impl Fn(u64) -> Option<usize>,
+    uses: &mut [SegmentUse],
+) -> (u64, Vec<u64>) {
+    let mut sorted: Vec<(u64, PageRefs)> = pages.iter().map(|(&pg, &r)| (pg, r)).collect();
+    sorted.sort_unstable_by_key(|e| e.0);
+    let mut outside = 0u64;
+    let mut by8: HashMap<u64, (usize, u64)> = HashMap::new();
+    for (pg, r) in sorted {
+        match seg_of(pg << 12) {
+            Some(i) => {
+                uses[i].pages_4k += 1;
+                uses[i].app_refs += r.app;
+                uses[i].alloc_refs += r.alloc;
+                let e = by8.entry(pg >> 1).or_insert((i, 0));
+                e.1 += r.app;
+            }
+            None => outside += 1,
+        }
+    }
+    for (i, _) in by8.values() {
+        uses[*i].pages_8k += 1;
+    }
+    let mut page_refs_8k: Vec<u64> = by8.values().map(|v| v.1).collect();
+    page_refs_8k.sort_unstable_by(|a, b| b.cmp(a));
+    (outside, page_refs_8k)
+}
+
 fn hex(s: &str) -> u64 {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or(0)
 }
@@ -404,25 +438,7 @@ fn measure_inner(
             grows: s.grows,
         })
         .collect();
-    let mut outside = 0u64;
-    let mut by8: HashMap<u64, (usize, u64)> = HashMap::new();
-    for (&pg, r) in &c.pages {
-        match seg_of(pg << 12) {
-            Some(i) => {
-                uses[i].pages_4k += 1;
-                uses[i].app_refs += r.app;
-                uses[i].alloc_refs += r.alloc;
-                let e = by8.entry(pg >> 1).or_insert((i, 0));
-                e.1 += r.app;
-            }
-            None => outside += 1,
-        }
-    }
-    for (i, _) in by8.values() {
-        uses[*i].pages_8k += 1;
-    }
-    let mut page_refs_8k: Vec<u64> = by8.values().map(|v| v.1).collect();
-    page_refs_8k.sort_unstable_by(|a, b| b.cmp(a));
+    let (outside, page_refs_8k) = page_uses(&c.pages, seg_of, &mut uses);
     let pick = |v: &[CacheResult]| -> Vec<(u64, u64)> {
         v.iter().map(|r| (r.counts.total_accesses(), r.counts.total_misses())).collect()
     };
@@ -460,4 +476,47 @@ fn measure_inner(
         seconds: t0.elapsed().as_secs_f64(),
     };
     Ok((measured, c.kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(class: &str) -> SegmentUse {
+        SegmentUse {
+            class: class.to_string(),
+            pages_4k: 0,
+            pages_8k: 0,
+            app_refs: 0,
+            alloc_refs: 0,
+            objects: 0,
+            bytes_peak: 0,
+            grows: 0,
+        }
+    }
+
+    /// An 8 KB page whose halves lie in two segments counts for the lower
+    /// half's, whatever order the page map (a new hash seed each time) holds.
+    #[test]
+    fn a_straddling_8k_page_goes_to_its_lower_half() {
+        // segment 0 ends at 0x11000, segment 1 starts there: 8 KB page 0x8
+        // is 4 KB pages 0x10 (segment 0) and 0x11 (segment 1)
+        let seg_of = |a: u64| match a {
+            0x4000..=0x10fff => Some(0),
+            0x11000..=0x20fff => Some(1),
+            _ => None,
+        };
+        for _ in 0..32 {
+            let mut pages = HashMap::new();
+            for (pg, app) in [(0x10, 3), (0x11, 5), (0x4, 1), (0x20, 2), (0x30, 7)] {
+                pages.insert(pg, PageRefs { app, alloc: 1 });
+            }
+            let mut uses = vec![seg("SL"), seg("HR")];
+            let (outside, refs) = page_uses(&pages, seg_of, &mut uses);
+            assert_eq!(outside, 1);
+            assert_eq!(refs, vec![8, 2, 1]);
+            assert_eq!((uses[0].pages_4k, uses[0].pages_8k, uses[0].app_refs), (2, 2, 4));
+            assert_eq!((uses[1].pages_4k, uses[1].pages_8k, uses[1].app_refs), (2, 1, 7));
+        }
+    }
 }
