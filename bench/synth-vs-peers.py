@@ -230,7 +230,10 @@ def report(a):
     if goals:
         print("goals (issue 15)")
         for prog, n, what, val, goal, verdict in goals:
-            print(f"  {prog:9} {n:9} {what:24} {fmt(val, '7.2f')}  <= {goal:<5} {verdict}")
+            # a value that rounds to the goal but misses it gets the digits
+            # that show by how much (10.004 instructions a free, not "10.00")
+            f = '7.4f' if val is not None and val > goal and round(val, 2) <= goal else '7.2f'
+            print(f"  {prog:9} {n:9} {what:24} {fmt(val, f)}  <= {goal:<5} {verdict}")
     if a.json:
         write_json(a.json, rows)
 
