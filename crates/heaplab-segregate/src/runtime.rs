@@ -315,13 +315,15 @@ fn callgrind_run(
                 .join(" | ")
         );
     }
-    // The program's own output file is the largest (a wrapper's, env's say, is small).
+    // The program's own output file is the largest (a wrapper's, env's say, is
+    // small); of two the same size, the first by name, whatever order the
+    // directory lists them in.
     let mut best: Option<(u64, PathBuf)> = None;
     for e in std::fs::read_dir(&dir)? {
         let p = e?.path();
         if p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cg.")) {
             let len = p.metadata()?.len();
-            if best.as_ref().is_none_or(|b| len > b.0) {
+            if best.as_ref().is_none_or(|b| len > b.0 || (len == b.0 && p < b.1)) {
                 best = Some((len, p));
             }
         }
