@@ -62,16 +62,19 @@ fn line_of(marker: &str) -> u64 {
 }
 
 fn build(dir: &Path, name: &str) -> PathBuf {
-    let prog = dir.join(name);
-    let src = root().join("crates/heaplab/tests/progs/memory.c");
+    compile(&root().join("crates/heaplab/tests/progs/memory.c"), &dir.join(name))
+}
+
+/// `cc` builds `src` into `prog`, with debug lines and no builtin malloc.
+fn compile(src: &Path, prog: &Path) -> PathBuf {
     let o = Command::new("cc")
         .args(["-g", "-O1", "-fno-builtin", "-o"])
-        .arg(&prog)
-        .arg(&src)
+        .arg(prog)
+        .arg(src)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    prog
+    prog.to_path_buf()
 }
 
 static FIXTURE_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -996,14 +999,7 @@ fn tied_sites_come_out_in_one_order() {
          int main(void) { c1(); c2(); c3(); c4(); c5(); c6(); return 0; }\n",
     )
     .unwrap();
-    let prog = d.join("ties");
-    let o = Command::new("cc")
-        .args(["-g", "-O1", "-fno-builtin", "-o"])
-        .arg(&prog)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let prog = compile(&src, &d.join("ties"));
     let trace = d.join("t.hltrace");
     ok(&heaplab(&["record", "-q", "-o", trace.to_str().unwrap(), "--", prog.to_str().unwrap()]));
     let j: Value = serde_json::from_str(&ok(&heaplab(&[
