@@ -309,19 +309,19 @@ static ULong event_ns(void) {
              * every time interpolated from it until the next reading would
              * be late by the delay. It stamps this event only (the time is
              * true when it was read); the next event reads again. */
-            if (t2 - t > CAL_SLOP) goto out;
-            t += (t2 - t) / 2; /* the tick when the clock was read, within CAL_SLOP / 2 */
-            d = t - cal_tsc;
-            if (cal_ns && d >= (1ull << 20) && d < (1ull << 40) && ns > cal_ns &&
-                ns - cal_ns < (1ull << 31))
-                rate_32 = ((ns - cal_ns) << 32) / d;
-            cal_ns = ns;
-            cal_tsc = t;
+            if (t2 - t <= CAL_SLOP) {
+                t += (t2 - t) / 2; /* the tick when the clock was read, within CAL_SLOP / 2 */
+                d = t - cal_tsc;
+                if (cal_ns && d >= (1ull << 20) && d < (1ull << 40) && ns > cal_ns &&
+                    ns - cal_ns < (1ull << 31))
+                    rate_32 = ((ns - cal_ns) << 32) / d;
+                cal_ns = ns;
+                cal_tsc = t;
+            }
         } else {
             ns = cal_ns + ((d * rate_32) >> 32); /* d < 2^24, rate_32 < 2^36 (16 ns a tick) */
         }
     }
-out:
     if (ns < last_event_ns) ns = last_event_ns;
     last_event_ns = ns;
     return ns;
