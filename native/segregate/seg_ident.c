@@ -743,16 +743,17 @@ unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t si
     const char *f = (const char *)fp;
     uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
     uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
-    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
-    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words */
-        uintptr_t x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
+    uintptr_t x2 = 0;
+    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words: its hit before the tag's products */
+        x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
         if (!(x0 | x1 | x2) && e->cls != SEG_CTX_SIZE) {
             e->hits++;
             return e->cls;
         }
-        tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
     }
+    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
+    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+    if (e->n > 2) tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
     tag |= 1;
     seg_cx_t *c = &t->cx[cx_index(tag)];
     if (HL_LIKELY(c->tag == tag)) {
