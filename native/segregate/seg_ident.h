@@ -32,6 +32,14 @@ static inline unsigned hl_seg_ra_slot(uintptr_t ra) {
 }
 _Static_assert(SEG_RA_SLOTS == 1 << 9, "hl_seg_ra_slot's shift");
 
+/* SP's slot of stack pointer sp: the byte offset of slot (sp / 16) mod 512
+ * (sp is 16-aligned at a call), two instructions (lea, and); stack depths
+ * 8 KiB apart share a slot. */
+static inline uintptr_t hl_seg_sp_slot(uintptr_t sp) {
+    return (sp * (sizeof(seg_ra_slot_t) / 16)) & ((uintptr_t)(SEG_RA_SLOTS - 1) * sizeof(seg_ra_slot_t));
+}
+_Static_assert(sizeof(seg_ra_slot_t) % 16 == 0, "hl_seg_sp_slot's product");
+
 /* The context cache is SEG_CTX_WAYS-way set associative: the set of (ra,
  * fp) starts hl_seg_ctx_set(ra, fp) bytes into the cache, at set number
  * (fp / 16 + ra / 2) mod 1024.  The sum's terms are the bits that vary: fp
@@ -95,7 +103,7 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_sp_fast(vo
                                                                              size_t size,
                                                                              seg_tls_t *t) {
     uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = &t->spp[hl_seg_ra_slot(sp >> 4)];
+    seg_ra_slot_t *e = (seg_ra_slot_t *)((char *)t->spp + hl_seg_sp_slot(sp));
     if (HL_UNLIKELY(e->ra != sp)) return hl_seg_sp_miss(fp, size, t, e);
     e->hits++;
     return SEG_DEC_CLASS(e->dec);
