@@ -432,6 +432,15 @@ impl WallTimes {
     pub fn of(&self, name: &str) -> Option<&WallRow> {
         self.rows.iter().find(|r| r.name == name)
     }
+
+    /// In how many rounds `a` ran faster than `b`, of the rounds both ran
+    /// (the runs are interleaved: a round runs every allocator once).
+    pub fn rounds_faster(&self, a: &str, b: &str) -> Option<(usize, usize)> {
+        let (a, b) = (self.of(a)?, self.of(b)?);
+        let n = a.seconds.len().min(b.seconds.len());
+        let k = a.seconds.iter().zip(&b.seconds).filter(|(x, y)| x < y).count();
+        (n > 0).then_some((k, n))
+    }
 }
 
 fn median(v: &[f64]) -> f64 {

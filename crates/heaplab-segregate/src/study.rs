@@ -284,7 +284,11 @@ pub struct FaultCurve {
 /// page faults relative to DEFAULT.
 ///
 /// - faster: the program's wall time with it is below DEFAULT's by more than
-///   [`NOISE`] (the medians of interleaved runs);
+///   [`NOISE`] (the medians of interleaved runs), and it ran faster than
+///   DEFAULT in every round, with at least [`ROUNDS_FASTER`] rounds (a sign
+///   test: five of five by chance is 1 in 32).  On a shared machine single
+///   runs scatter by 20-30%, and a ratio of medians alone called noise
+///   faster (gawk's SP: 0.93x DEFAULT's median, faster in 2 rounds of 5);
 /// - smaller: its mean page faults (Figure 4, every memory size up to
 ///   DEFAULT's pages) are at most [`FAULTS_SMALLER`] of DEFAULT's, or it
 ///   touches at most [`PAGES_SMALLER`] of DEFAULT's pages (Table 3), and it
@@ -298,6 +302,9 @@ pub struct Verdict {
     pub wall_vs_default: Option<f64>,
     pub wall_vs_glibc: Option<f64>,
     pub wall_vs_mimalloc: Option<f64>,
+    /// Rounds in which the best ran faster than DEFAULT, of the rounds run.
+    #[serde(default)]
+    pub rounds_faster: Option<(usize, usize)>,
     pub identify_per_object: Option<f64>,
     pub per_malloc_vs_default: Option<f64>,
     /// The whole program's instructions (callgrind) against DEFAULT's: what
@@ -314,10 +321,20 @@ pub struct Verdict {
 
 /// Wall-time ratios within this of 1 are noise on a shared machine.
 pub const NOISE: f64 = 0.03;
+/// Rounds of wall time needed to call a predictor faster (see [`Verdict`]).
+pub const ROUNDS_FASTER: usize = 5;
 /// Mean page faults at most this share of DEFAULT's: the program is smaller.
 pub const FAULTS_SMALLER: f64 = 0.9;
 /// Pages touched at most this share of DEFAULT's: the program is smaller.
 pub const PAGES_SMALLER: f64 = 0.95;
+
+/// The rule of [`Verdict`]'s "faster": the ratio of medians below 1 by more
+/// than [`NOISE`], and faster in every one of at least [`ROUNDS_FASTER`]
+/// rounds.
+pub fn is_faster(wall_vs_default: Option<f64>, rounds_faster: Option<(usize, usize)>) -> bool {
+    wall_vs_default.is_some_and(|w| w < 1.0 - NOISE)
+        && rounds_faster.is_some_and(|(k, n)| k == n && n >= ROUNDS_FASTER)
+}
 
 /// The study of one program, as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -412,6 +429,7 @@ impl Study {
                 v.wall_vs_glibc = Some(r.vs_glibc);
                 v.wall_vs_mimalloc = r.vs_mimalloc;
             }
+            v.rounds_faster = w.rounds_faster(best, "DEFAULT");
         }
         if let Some(c) = &self.costs {
             if let Some(r) = c.of(best) {
@@ -423,15 +441,18 @@ impl Study {
                 v.level0_share = r.report.as_ref().and_then(|r| r.level0_share());
             }
         }
-        v.faster = v.wall_vs_default.is_some_and(|w| w < 1.0 - NOISE);
+        v.faster = is_faster(v.wall_vs_default, v.rounds_faster);
         v.slower = v.wall_vs_default.is_some_and(|w| w > 1.0 + NOISE);
         v.smaller = (faults <= FAULTS_SMALLER
             || v.pages_relative.is_some_and(|p| p <= PAGES_SMALLER))
             && !v.slower;
         v.pays = v.faster || v.smaller;
-        let wall = match v.wall_vs_default {
-            Some(w) => format!("wall time {w:.2}x DEFAULT's"),
-            None => "no wall time measured (--run-test)".into(),
+        let wall = match (v.wall_vs_default, v.rounds_faster) {
+            (Some(w), Some((k, n))) => {
+                format!("wall time {w:.2}x DEFAULT's (faster in {k} of {n} rounds)")
+            }
+            (Some(w), None) => format!("wall time {w:.2}x DEFAULT's"),
+            (None, _) => "no wall time measured (--run-test)".into(),
         };
         let pages = v.pages_relative.map_or(String::new(), |p| format!(", {p:.2}x its pages"));
         let wall = match v.program_instructions_vs_default {
@@ -464,4 +485,48 @@ impl Study {
 /// A class's name by segment slot.
 pub fn slot_name(i: usize) -> &'static str {
     Class::from_index(i).map(|c| c.name()).unwrap_or("?")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{WallRow, WallTimes};
+
+    fn row(name: &str, seconds: &[f64]) -> WallRow {
+        WallRow {
+            name: name.into(),
+            library: None,
+            seconds: seconds.to_vec(),
+            median: 0.0,
+            vs_glibc: 1.0,
+            vs_default: None,
+            vs_mimalloc: None,
+            same_output: true,
+            exit_status: 0,
+        }
+    }
+
+    #[test]
+    fn faster_needs_every_round_and_enough_of_them() {
+        // gawk's SP in out/seg-s25: medians 0.93x DEFAULT's, faster in 2 rounds of 5
+        let w = WallTimes {
+            command: "x".into(),
+            repeats: 5,
+            rows: vec![
+                row("DEFAULT", &[1.0, 1.0, 1.0, 1.0, 1.0]),
+                row("SP", &[1.065, 1.074, 0.967, 1.005, 0.926]),
+                row("PATH", &[0.9, 0.8, 0.95, 0.9, 0.85]),
+            ],
+            load_before: None,
+            load_after: None,
+        };
+        assert_eq!(w.rounds_faster("SP", "DEFAULT"), Some((2, 5)));
+        assert_eq!(w.rounds_faster("PATH", "DEFAULT"), Some((5, 5)));
+        assert_eq!(w.rounds_faster("STACK", "DEFAULT"), None);
+        assert!(!is_faster(Some(0.93), Some((2, 5))));
+        assert!(is_faster(Some(0.9), Some((5, 5))));
+        assert!(!is_faster(Some(0.9), Some((3, 3))), "three rounds are too few to tell");
+        assert!(!is_faster(Some(0.98), Some((5, 5))), "within the noise");
+        assert!(!is_faster(None, Some((5, 5))));
+    }
 }
