@@ -251,13 +251,13 @@ void *__attribute__((noinline)) hl_seg_front_more_calloc(size_t size, unsigned s
 void *__attribute__((noinline)) hl_seg_front_alloc_miss(size_t size, void *const *fp,
                                                           seg_ctx_t *e, int zero) {
     seg_tls_t *t = &hl_seg_t;
-    return hl_seg_front_take(t, hl_seg_ident_miss(fp, size, t, e), size, zero);
+    return hl_seg_front_take(t, (size_t)hl_seg_ident_miss(fp, size, t, e) << SEG_CORE_SHIFT, size, zero);
 }
 
 void *__attribute__((noinline)) hl_seg_front_alloc_other(size_t size, void *const *fp,
                                                            seg_ctx_t *e, int zero) {
     seg_tls_t *t = &hl_seg_t;
-    return hl_seg_front_take(t, hl_seg_ident_other(fp, size, t, e), size, zero);
+    return hl_seg_front_take(t, (size_t)hl_seg_ident_other(fp, size, t, e) << SEG_CORE_SHIFT, size, zero);
 }
 
 int __attribute__((noinline)) hl_seg_front_free_more(void *p) {

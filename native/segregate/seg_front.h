@@ -47,9 +47,12 @@
 #error "native/segregate is compiled with -DSF_COUNT=1 (fastcore.c too): the segments' counts are exact"
 #endif
 
-static inline __attribute__((always_inline)) unsigned hl_seg_front_segment(seg_tls_t *t,
-                                                                          void *const *fp,
-                                                                          size_t size) {
+/* The segment of a new object, as its core state's offset in seg_tls_t
+ * (s << SEG_CORE_SHIFT: the inline identifications keep it in their slots,
+ * so that a hit needs no shift). */
+static inline __attribute__((always_inline)) size_t hl_seg_front_segment(seg_tls_t *t,
+                                                                        void *const *fp,
+                                                                        size_t size) {
 #if defined(HL_SEG_ONE)
     (void)t;
     (void)fp;
@@ -57,32 +60,35 @@ static inline __attribute__((always_inline)) unsigned hl_seg_front_segment(seg_t
     return 0;
 #elif defined(HL_SEG_INLINE_STACK)
     (void)size;
-    return hl_seg_identify_fast(fp, 0, t);
+    return (size_t)hl_seg_identify_fast(fp, 0, t) << SEG_CORE_SHIFT;
 #elif defined(HL_SEG_INLINE_SP)
-    return hl_seg_identify_sp_fast(fp, size, t);
+    return hl_seg_identify_sp_core(fp, size, t);
 #else
-    return t->ident(fp, size, t);
+    return (size_t)t->ident(fp, size, t) << SEG_CORE_SHIFT;
 #endif
 }
 
-/* Segment s's fast core state of this thread (a pointer, so that the
- * compiler indexes the lists from it rather than from %fs each time). */
-static inline __attribute__((always_inline)) sf_tls_t *hl_seg_core_of(seg_tls_t *t, unsigned s) {
-    return (sf_tls_t *)((char *)t + ((size_t)s << SEG_CORE_SHIFT));
+/* The fast core state of this thread at offset `core` (segment
+ * core >> SEG_CORE_SHIFT; a pointer, so that the compiler indexes the lists
+ * from it rather than from %fs each time). */
+static inline __attribute__((always_inline)) sf_tls_t *hl_seg_core_at(seg_tls_t *t, size_t core) {
+    return (sf_tls_t *)((char *)t + core);
 }
 
-/* A block of n bytes from segment s's fast core: this thread's list or
- * slab of the size's class (fastcore.h's sf_take: a pop, or a carve downward
- * from the slab), else hl_seg_front_more (sf_malloc_slow, or NULL: the locked
- * path with s pending).  calloc (zero): a carved block was never used and
- * reads as zero (sf_take's fresh); a popped one is cleared. */
-static inline __attribute__((always_inline)) void *hl_seg_front_take(seg_tls_t *t, unsigned s,
+/* A block of n bytes from the fast core at offset `core` (segment s = core
+ * >> SEG_CORE_SHIFT): this thread's list or slab of the size's class
+ * (fastcore.h's sf_take: a pop, or a carve downward from the slab), else
+ * hl_seg_front_more (sf_malloc_slow, or NULL: the locked path with s
+ * pending).  calloc (zero): a carved block was never used and reads as zero
+ * (sf_take's fresh); a popped one is cleared. */
+static inline __attribute__((always_inline)) void *hl_seg_front_take(seg_tls_t *t, size_t core,
                                                                      size_t size, int zero) {
     if (HL_LIKELY(size <= SF_MAP_MAX)) {
         int fresh;
-        void *b = sf_take(hl_seg_core_of(t, s), t->map[size], &fresh);
+        void *b = sf_take(hl_seg_core_at(t, core), t->map[size], &fresh);
         if (HL_LIKELY(b != NULL)) return zero && !fresh ? memset(b, 0, size) : b;
     }
+    unsigned s = (unsigned)(core >> SEG_CORE_SHIFT);
     return zero ? hl_seg_front_more_calloc(size, s) : hl_seg_front_more(size, s);
 }
 
@@ -97,11 +103,11 @@ static inline __attribute__((always_inline)) void *hl_seg_front_alloc(size_t siz
     if (HL_UNLIKELY(c < 0))
         return c == -1 ? hl_seg_front_alloc_miss(size, fp, e, zero)
                        : hl_seg_front_alloc_other(size, fp, e, zero);
-    unsigned s = (unsigned)c;
+    size_t core = (size_t)c;
 #else
-    unsigned s = hl_seg_front_segment(t, fp, size);
+    size_t core = hl_seg_front_segment(t, fp, size);
 #endif
-    return hl_seg_front_take(t, s, size, zero);
+    return hl_seg_front_take(t, core, size, zero);
 }
 
 static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t size,

@@ -407,6 +407,7 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
     }
     e->n = (uint8_t)k;
     e->cls = (uint8_t)cls;
+    e->core = (uint16_t)(cls << SEG_CORE_SHIFT);
     e->counter = (uint8_t)counter;
     e->salt = ++t->salt;
     if (hl_seg_by_size) { /* the size decides: never a plain hit (see hl_seg_identify) */
@@ -547,6 +548,7 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *sh
             }
             e->n = 0;
             e->cls = (uint8_t)c;
+            e->core = (uint16_t)(c << SEG_CORE_SHIFT);
             e->counter = (uint8_t)counter;
             e->salt = ++t->salt;
         }
@@ -835,7 +837,7 @@ static unsigned sp_decide(seg_tls_t *t, seg_ra_slot_t *e, uintptr_t sp) {
         if (e->ra) t->lv[SEG_DEC_COUNTER(e->dec)] += e->hits;
         e->ra = sp;
         e->dec = c | (uint32_t)counter << 24;
-        e->rule = 0;
+        e->core = c << SEG_CORE_SHIFT;
         e->hits = 0;
     }
     if (hl_seg_debug) {

@@ -79,9 +79,11 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void 
     return e->cls;
 }
 
-/* The same, for a caller that allocates after it (seg_front.h): the class,
- * or -1 (e holds another (ra, fp): hl_seg_ident_miss decides) or -2 (e holds
- * this one with other words: hl_seg_ident_other), with *ep = e. */
+/* The same, for a caller that allocates after it (seg_front.h): the class's
+ * core state offset (class << SEG_CORE_SHIFT, kept in the slot so that the
+ * caller need not shift it), or -1 (e holds another (ra, fp):
+ * hl_seg_ident_miss decides) or -2 (e holds this one with other words:
+ * hl_seg_ident_other), with *ep = e. */
 static inline __attribute__((always_inline)) int hl_seg_identify_find(void *const *fp,
                                                                      seg_tls_t *t,
                                                                      seg_ctx_t **ep) {
@@ -94,7 +96,7 @@ static inline __attribute__((always_inline)) int hl_seg_identify_find(void *cons
                   (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
     if (HL_UNLIKELY(x != 0)) return -2;
     e->hits++;
-    return e->cls;
+    return e->core;
 }
 
 /* SP: the depth of the caller's stack pointer decides (main thread only);
@@ -107,6 +109,18 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_sp_fast(vo
     if (HL_UNLIKELY(e->ra != sp)) return hl_seg_sp_miss(fp, size, t, e);
     e->hits++;
     return SEG_DEC_CLASS(e->dec);
+}
+
+/* The same, as the class's core state offset (class << SEG_CORE_SHIFT, kept
+ * in the slot), for the front end. */
+static inline __attribute__((always_inline)) size_t hl_seg_identify_sp_core(void *const *fp,
+                                                                           size_t size,
+                                                                           seg_tls_t *t) {
+    uintptr_t sp = (uintptr_t)(fp + 2);
+    seg_ra_slot_t *e = (seg_ra_slot_t *)((char *)t->spp + hl_seg_sp_slot(sp));
+    if (HL_UNLIKELY(e->ra != sp)) return (size_t)hl_seg_sp_miss(fp, size, t, e) << SEG_CORE_SHIFT;
+    e->hits++;
+    return e->core;
 }
 
 #endif

@@ -109,10 +109,12 @@ typedef struct seg_ctx {
     uint8_t cls;                 /* the class, or SEG_CTX_SIZE (STACK+size: the size decides) */
     uint8_t counter;             /* where the decision was made (seg_counter) */
     uint8_t flags;
+    uint16_t core;               /* cls << SEG_CORE_SHIFT: its core state's offset (the fast path's answer) */
     uint32_t salt;               /* this filling's number (the overflow's tags depend on it) */
     uint64_t hits;               /* decisions served since it was filled */
 } seg_ctx_t;
 _Static_assert(sizeof(seg_ctx_t) == 64, "a context slot is a cache line");
+_Static_assert((HL_SEG_CLASSES - 1) << SEG_CORE_SHIFT <= UINT16_MAX, "seg_ctx_t's core");
 #define SEG_CTX_SIZE 0x80u
 
 /* The context cache's overflow (cx[]): other contexts of a (ra, fp) whose
@@ -135,7 +137,10 @@ _Static_assert(sizeof(seg_cx_t) == 16, "an overflow slot is 16 bytes");
 typedef struct seg_ra_slot {
     uintptr_t ra;    /* the return address (SP: the stack pointer) (0: empty) */
     uint32_t dec;    /* SEG_DEC_*: a class and its counter, or walk on */
-    uint32_t rule;   /* SEG_RULE_*: how to step from ra's frame to its caller's */
+    union {
+        uint32_t rule; /* SEG_RULE_*: how to step from ra's frame to its caller's */
+        uint32_t core; /* SP: the class << SEG_CORE_SHIFT (the fast path's answer) */
+    };
     int32_t cfa_off; /* the frame's CFA = (rbp if SEG_RULE_RBP, else sp) + cfa_off */
     int32_t rbp_off; /* the caller's rbp at CFA + rbp_off (SEG_RULE_RBP_SAVED) */
     uint64_t hits;   /* SP: decisions served since it was filled */
