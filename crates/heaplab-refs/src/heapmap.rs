@@ -2,6 +2,7 @@
 //!
 //! ```text
 //!   address ─▶ [lo, hi) of every block ever seen?  no ─▶ not heap (stack, globals: one compare)
+//!           ─▶ the block of the last hit, or the one before it?  ─▶ (object id, offset)
 //!           ─▶ chunk = address >> 16 (a table over the heap's span, a hash map past 1 TiB)
 //!           ─▶ granule = chunk[(address >> 4) & 4095]  (u32 slot, 0 = none)
 //!           ─▶ slot: start <= address < start + usable ─▶ (object id, offset)
@@ -48,6 +49,10 @@ pub struct HeapMap {
     last_start: u64,
     last_len: u64,
     last_id: u64,
+    /// The block `last` replaced (len 0: none).
+    prev_start: u64,
+    prev_len: u64,
+    prev_id: u64,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     by_start: HashMap<u64, (u32, u64)>,
@@ -73,6 +78,9 @@ impl HeapMap {
             last_start: 0,
             last_len: 0,
             last_id: 0,
+            prev_start: 0,
+            prev_len: 0,
+            prev_id: 0,
             slots: vec![Slot::default()], // slot 0 means "none"
             free_slots: Vec::new(),
             by_start: HashMap::new(),
@@ -158,6 +166,9 @@ impl HeapMap {
         if start == self.last_start {
             self.last_len = 0;
         }
+        if start == self.prev_start {
+            self.prev_len = 0;
+        }
         self.slots[slot as usize].end = 0;
         self.free_slots.push(slot);
         Some(id)
@@ -189,6 +200,12 @@ impl HeapMap {
         if d < self.last_len {
             return Some((self.last_id, d));
         }
+        // then the block found before it: a program that works on two
+        // objects at once (a bignum's operands) alternates between them
+        let d = addr.wrapping_sub(self.prev_start);
+        if d < self.prev_len {
+            return Some((self.prev_id, d));
+        }
         let key = addr >> CHUNK_SHIFT;
         if key != self.cache_key {
             let d = key.wrapping_sub(self.first_key);
@@ -206,6 +223,8 @@ impl HeapMap {
         }
         let sl = &self.slots[s as usize];
         if addr >= sl.start && addr < sl.end {
+            (self.prev_start, self.prev_len, self.prev_id) =
+                (self.last_start, self.last_len, self.last_id);
             self.last_start = sl.start;
             self.last_len = sl.end - sl.start;
             self.last_id = sl.id;
@@ -257,5 +276,64 @@ mod tests {
         assert_eq!(m.lookup(0x30004), Some((3, 4)));
         assert_eq!(m.remove(0x12345), None);
         assert_eq!(m.len(), 2);
+    }
+
+    /// Against a naive map of live blocks: random inserts, removals and
+    /// lookups, half of them alternating between the last two blocks found
+    /// (the remembered ones), so that a removed block that one of them
+    /// still names would be caught.
+    #[test]
+    fn lookups_agree_with_a_naive_map() {
+        use std::collections::BTreeMap;
+        let mut m = HeapMap::new();
+        let mut live: BTreeMap<u64, (u64, u64)> = BTreeMap::new(); // start -> (end, id)
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let naive = |live: &BTreeMap<u64, (u64, u64)>, a: u64| {
+            live.range(..=a)
+                .next_back()
+                .filter(|(_, &(end, _))| a < end)
+                .map(|(&s, &(_, id))| (id, a - s))
+        };
+        let mut next_id = 0;
+        let mut recent: Vec<u64> = Vec::new();
+        for _ in 0..200_000 {
+            match rnd(10) {
+                0..=2 => {
+                    // a block at a free 16-aligned place in a 64 KiB arena
+                    let start = 0x40_0000 + rnd(4096) * 16;
+                    let size = 1 + rnd(200);
+                    let end = start + usable(size);
+                    let clash = live.range(..end).next_back().is_some_and(|(_, &(e, _))| e > start);
+                    if !clash {
+                        m.insert(start, size, next_id);
+                        live.insert(start, (end, next_id));
+                        next_id += 1;
+                    }
+                }
+                3 => {
+                    if let Some((&s, _)) = live.iter().nth(rnd(live.len() as u64 + 1) as usize) {
+                        assert_eq!(m.remove(s), live.remove(&s).map(|(_, id)| id));
+                    }
+                }
+                _ => {
+                    let a = if rnd(2) == 0 && recent.len() >= 2 {
+                        recent[recent.len() - 1 - rnd(2) as usize] + rnd(48)
+                    } else {
+                        0x40_0000 - 64 + rnd(4096 * 16 + 128)
+                    };
+                    let got = m.lookup(a);
+                    assert_eq!(got, naive(&live, a), "lookup({a:#x})");
+                    if got.is_some() {
+                        recent.push(a - got.unwrap().1);
+                    }
+                }
+            }
+        }
     }
 }
