@@ -329,8 +329,8 @@ mod tests {
                     };
                     let got = m.lookup(a);
                     assert_eq!(got, naive(&live, a), "lookup({a:#x})");
-                    if got.is_some() {
-                        recent.push(a - got.unwrap().1);
+                    if let Some((_, off)) = got {
+                        recent.push(a - off);
                     }
                 }
             }
