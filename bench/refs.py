@@ -119,6 +119,9 @@ def main():
                 variants["baseline"] = [a.baseline, "record", "--refs", "-o", str(work / f"{name}-baseline.hltrace"),
                                         "--"] + argv
             venv = {"tool": {"VALGRIND_LIB": str(VGLIB)}}
+            if a.baseline and "HEAPLAB_HOME" not in os.environ:
+                # a copy of the binary outside the checkout finds its native files here
+                venv["baseline"] = {"HEAPLAB_HOME": str(ROOT)}
             times = {k: [] for k in variants}
             last_record = ""
             for run in range(a.runs):

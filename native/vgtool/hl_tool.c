@@ -1060,7 +1060,11 @@ static void hl_post_clo_init(void) {
     }
     SysRes r = VG_(open)(clo_out, VKI_O_WRONLY, 0);
     if (sr_isError(r)) {
-        VG_(umsg)("heaplab: cannot open %s for writing (error %lu)\n", clo_out, sr_Err(r));
+        VG_(umsg)("heaplab: cannot open %s for writing (error %lu%s)\n", clo_out, sr_Err(r),
+                  sr_Err(r) == VKI_ENOENT
+                      ? ": no such file; --hl-out names a FIFO or file that exists, as heaplab "
+                        "record --refs makes it"
+                      : "");
         VG_(exit)(1);
     }
     out_fd = VG_(safe_fd)((Int)sr_Res(r));
