@@ -308,7 +308,8 @@ pub fn live(
     let mut runs: Vec<Vec<Run>> = (0..allocs.len()).map(|_| Vec::new()).collect();
     let mut errors: Vec<Option<String>> = vec![None; allocs.len()];
     for r in 0..opts.repeat.max(1) {
-        for &a in &runnable {
+        for k in heaplab_plumb::rounds::order(runnable.len(), r) {
+            let a = runnable[k];
             let out = file(&allocs[a], &format!("stdout.{r}"));
             match run_once(tools, argv, &allocs[a], opts, &out) {
                 Ok(run) => runs[a].push(run),

@@ -327,8 +327,9 @@ fn round_robin(jobs: &[Job], runner: &Runner, ops: Option<&Path>) -> Vec<JobStat
     }
     let repeat =
         jobs.iter().filter_map(|j| j.param("repeat")?.parse::<usize>().ok()).max().unwrap_or(0);
-    'rounds: for _ in 0..repeat {
-        for &i in &pending {
+    'rounds: for round in 0..repeat {
+        for k in heaplab_plumb::rounds::order(pending.len(), round) {
+            let i = pending[k];
             if cancel::requested() {
                 break 'rounds;
             }

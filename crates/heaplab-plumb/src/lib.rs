@@ -47,6 +47,7 @@ pub mod process;
 pub mod provenance;
 pub mod record;
 pub mod registry;
+pub mod rounds;
 pub mod scratch;
 pub mod tools;
 pub mod vg;

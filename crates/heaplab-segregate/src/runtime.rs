@@ -478,7 +478,8 @@ pub fn wall(
     let expected = scratch.join("wall.glibc.out");
     let load_before = loadavg();
     for round in 0..repeats.max(1) {
-        for (i, (name, lib)) in all.iter().enumerate() {
+        for i in heaplab_plumb::rounds::order(all.len(), round) {
+            let (name, lib) = &all[i];
             let out = scratch.join(format!("wall.{}.out", name.replace(['/', ' '], "_")));
             let f = std::fs::File::create(&out)?;
             let t0 = Instant::now();
