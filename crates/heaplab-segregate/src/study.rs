@@ -293,7 +293,8 @@ pub struct FaultCurve {
 ///   DEFAULT's pages) are at most [`FAULTS_SMALLER`] of DEFAULT's, or it
 ///   touches at most [`PAGES_SMALLER`] of DEFAULT's pages (Table 3), and it
 ///   is not slower than DEFAULT by more than [`NOISE`];
-/// - it pays when the program gets faster or smaller.
+/// - it pays when the program gets faster or smaller, and every run of it
+///   printed what glibc's first run printed and exited as it did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verdict {
     pub best: Option<String>,
@@ -446,7 +447,10 @@ impl Study {
         v.smaller = (faults <= FAULTS_SMALLER
             || v.pages_relative.is_some_and(|p| p <= PAGES_SMALLER))
             && !v.slower;
-        v.pays = v.faster || v.smaller;
+        // a library whose runs printed other than glibc's, or exited
+        // otherwise, is judged on nothing (a crash can be fast)
+        let same = self.wall.as_ref().and_then(|w| w.of(best)).is_none_or(|r| r.same_output);
+        v.pays = (v.faster || v.smaller) && same;
         let wall = match (v.wall_vs_default, v.rounds_faster) {
             (Some(w), Some((k, n))) => {
                 format!("wall time {w:.2}x DEFAULT's (faster in {k} of {n} rounds)")
@@ -459,7 +463,9 @@ impl Study {
             Some(i) => format!("{wall}, {i:.3}x its instructions"),
             None => wall,
         };
-        v.why = if v.pays {
+        v.why = if !same {
+            format!("{best}'s runs did not print what glibc's did, or exited otherwise: not recommended (mean page faults {faults:.2}x DEFAULT's{pages}, {wall})")
+        } else if v.pays {
             format!(
                 "{best} pays: {}mean page faults {faults:.2}x DEFAULT's{pages}, {wall}",
                 if v.faster { "faster; " } else { "" }
