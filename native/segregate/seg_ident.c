@@ -113,7 +113,7 @@ unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t
     case HL_SEG_SP: {
         int v = sp_depth ? node(hl_seg_sp_key(sp_depth)) : -1;
         if (v < 0) *level = HL_SEG_UNKNOWN;
-        return v < 0 || HL_SEG_IS_WALK((unsigned)v) ? HL_SEG_OTHER : (unsigned)v;
+        return v < 0 || HL_SEG_IS_WALK((unsigned)v) ? HL_SEG_OTHER : (unsigned)v & 3u;
     }
     case HL_SEG_STACK:
     case HL_SEG_STACK_SIZE:
@@ -137,7 +137,7 @@ unsigned hl_seg_decide(const uint64_t *keys, unsigned n, uint64_t size, uint64_t
                 unsigned at = 0, m = n < depth ? n : depth;
                 int c = path_point(keys, L - 1, m, &at);
                 *level = (c >= 0 ? at : (m ? m - 1 : 0)) | HL_SEG_UNKNOWN;
-                if (c >= 0) return (unsigned)c;
+                if (c >= 0) return (unsigned)c & 3u; /* (as a node's: a class, never past the cores) */
             }
             return HL_SEG_OTHER;
         }
