@@ -49,7 +49,8 @@
 
 /* The segment of a new object, as its core state's offset in seg_tls_t
  * (s << SEG_CORE_SHIFT: the inline identifications keep it in their slots,
- * so that a hit needs no shift). */
+ * so that a hit needs no shift).  (STACK and PATH's inline build takes
+ * hl_seg_identify_find in hl_seg_front_alloc instead.) */
 static inline __attribute__((always_inline)) size_t hl_seg_front_segment(seg_tls_t *t,
                                                                         void *const *fp,
                                                                         size_t size) {
@@ -58,9 +59,6 @@ static inline __attribute__((always_inline)) size_t hl_seg_front_segment(seg_tls
     (void)fp;
     (void)size;
     return 0;
-#elif defined(HL_SEG_INLINE_STACK)
-    (void)size;
-    return (size_t)hl_seg_identify_fast(fp, 0, t) << SEG_CORE_SHIFT;
 #elif defined(HL_SEG_INLINE_SP)
     return hl_seg_identify_sp_core(fp, size, t);
 #else

@@ -6,9 +6,9 @@
  *
  *   STACK, PATH   e = t->ctxp[2 * set(ra0, fp)]    the context cache's first way
  *                 e->ra == ra0 && e->fp == fp && the words at fp + e->off[0..1]
- *                 are e->w[0..1]  ─▶  e->cls                     (20 instructions)
+ *                 are e->w[0..1]  ─▶  e->core (its class << 12)  (20 instructions)
  *                 else hl_seg_ident_miss / hl_seg_ident_other (seg_ident.c)
- *   SP            e = t->spp[slot(sp)]: e->ra == sp ─▶ e's class, else hl_seg_sp_miss
+ *   SP            e = t->spp[slot(sp)]: e->ra == sp ─▶ e->core, else hl_seg_sp_miss
  *
  * t->ctxp and t->spp point at the thread's caches once it started with a
  * predictor that keeps them; before that, and for the one allocation after
@@ -60,30 +60,13 @@ unsigned hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t
 unsigned hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e);
 unsigned hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ra_slot_t *e);
 
-/* STACK, PATH (and STACK+size, which needs `size`; the others pass 0, so
- * that the fast path keeps no register for it).  A slot of three words has
- * its second offset odd, so that it never matches here (hl_seg_ident_other
- * verifies it); a STACK+size slot has a word that never matches. */
-static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void *const *fp,
-                                                                          size_t size,
-                                                                          seg_tls_t *t) {
-    uintptr_t ra = (uintptr_t)fp[1];
-    seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp + hl_seg_ctx_set(ra, (uintptr_t)fp));
-    if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp))
-        return hl_seg_ident_miss(fp, size, t, e);
-    const char *f = (const char *)fp;
-    uintptr_t x = (*(const uintptr_t *)(f + e->off[0]) ^ e->w[0]) |
-                  (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
-    if (HL_UNLIKELY(x != 0)) return hl_seg_ident_other(fp, size, t, e);
-    e->hits++;
-    return e->cls;
-}
-
-/* The same, for a caller that allocates after it (seg_front.h): the class's
- * core state offset (class << SEG_CORE_SHIFT, kept in the slot so that the
- * caller need not shift it), or -1 (e holds another (ra, fp):
- * hl_seg_ident_miss decides) or -2 (e holds this one with other words:
- * hl_seg_ident_other), with *ep = e. */
+/* STACK, PATH: the context cache's first way.  The class's core state
+ * offset (class << SEG_CORE_SHIFT, kept in the slot so that the front end
+ * need not shift it), or -1 (e holds another (ra, fp): hl_seg_ident_miss
+ * decides) or -2 (e holds this one with other words: hl_seg_ident_other),
+ * with *ep = e.  A slot of three words has its second offset odd, so that
+ * it never matches here (hl_seg_ident_other verifies it); a STACK+size slot
+ * has a word that never matches. */
 static inline __attribute__((always_inline)) int hl_seg_identify_find(void *const *fp,
                                                                      seg_tls_t *t,
                                                                      seg_ctx_t **ep) {
@@ -99,20 +82,22 @@ static inline __attribute__((always_inline)) int hl_seg_identify_find(void *cons
     return e->core;
 }
 
-/* SP: the depth of the caller's stack pointer decides (main thread only);
- * the cache is keyed by the stack pointer. */
-static inline __attribute__((always_inline)) unsigned hl_seg_identify_sp_fast(void *const *fp,
-                                                                             size_t size,
-                                                                             seg_tls_t *t) {
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = (seg_ra_slot_t *)((char *)t->spp + hl_seg_sp_slot(sp));
-    if (HL_UNLIKELY(e->ra != sp)) return hl_seg_sp_miss(fp, size, t, e);
-    e->hits++;
-    return SEG_DEC_CLASS(e->dec);
+/* The same as a class, the misses decided out of line (STACK+size passes
+ * `size`; the others pass 0, so that the fast path keeps no register for
+ * it). */
+static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void *const *fp,
+                                                                          size_t size,
+                                                                          seg_tls_t *t) {
+    seg_ctx_t *e;
+    int c = hl_seg_identify_find(fp, t, &e);
+    if (HL_UNLIKELY(c < 0))
+        return c == -1 ? hl_seg_ident_miss(fp, size, t, e) : hl_seg_ident_other(fp, size, t, e);
+    return (unsigned)c >> SEG_CORE_SHIFT;
 }
 
-/* The same, as the class's core state offset (class << SEG_CORE_SHIFT, kept
- * in the slot), for the front end. */
+/* SP: the depth of the caller's stack pointer decides (main thread only);
+ * the cache is keyed by the stack pointer.  The class's core state offset
+ * (class << SEG_CORE_SHIFT, kept in the slot), for the front end. */
 static inline __attribute__((always_inline)) size_t hl_seg_identify_sp_core(void *const *fp,
                                                                            size_t size,
                                                                            seg_tls_t *t) {
@@ -121,6 +106,13 @@ static inline __attribute__((always_inline)) size_t hl_seg_identify_sp_core(void
     if (HL_UNLIKELY(e->ra != sp)) return (size_t)hl_seg_sp_miss(fp, size, t, e) << SEG_CORE_SHIFT;
     e->hits++;
     return e->core;
+}
+
+/* The same as a class. */
+static inline __attribute__((always_inline)) unsigned hl_seg_identify_sp_fast(void *const *fp,
+                                                                             size_t size,
+                                                                             seg_tls_t *t) {
+    return (unsigned)(hl_seg_identify_sp_core(fp, size, t) >> SEG_CORE_SHIFT);
 }
 
 #endif
