@@ -55,6 +55,11 @@ static heaplab_alloc_stats_t st;
  *   HL_FRONT_MALLOC(size)  a block served without the lock, or NULL: take the
  *                          locked path.  Any size arrives (0, huge): the front
  *                          end serves only the sizes it has classes for.
+ *   HL_FRONT_MALLOC_WHOLE(size)  (optional) malloc's whole answer instead: the
+ *                          front end ends each of its misses with a tail call
+ *                          of hl_front_malloc_locked(size) (hl_internal.h), so
+ *                          that no call returns into malloc and its hit path
+ *                          keeps no register and no frame
  *   HL_FRONT_CALLOC(size)  as HL_FRONT_MALLOC, with the first `size` bytes zero
  *                          (a block never used needs no memset)
  *   HL_FRONT_FREE(p)       p != NULL; 1 if served without the lock, 0: take the
@@ -319,7 +324,7 @@ static inline void free_locked_path(void *p) {
 #ifdef HL_FRONT_H
 /* What follows a front end's miss is kept out of line, so that its hit keeps
  * no stack frame; HL_FRONT_SLOW() may do work outside the lock first. */
-static void *__attribute__((noinline)) malloc_after_front(size_t size) {
+void *__attribute__((noinline)) hl_front_malloc_locked(size_t size) {
     HL_FRONT_SLOW();
     return malloc_locked_path(size);
 }
@@ -330,8 +335,12 @@ static void __attribute__((noinline)) free_after_front(void *p) {
 /* Inlined into every entry point, so that a front end sees the program's
  * frame (the segmented allocator's identifies the call site from it). */
 static inline __attribute__((always_inline)) void *do_malloc(size_t size) {
+#ifdef HL_FRONT_MALLOC_WHOLE
+    return HL_FRONT_MALLOC_WHOLE(size);
+#else
     void *f = HL_FRONT_MALLOC(size);
-    return HL_LIKELY(f != NULL) ? f : malloc_after_front(size);
+    return HL_LIKELY(f != NULL) ? f : hl_front_malloc_locked(size);
+#endif
 }
 static inline void do_free(void *p) {
     if (HL_UNLIKELY(!p) || HL_FRONT_FREE(p)) return;

@@ -46,13 +46,14 @@ $(SEG_OBJ)/shim_one.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_ONE -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
 # The shims of one predictor, the identification's fast path inline
-# (seg_ident.h): PATH and STACK; SP
+# (seg_ident.h): PATH and STACK; SP (no frame pointer: SP reads only the
+# caller's stack pointer, the entry point's canonical frame address)
 $(SEG_OBJ)/shim_stack.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
 	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_STACK -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 $(SEG_OBJ)/shim_sp.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs
 	@mkdir -p $(SEG_OBJ)
-	$(CC) $(SEG_CFLAGS) -fno-omit-frame-pointer -DHL_SEG_INLINE_SP -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
+	$(CC) $(SEG_CFLAGS) -fomit-frame-pointer -DHL_SEG_INLINE_SP -DHL_ALLOC_SYM=hl_alloc_segregated $(SEG_FRONT) -c $< -o $@
 
 # the fast core, one instance per segment (native/alloc/fastcore.c)
 $(SEG_OBJ)/fastcore.o: $(NATIVE)/alloc/fastcore.c $(SEG_HEADERS) | dirs

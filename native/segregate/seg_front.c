@@ -260,6 +260,32 @@ void *__attribute__((noinline)) hl_seg_front_alloc_other(size_t size, void *cons
     return hl_seg_front_take(t, (size_t)hl_seg_ident_other(fp, size, t, e) << SEG_CORE_SHIFT, size, zero);
 }
 
+/* malloc's misses (seg_front.h's hl_seg_front_malloc_whole), each finished
+ * here: the cores' block, else the shim's locked path (with the segment
+ * pending, as hl_seg_front_more leaves it). */
+void *__attribute__((noinline)) hl_seg_front_malloc_more(size_t size, size_t core) {
+    void *p = hl_seg_front_more(size, (unsigned)(core >> SEG_CORE_SHIFT));
+    return p ? p : hl_front_malloc_locked(size);
+}
+
+void *__attribute__((noinline)) hl_seg_front_malloc_miss(size_t size, void *const *fp, seg_ctx_t *e) {
+    void *p = hl_seg_front_alloc_miss(size, fp, e, 0);
+    return p ? p : hl_front_malloc_locked(size);
+}
+
+void *__attribute__((noinline)) hl_seg_front_malloc_other(size_t size, void *const *fp, seg_ctx_t *e) {
+    void *p = hl_seg_front_alloc_other(size, fp, e, 0);
+    return p ? p : hl_front_malloc_locked(size);
+}
+
+void *__attribute__((noinline)) hl_seg_front_malloc_sp_miss(size_t size, void *const *fp,
+                                                             seg_ra_slot_t *e) {
+    seg_tls_t *t = &hl_seg_t;
+    size_t core = (size_t)hl_seg_sp_miss(fp, size, t, e) << SEG_CORE_SHIFT;
+    void *p = hl_seg_front_take(t, core, size, 0);
+    return p ? p : hl_front_malloc_locked(size);
+}
+
 int __attribute__((noinline)) hl_seg_front_free_more(void *p) {
     unsigned s = seg_of_slot(p);
     if (!s) return 0; /* a large block (the segment's best fit), or not ours */

@@ -17,6 +17,9 @@
  *     sf_take(core[s], c)               fastcore.h's fast path: pop head[c], or
  *                                       carve downward from carve[c] to floor[c]
  *     else hl_seg_front_more(n, s)      sf_malloc_slow, or the lock with s pending
+ *   (malloc itself, HL_FRONT_MALLOC_WHOLE: every miss is a tail call, the
+ *   identification's to hl_seg_front_malloc_*miss/other, the core's to
+ *   hl_seg_front_malloc_more, ending in the shim's locked path)
  *
  *   free(p):
  *     s = hl_seg_slot_seg[p >> 33]      the segment whose core owns p's slot
@@ -33,7 +36,9 @@
  * The frame: the shim's entry points keep a frame pointer, so that
  * __builtin_frame_address(0) there gives fp with fp[0] the program's rbp and
  * fp[1] the return address into the program (the identification starts at
- * the program's frame, never at the allocator's own).
+ * the program's frame, never at the allocator's own).  SP's shim keeps none:
+ * SP needs only fp + 2, the caller's stack pointer, which is the entry
+ * point's canonical frame address (HL_SEG_FP).
  */
 #ifndef HL_SEG_FRONT_H
 #define HL_SEG_FRONT_H
@@ -113,6 +118,42 @@ static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t si
     return hl_seg_front_alloc(size, fp, 0);
 }
 
+#if defined(HL_SEG_INLINE_SP) || defined(HL_SEG_INLINE_STACK)
+/* malloc whole (the shim's HL_FRONT_MALLOC_WHOLE): the identification's hit
+ * and the core's pop or carve inline; every miss a tail call into
+ * seg_front.c that ends, if the cores cannot serve, in the shim's locked
+ * path.  No call returns here with work left, so the hit path saves no
+ * register (and SP's, compiled without a frame pointer, keeps no frame). */
+static inline __attribute__((always_inline)) void *hl_seg_front_malloc_whole(size_t size,
+                                                                             void *const *fp) {
+    seg_tls_t *t = &hl_seg_t;
+#if defined(HL_SEG_INLINE_STACK)
+    seg_ctx_t *e;
+    int c = hl_seg_identify_find(fp, t, &e);
+    if (HL_UNLIKELY(c < 0)) {
+        /* A call, not a tail call: the misses walk the program's frames from
+         * fp, this entry point's frame, which a tail call would hand over to
+         * the callee's saves.  Nothing is live after it, so the hit path
+         * still saves no register. */
+        void *p = c == -1 ? hl_seg_front_malloc_miss(size, fp, e) : hl_seg_front_malloc_other(size, fp, e);
+        __asm__("" : "+r"(p));
+        return p;
+    }
+    size_t core = (size_t)c;
+#elif defined(HL_SEG_INLINE_SP)
+    seg_ra_slot_t *e = hl_seg_sp_lookup(fp, t);
+    if (HL_UNLIKELY(!hl_seg_sp_is_hit(e, fp))) return hl_seg_front_malloc_sp_miss(size, fp, e);
+    size_t core = hl_seg_sp_hit(e);
+#endif
+    if (HL_LIKELY(size <= SF_MAP_MAX)) {
+        int fresh;
+        void *b = sf_take(hl_seg_core_at(t, core), t->map[size], &fresh);
+        if (HL_LIKELY(b != NULL)) return b;
+    }
+    return hl_seg_front_malloc_more(size, core);
+}
+#endif
+
 /* calloc: a carved block was never used (zero); a popped one is cleared
  * (hl_seg_front_take). */
 static inline __attribute__((always_inline)) void *hl_seg_front_calloc(size_t size,
@@ -133,12 +174,26 @@ static inline __attribute__((always_inline)) int hl_seg_front_free(void *p) {
     return hl_seg_front_free_more(p);
 }
 
-#define HL_FRONT_MALLOC(size)                                                                      \
-    hl_seg_front_malloc((size), (void *const *)__builtin_frame_address(0))
+/* The entry point's frame: fp[1] is the return address into the program.
+ * SP reads only the caller's stack pointer, fp + 2, which is the entry
+ * point's canonical frame address: its shim is compiled without a frame
+ * pointer (rules.mk) and takes fp from that, so that malloc's hit path
+ * pushes nothing.  STACK and PATH read the program's frames from fp (fp[0]
+ * is the program's rbp): their entry points keep a frame pointer. */
+#if defined(HL_SEG_INLINE_SP)
+#define HL_SEG_FP() ((void *const *)__builtin_dwarf_cfa() - 2)
+#else
+#define HL_SEG_FP() ((void *const *)__builtin_frame_address(0))
+#endif
+#define HL_FRONT_MALLOC(size)       hl_seg_front_malloc((size), HL_SEG_FP())
+#if defined(HL_SEG_INLINE_SP) || defined(HL_SEG_INLINE_STACK)
+/* (DEFAULT's malloc is shrink-wrapped as it is: its hit keeps no frame; the
+ * generic shim's identification is a call, which saves registers anyway) */
+#define HL_FRONT_MALLOC_WHOLE(size) hl_seg_front_malloc_whole((size), HL_SEG_FP())
+#endif
 /* calloc(n, m) that overflows never comes here (the shim fails it first);
  * NULL from this: the locked path (the shim's calloc clears it) */
-#define HL_FRONT_CALLOC(size)                                                                      \
-    hl_seg_front_calloc((size), (void *const *)__builtin_frame_address(0))
+#define HL_FRONT_CALLOC(size)       hl_seg_front_calloc((size), HL_SEG_FP())
 #define HL_FRONT_FREE(p)      hl_seg_front_free(p)
 #define HL_FRONT_SLOW()       ((void)0)
 #define HL_FRONT_STATS(s)     hl_seg_front_stats(s)

@@ -95,17 +95,32 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void 
     return (unsigned)c >> SEG_CORE_SHIFT;
 }
 
+/* SP's slot for the caller at fp (its stack pointer is fp + 2): a hit when
+ * its ra is that stack pointer, then hl_seg_sp_hit; else hl_seg_sp_miss
+ * decides, given the slot. */
+static inline __attribute__((always_inline)) seg_ra_slot_t *hl_seg_sp_lookup(void *const *fp,
+                                                                            seg_tls_t *t) {
+    return (seg_ra_slot_t *)((char *)t->spp + hl_seg_sp_slot((uintptr_t)(fp + 2)));
+}
+static inline __attribute__((always_inline)) int hl_seg_sp_is_hit(const seg_ra_slot_t *e,
+                                                                  void *const *fp) {
+    return e->ra == (uintptr_t)(fp + 2);
+}
+/* A hit, counted: the class's core state offset (kept in the slot). */
+static inline __attribute__((always_inline)) size_t hl_seg_sp_hit(seg_ra_slot_t *e) {
+    e->hits++;
+    return e->core;
+}
+
 /* SP: the depth of the caller's stack pointer decides (main thread only);
  * the cache is keyed by the stack pointer.  The class's core state offset
  * (class << SEG_CORE_SHIFT, kept in the slot), for the front end. */
 static inline __attribute__((always_inline)) size_t hl_seg_identify_sp_core(void *const *fp,
                                                                            size_t size,
                                                                            seg_tls_t *t) {
-    uintptr_t sp = (uintptr_t)(fp + 2);
-    seg_ra_slot_t *e = (seg_ra_slot_t *)((char *)t->spp + hl_seg_sp_slot(sp));
-    if (HL_UNLIKELY(e->ra != sp)) return (size_t)hl_seg_sp_miss(fp, size, t, e) << SEG_CORE_SHIFT;
-    e->hits++;
-    return e->core;
+    seg_ra_slot_t *e = hl_seg_sp_lookup(fp, t);
+    if (HL_UNLIKELY(!hl_seg_sp_is_hit(e, fp))) return (size_t)hl_seg_sp_miss(fp, size, t, e) << SEG_CORE_SHIFT;
+    return hl_seg_sp_hit(e);
 }
 
 /* The same as a class. */

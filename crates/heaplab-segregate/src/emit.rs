@@ -13,7 +13,7 @@
 //! | `seg_ident.o` | `native/segregate/seg_ident.c` | the calling context's class: the context cache, the walk, the tree |
 //! | `seg_os.o` | `native/segregate/seg_os.c` | the walk, the module map, the report at exit |
 //! | `hl_unwind.o` | `native/common/hl_unwind.c` | `-DHL_UNWIND_LIBUNWIND`: the cached stack walker |
-//! | `shim*.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer`: the malloc API, the identification and the fast cores' hot paths before the lock; one per [`Front`]: `shim_one.o` (DEFAULT: `-DHL_SEG_ONE`, no identification), `shim_stack.o` (PATH, STACK: `-DHL_SEG_INLINE_STACK`), `shim_sp.o` (SP: `-DHL_SEG_INLINE_SP`), `shim.o` (the others) |
+//! | `shim*.o` | `native/alloc/shim.c` | `-DHL_ALLOC_SYM=hl_alloc_segregated -DHL_FRONT_H="seg_front.h" -fno-omit-frame-pointer` (SP's: `-fomit-frame-pointer`): the malloc API, the identification and the fast cores' hot paths before the lock; one per [`Front`]: `shim_one.o` (DEFAULT: `-DHL_SEG_ONE`, no identification), `shim_stack.o` (PATH, STACK: `-DHL_SEG_INLINE_STACK`), `shim_sp.o` (SP: `-DHL_SEG_INLINE_SP`), `shim.o` (the others) |
 //! | `platform.o`, `pad.o` | `native/alloc/` | as in every zoo allocator |
 //!
 //! Every object is compiled with `-DSF_COUNT=1` (fastcore.h's statistics
@@ -229,7 +229,7 @@ impl Builder {
         let units = units.into_iter().chain(Front::ALL.into_iter().map(|f| {
             let mut extra = vec!["-DHL_ALLOC_SYM=hl_alloc_segregated".to_string()];
             extra.extend(f.define().map(String::from));
-            extra.extend([front.clone(), "-fno-omit-frame-pointer".into()]);
+            extra.extend([front.clone(), f.frame().into()]);
             (n.join("alloc/shim.c"), f.stem(), extra)
         }));
         let mut objs = Vec::new();
@@ -336,6 +336,16 @@ impl Front {
             Front::Generic => "shim",
             Front::Stack => "shim_stack",
             Front::Sp => "shim_sp",
+        }
+    }
+    /// Its entry points' frame: SP reads only the caller's stack pointer
+    /// (the canonical frame address, seg_front.h's `HL_SEG_FP`), so its shim
+    /// keeps no frame pointer and its malloc pushes nothing; the others read
+    /// the program's frames from the entry point's frame pointer.
+    fn frame(self) -> &'static str {
+        match self {
+            Front::Sp => "-fomit-frame-pointer",
+            _ => "-fno-omit-frame-pointer",
         }
     }
     /// What its shim is compiled with beyond every shim's flags.
