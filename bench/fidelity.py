@@ -36,7 +36,6 @@ and the machine's load average beside each program.
   bench/fidelity.py                                  everything, into out/bench/fidelity
   bench/fidelity.py --programs prodcons,git,xz --runs 5 --threads serial
   bench/fidelity.py --programs prodcons --waits futex,spin   # how replay threads wait
-  bench/fidelity.py --programs prodcons --paces 0,4096       # replays paced to the recorded order
   bench/fidelity.py --scale 0.3 --allocators glibc,jemalloc,firstfit,bsd
   bench/fidelity.py --programs prodcons:1,prodcons:2,prodcons:4,prodcons:8   # scaling
   bench/fidelity.py --programs perl-wc,make-n --time-modes plain,touch --runs 4
@@ -228,7 +227,7 @@ def halves(runs, agg=statistics.median):
     return spearman([agg(r[0::2]) for r in runs], [agg(r[1::2]) for r in runs])
 
 
-def measure(name, a, work, mode, done, wait=None, pace=None):
+def measure(name, a, work, mode, done, wait=None):
     """One program's live runs (once, kept in `done`) against its replays
     timed in `mode`, their threads waiting by `wait` (None: the default)."""
     if name not in done:
@@ -246,7 +245,7 @@ def measure(name, a, work, mode, done, wait=None, pace=None):
         subprocess.run(cmd + ["--"] + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         done[name] = (env, argv, trace, live_json, load0)
     env, argv, trace, live_json, load0 = done[name]
-    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}-{mode}-{wait or 'default'}-{pace or 0}.json")
+    rep_json = os.path.join(work, f"replay-{name.replace(':', '-')}-{mode}-{wait or 'default'}.json")
     rcmd = [HEAPLAB, "compare", trace, "--allocators", a.allocators, "--repeat", str(a.runs),
             "--no-instructions", "--no-footprint", "--allow-truncated", "--time-mode", mode,
             "--json", rep_json]
@@ -254,8 +253,6 @@ def measure(name, a, work, mode, done, wait=None, pace=None):
         rcmd += ["--threads", a.threads]
     if wait:
         rcmd += ["--wait", wait]
-    if pace:
-        rcmd += ["--pace", str(pace)]
     subprocess.run(rcmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     live = {r["allocator"]: r for r in compare_records(live_json)}
     rep = {r["allocator"]: r for r in compare_records(rep_json)}
@@ -286,7 +283,7 @@ def measure(name, a, work, mode, done, wait=None, pace=None):
     cboth = [r for r in rows if r["live_cpu_s"] and r["replay_cpu_s"]]
     events = next((r.get("events") for r in rep.values() if r.get("events")), None)
     return {
-        "program": name, "time_mode": mode, "wait": wait, "pace": pace, "command": argv, "env": env, "trace": trace, "events": events,
+        "program": name, "time_mode": mode, "wait": wait, "command": argv, "env": env, "trace": trace, "events": events,
         "load_before": load0, "load_after": load(),
         "live_glibc_s": lg, "replay_glibc_s": rg,
         "replay_share_of_live": (rg / lg) if lg and rg else None,
@@ -340,9 +337,6 @@ def main():
     ap.add_argument("--waits", default="",
                     help="how a threaded replay's threads wait, comma-separated, each against the same "
                          "live runs (heaplab compare --wait futex|spin; default: the replayer's, futex)")
-    ap.add_argument("--paces", default="",
-                    help="threaded replays' pacing, comma-separated numbers of events (0: off), each "
-                         "against the same live runs (heaplab compare --pace N; default: off)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="fidelity-", dir=a.out)  # 0700, removed at the end
@@ -357,15 +351,10 @@ def main():
         for w in waits:
             if w not in (None, "futex", "spin"):
                 sys.exit(f"bench/fidelity.py: --waits: {w!r} is not futex or spin")
-        try:
-            paces = [int(x) for x in a.paces.split(",") if x] or [None]
-        except ValueError:
-            sys.exit(f"bench/fidelity.py: --paces takes numbers of events, not {a.paces!r}")
-        for name, mode, wait, pace in [(p, m, w, q) for p in a.programs.split(",") if p for m in modes
-                                       for w in waits for q in paces]:
-            how = mode + (f", {wait} waits" if wait else "") + (f", paced {pace}" if pace else "")
+        for name, mode, wait in [(p, m, w) for p in a.programs.split(",") if p for m in modes for w in waits]:
+            how = mode + (f", {wait} waits" if wait else "")
             print(f"== {name} ({how} replays)", file=sys.stderr)
-            results.append(measure(name, a, work, mode, done, wait, pace))
+            results.append(measure(name, a, work, mode, done, wait))
             r = results[-1]
             print(f"{name}, {how} replays: {r['events']} events, replay/live glibc time {fmt(r['replay_share_of_live'])}, "
                   f"Spearman {fmt(r['spearman_wall'])} over {r['allocators_compared']} allocators "
@@ -391,7 +380,7 @@ def main():
                       + ("" if row["replay_status"] in ("ok", None) else f"  replay {row['replay_status']}"))
             sys.stdout.flush()
         scaling = [r for r in results if r["program"].startswith("prodcons:") and r["time_mode"] == modes[0]
-                   and r["wait"] == waits[0] and r["pace"] == paces[0]]
+                   and r["wait"] == waits[0]]
         if len(scaling) > 1:
             base = scaling[0]
             names = [row["allocator"] for row in base["rows"]]
@@ -411,7 +400,6 @@ def main():
         out = os.path.join(a.out, "fidelity.json")
         write_json(out, {"runs": a.runs, "scale": a.scale, "allocators": a.allocators,
                          "threads": a.threads, "time_modes": a.time_modes, "waits": a.waits,
-                         "paces": a.paces,
                          "programs": results})
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote {out}", file=sys.stderr)

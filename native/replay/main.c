@@ -41,7 +41,7 @@ static const char USAGE[] =
     "usage: heaplab-replay [--mode plain|touch|check] [--site-hints] [--per-call] [--general]\n"
     "                      [--max-problems N] [--ops-cache DIR] [--count vgcount|perf]\n"
     "                      [--threads recorded|serial|unordered] [--footprint-every N]\n"
-    "                      [--pace N] [--fill-cache] TRACE\n"
+    "                      [--fill-cache] TRACE\n"
     "\n"
     "Replays a heaplab trace against the malloc this process has loaded (choose it with\n"
     "LD_PRELOAD=libX.so) and prints one JSON object on stdout (docs/replay.md).\n"
@@ -79,9 +79,6 @@ static const char USAGE[] =
     "                  (sched_yield) until it may go on; costs a core per waiting thread\n"
     "  --no-edges      --threads recorded: wait only for objects and thread starts, not for\n"
     "                  the trace's other recorded edges (a reuse after another thread's free)\n"
-    "  --pace N        --threads recorded: no thread runs more than about N events of the\n"
-    "                  recorded order ahead of the others (waits the program made, such as a\n"
-    "                  producer blocked on a full queue, leave no edge in the trace); 0: off\n"
     "  --threads unordered  for testing check mode: the threads' events one thread at a time,\n"
     "                  the last thread first, with no waits, so every cross-thread dependency\n"
     "                  breaks; check mode reports each release of an object not yet made\n"
@@ -348,7 +345,6 @@ static void *touch_table(uint64_t n, size_t elem) {
 int main(int argc, char **argv) {
     int mode = RP_PLAIN, hints = 0, general = 0, per_call = 0, vgmarks = 0, counter = 0;
     int threads = T_DEFAULT, no_edges = 0, wait_spin = 0, fill_only = 0;
-    uint64_t pace = 0;
     const char *cache_dir = NULL;
     uint64_t max_problems = 20, foot_every = 0;
     const char *path = NULL;
@@ -415,15 +411,6 @@ int main(int argc, char **argv) {
                 counter = RP_COUNT_PERF;
             else
                 die_usage("--count takes vgcount or perf, not ", v);
-        } else if (!strcmp(a, "--pace")) {
-            const char *v = i + 1 < argc ? argv[++i] : NULL;
-            if (!v || !*v) die_usage("--pace needs a number of events (0: off)", NULL);
-            pace = 0;
-            for (const char *q = v; *q; q++) {
-                if (*q < '0' || *q > '9' || pace > UINT64_MAX / 10 - 9)
-                    die_usage("--pace takes a number of events (0: off), not ", v);
-                pace = pace * 10 + (uint64_t)(*q - '0');
-            }
         } else if (!strcmp(a, "--max-problems")) {
             const char *v = i + 1 < argc ? argv[++i] : NULL;
             if (!v || !*v) die_usage("--max-problems needs a number", NULL);
@@ -611,7 +598,7 @@ int main(int argc, char **argv) {
     int threaded = threads != T_SERIAL;
     if (threaded) {
         rp_threads_begin(&plan, ti.thread_events.p, ti.thread_edges.p,
-                         (uint32_t)ti.thread_events.len, ti.s.ids, mode, no_edges ? 0 : pace);
+                         (uint32_t)ti.thread_events.len, ti.s.ids, mode);
         plan.edges_off = no_edges;
         plan.spin = wait_spin;
         hl_item_t tit;
@@ -786,10 +773,6 @@ int main(int argc, char **argv) {
     rp_putu(&out, plan.waits);
     rp_key(&out, &f, "thread_edges");
     rp_putu(&out, plan.edges);
-    rp_key(&out, &f, "thread_pace");
-    rp_putu(&out, threaded ? plan.pace : 0);
-    rp_key(&out, &f, "thread_pace_edges");
-    rp_putu(&out, plan.pace_edges);
     rp_key(&out, &f, "thread_edge_waits");
     rp_putu(&out, plan.edge_waits);
     rp_key(&out, &f, "thread_sleeps");

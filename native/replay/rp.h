@@ -280,8 +280,6 @@ typedef struct rp_tstream {
     rp_top_t *ops;        /* this thread's ops, EDGE and SIG ops, END */
     uint64_t *ev;         /* touch, check: each op's index in the merged order */
     uint64_t *steps;      /* decoding: the thread's steps up to each op (trace-format.md) */
-    uint64_t *mi;         /* decoding, --pace: each op's place in the merged order */
-    uint64_t next_pace;   /* decoding, --pace: the op count at which it paces again */
     uint64_t twostep;     /* decoding: two-step events so far */
     uint32_t edge_src[64];  /* decoding: the last edge waited for, by source thread % 64 */
     const rp_top_t *edge_op[64];
@@ -333,8 +331,6 @@ typedef struct rp_tplan {
     void *tids;       /* pthread_t per stream */
     uint64_t waits, edge_waits, edges, sleeps;
     int edges_off;    /* --no-edges: object and start waits only */
-    uint64_t pace;    /* --pace N: no thread runs more than N events of the merged order ahead */
-    uint64_t pace_edges; /* the EDGE ops --pace added */
     uint8_t go __attribute__((aligned(64))), leave;
     uintptr_t ended __attribute__((aligned(64))); /* worker streams that have ended */
 } rp_tplan_t;
@@ -342,7 +338,7 @@ typedef struct rp_tplan {
 /* Decoding: begin (per-thread event counts from pass 1), then every THREADS
  * item's start edge and every event in the merged order, then end. */
 void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t *edges_of,
-                      uint32_t nthreads, uint64_t ids, int mode, uint64_t pace);
+                      uint32_t nthreads, uint64_t ids, int mode);
 void rp_threads_thread(rp_tplan_t *pl, uint32_t thread, uint32_t started_by);
 void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index);
 void rp_threads_end(rp_tplan_t *pl);

@@ -248,23 +248,12 @@ __attribute__((noinline)) static void wait_done(const uintptr_t *d, uintptr_t ta
 
 /* ---------------------------------------------------------------- decoding */
 
-/* Pacing (--pace N): every RP_PACE_EVERY(N) ops a stream gets an EDGE op to
- * each other stream's last op at least N places earlier in the merged
- * order, so no thread runs more than about N events ahead of where the
- * recording had the others.  The recorded edges keep only the waits the
- * trace proves (an object, a reused address); a program's own waits (a
- * producer blocked on a full queue) leave none, and without them a replay
- * thread runs as far ahead as the objects let it.  Each such EDGE waits for
- * an op earlier in the merged order, as the recorded ones do: no cycle. */
-#define RP_PACE_EVERY(n) ((n) / 8 > 16 ? (n) / 8 : 16)
-
 void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t *edges_of,
-                      uint32_t nthreads, uint64_t ids, int mode, uint64_t pace) {
+                      uint32_t nthreads, uint64_t ids, int mode) {
     memset(pl, 0, sizeof *pl);
     pl->n = nthreads ? nthreads : 1;
     pl->ids = ids;
     pl->mode = mode;
-    pl->pace = pl->n > 1 ? pace : 0;
     pl->s = rp_map(pl->n * sizeof *pl->s);
     pl->th = rp_map(pl->n * sizeof *pl->th);
     for (uint32_t t = 0; t < pl->n; t++) {
@@ -272,10 +261,8 @@ void rp_threads_begin(rp_tplan_t *pl, const uint64_t *events_of, const uint64_t 
         s->events = t < nthreads ? events_of[t] : 0;
         /* its ops, an EDGE op per recorded edge, a SIG per thread it may start, END */
         s->cap = s->events + (t < nthreads ? edges_of[t] : 0) + pl->n + 1;
-        if (pl->pace) s->cap += (s->events / RP_PACE_EVERY(pl->pace) + 1) * (pl->n - 1);
         s->ops = rp_map(s->cap * sizeof *s->ops);
         s->steps = rp_map(s->cap * 8);
-        if (pl->pace) s->mi = rp_map(s->cap * 8);
         if (mode != RP_PLAIN) s->ev = rp_map(s->cap * 8);
         s->start_after = t ? 0 : UINT32_MAX; /* thread 0 was not started by anyone */
         for (unsigned k = 0; k < 64; k++)
@@ -291,22 +278,6 @@ void rp_threads_thread(rp_tplan_t *pl, uint32_t thread, uint32_t started_by) {
     if (thread < pl->n && thread && started_by < thread) pl->s[thread].start_after = started_by;
 }
 
-/* Appends to stream s an EDGE op: wait until src's `done` reaches target. */
-static void add_edge(rp_tplan_t *pl, rp_tstream_t *s, uint32_t src, const rp_top_t *target,
-                     uint64_t index) {
-    unsigned slot = src % 64;
-    s->edge_src[slot] = src;
-    s->edge_op[slot] = target;
-    rp_top_t *o = &s->ops[s->len];
-    o->op.w = RP_T_EDGE;
-    o->op.x = (uintptr_t)&pl->th[src].done;
-    o->id = (uintptr_t)target;
-    s->steps[s->len] = s->len ? s->steps[s->len - 1] : 0;
-    if (s->mi) s->mi[s->len] = index;
-    if (s->ev) s->ev[s->len] = index;
-    s->len++;
-}
-
 void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
     uint32_t t = e->thread < pl->n ? e->thread : 0;
     rp_tstream_t *s = &pl->s[t];
@@ -319,7 +290,6 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
             cs->ops[cs->len].op.x = t;
             cs->ops[cs->len].id = pl->ids;
             cs->steps[cs->len] = cs->steps[cs->len - 1];
-            if (cs->mi) cs->mi[cs->len] = index;
             s->start_sig = &cs->ops[cs->len];
             cs->len++;
             s->waits_start = 1;
@@ -353,34 +323,19 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
         if (src == covered_t && target <= covered) continue; /* the ready flag covers it */
         unsigned slot = src % 64;
         if (s->edge_src[slot] == src && s->edge_op[slot] >= target) continue; /* waited already */
+        s->edge_src[slot] = src;
+        s->edge_op[slot] = target;
         if (s->len >= s->cap) break;
         /* the op waited for wakes its sleepers (a sentinel always does) */
         if (rp_op_byte(&target->op) != RP_OP_END) ((rp_top_t *)target)->op.w |= RP_T_PUB;
-        add_edge(pl, s, src, target, index);
+        rp_top_t *o = &s->ops[s->len];
+        o->op.w = RP_T_EDGE;
+        o->op.x = (uintptr_t)&pl->th[src].done;
+        o->id = (uintptr_t)target;
+        s->steps[s->len] = s->len ? s->steps[s->len - 1] : 0;
+        if (s->ev) s->ev[s->len] = index;
+        s->len++;
         pl->edges++;
-    }
-    if (pl->pace && s->len >= s->next_pace && index >= pl->pace) {
-        for (uint32_t src = 0; src < pl->n; src++) {
-            rp_tstream_t *ss = &pl->s[src];
-            if (src == t || !ss->len || ss->mi[0] > index - pl->pace) continue;
-            /* src's last op at least `pace` places before this event */
-            uint64_t lo = 0, hi = ss->len - 1, at = index - pl->pace;
-            while (lo < hi) {
-                uint64_t mid = (lo + hi + 1) / 2;
-                if (ss->mi[mid] <= at)
-                    lo = mid;
-                else
-                    hi = mid - 1;
-            }
-            const rp_top_t *target = &ss->ops[lo];
-            unsigned slot = src % 64;
-            if (s->edge_src[slot] == src && s->edge_op[slot] >= target) continue;
-            if (s->len >= s->cap) break;
-            if (rp_op_byte(&target->op) != RP_OP_END) ((rp_top_t *)target)->op.w |= RP_T_PUB;
-            add_edge(pl, s, src, target, index);
-            pl->pace_edges++;
-        }
-        s->next_pace = s->len + RP_PACE_EVERY(pl->pace);
     }
     if (s->len >= s->cap) return; /* cannot happen: pass 1 counted them */
     rp_top_t *o = &s->ops[s->len];
@@ -407,7 +362,6 @@ void rp_threads_event(rp_tplan_t *pl, const hl_event_t *e, uint64_t index) {
     }
     uint64_t size = e->size > RP_SIZE_MAX ? RP_SIZE_MAX : e->size;
     if (hl_kind_is_release(e->kind)) size = 0;
-    if (s->mi) s->mi[s->len] = index;
     o->op.w = size << 8 | b;
     o->op.x = x;
     o->id = e->has_id && e->id < pl->ids ? e->id : pl->ids;
@@ -431,8 +385,6 @@ void rp_threads_end(rp_tplan_t *pl) {
     for (uint32_t t = 0; t < pl->n; t++) {
         rp_unmap(pl->s[t].steps, pl->s[t].cap * 8);
         pl->s[t].steps = NULL;
-        if (pl->s[t].mi) rp_unmap(pl->s[t].mi, pl->s[t].cap * 8);
-        pl->s[t].mi = NULL;
     }
 }
 

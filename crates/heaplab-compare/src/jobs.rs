@@ -64,10 +64,6 @@ pub struct Study {
     /// replay (None: its default, futex).
     #[serde(default)]
     pub wait: Option<String>,
-    /// The replayer's `--pace` for the touch and timing runs of a threaded
-    /// replay (None: off).
-    #[serde(default)]
-    pub pace: Option<u64>,
     /// The timing replays' mode when not plain: `touch` (`--time-mode`).
     #[serde(default)]
     pub time_mode: Option<String>,
@@ -155,9 +151,6 @@ impl Study {
                 if let Some(w) = &self.wait {
                     params.push(("wait".into(), w.clone()));
                 }
-                if let Some(p) = self.pace {
-                    params.push(("pace".into(), p.to_string()));
-                }
                 if let Some(m) = &self.time_mode {
                     params.push(("time-mode".into(), m.clone()));
                 }
@@ -244,10 +237,6 @@ fn setup(job: &Job, ops_cache: Option<&Path>) -> Result<(Tools, Allocator, PathB
     tools.ops_cache = ops_cache.map(Path::to_path_buf);
     tools.threads = job.param("threads").map(str::to_string);
     tools.wait = job.param("wait").map(str::to_string);
-    tools.pace = match job.param("pace") {
-        Some(p) => Some(p.parse().with_context(|| format!("job {}: pace {p:?}", job.id))?),
-        None => None,
-    };
     let spec = AllocSpec::from_params(&job.params).with_context(|| format!("job {}", job.id))?;
     Ok((tools, spec.allocator(), PathBuf::from(param(job, "trace")?)))
 }

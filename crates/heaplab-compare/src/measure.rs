@@ -59,8 +59,6 @@ pub struct Options {
     /// The replayer's `--wait` (`futex` or `spin`) in a threaded replay;
     /// None: its default, futex.
     pub wait: Option<String>,
-    /// The replayer's `--pace N` in a threaded replay; None: off.
-    pub pace: Option<u64>,
     /// The timing replays' mode: `plain` (None: calls only) or `touch`
     /// (every new object's bytes written, as the program did).
     pub time_mode: Option<String>,
@@ -79,7 +77,6 @@ impl Default for Options {
             resume: false,
             threads: None,
             wait: None,
-            pace: None,
             time_mode: None,
         }
     }
@@ -176,7 +173,6 @@ pub fn study(
         timeout_s: tools.timeout.map(|t| t.as_secs()).unwrap_or(0),
         threads: opts.threads.clone(),
         wait: opts.wait.clone(),
-        pace: opts.pace,
         time_mode: opts.time_mode.clone().filter(|m| m != "plain"),
         replay: std::path::absolute(&tools.replay)?,
         lib_dir: std::path::absolute(&tools.lib_dir)?,

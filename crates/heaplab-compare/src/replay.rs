@@ -244,9 +244,6 @@ pub fn run(
     if let Some(w) = &tools.wait {
         c.arg("--wait").arg(w);
     }
-    if let Some(p) = tools.pace {
-        c.arg("--pace").arg(p.to_string());
-    }
     if let Some(d) = tools.ops_cache.as_ref().filter(|_| !extra.contains(&"--site-hints")) {
         c.arg("--ops-cache").arg(d);
     }

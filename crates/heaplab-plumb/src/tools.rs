@@ -41,9 +41,6 @@ pub struct Tools {
     /// The replayer's `--wait` (`futex`, `spin`) for a threaded replay; None:
     /// its default (futex).
     pub wait: Option<String>,
-    /// The replayer's `--pace N` for a threaded replay (no thread more than
-    /// about N events of the recorded order ahead); None: off.
-    pub pace: Option<u64>,
     scratch: Arc<ScratchDir>,
 }
 
@@ -58,7 +55,6 @@ impl Tools {
             callgrind_timeout: None,
             threads: None,
             wait: None,
-            pace: None,
             replay: layout.bin_file("heaplab-replay"),
             lib_dir: layout.lib.clone(),
             registry: layout.registry(),

@@ -123,14 +123,6 @@ pub struct Args {
     /// spin (spin, then yield the CPU; never sleep).
     #[arg(long, value_name = "HOW", value_parser = ["futex", "spin"])]
     wait: Option<String>,
-    /// A threaded replay's pacing: no thread runs more than about N events
-    /// of the recorded order ahead of the others. The trace's edges keep
-    /// the waits it proves (an object, a reused address); waits the program
-    /// made on its own (a producer blocked on a full queue) leave none, and
-    /// without them a replay thread runs as far ahead as its objects let it.
-    /// Off by default.
-    #[arg(long, value_name = "N")]
-    pace: Option<u64>,
     /// The timing replays' mode: plain (calls only, the allocator's cost
     /// alone: the default) or touch (every new object's bytes written, as a
     /// program initializes what it allocates, so that page faults and cache
@@ -367,7 +359,6 @@ pub fn run(a: Args) -> Result<i32> {
         resume: a.resume,
         threads: a.threads.clone(),
         wait: a.wait.clone(),
-        pace: a.pace,
         time_mode: a.time_mode.clone(),
     };
     let tools = tools_with_timeout(a.timeout)?;
