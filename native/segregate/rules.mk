@@ -9,6 +9,7 @@
 #   build/lib/libheaplab-segregated_stack.so     STACK-3 with an empty table that walks every
 #                                                time: four segments, the whole run-time
 #                                                identification (walk, keys) on every allocation
+#   build/lib/libheaplab-segregated_sp.so        SP with an empty table, on SP's shim
 #   build/lib/libheaplab-segtest-*.so            tables for the tests (tests/table_*.c)
 #   build/bin/seg-test, seg-workload             the C tests; a small program whose objects fall
 #                                                into the classes by construction (for the Rust
@@ -87,9 +88,13 @@ $(LIBDIR)/libheaplab-segregated_stack.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) 
 	$(SEG_LINK)
 $(LIBDIR)/libheaplab-segtest-env.so: $(SEG_OBJ)/shim_stack.o $(SEG_COMMON) $(SEG_OBJ)/table_env.o
 	$(SEG_LINK)
+# SP's shim (its lookup inline, no frame pointer), as heaplab segregate builds SP
+$(LIBDIR)/libheaplab-segregated_sp.so: $(SEG_OBJ)/shim_sp.o $(SEG_COMMON) $(SEG_OBJ)/table_sp.o
+	$(SEG_LINK)
 
 SEG_LIBS := $(LIBDIR)/libheaplab-segregated.so $(LIBDIR)/libheaplab-segregated_random.so \
-            $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segtest-hint.so \
+            $(LIBDIR)/libheaplab-segregated_stack.so $(LIBDIR)/libheaplab-segregated_sp.so \
+            $(LIBDIR)/libheaplab-segtest-hint.so \
             $(LIBDIR)/libheaplab-segtest-path.so $(LIBDIR)/libheaplab-segtest-size.so \
             $(LIBDIR)/libheaplab-segtest-env.so
 SEG_TESTBIN := $(BINDIR)/seg-test $(BINDIR)/seg-workload

@@ -4,8 +4,8 @@
 #   2. the exports a tool needs;
 #   3. the zoo's suite (native/alloc/tests/run.sh: conform, random, threads,
 #      the address digest and real programs with output identical to glibc's)
-#      on DEFAULT, RANDOM over four segments, and STACK-3 with the run-time
-#      lookup.
+#      on DEFAULT, RANDOM over four segments, STACK-3 with the run-time
+#      lookup, and SP on its own shim.
 set -uo pipefail
 lib=$1 bin=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +41,7 @@ if env LD_PRELOAD="$lib/libheaplab-segregated_stack.so" "$bin/seg-test" runtime 
     fail=1
 fi
 
-for so in segregated segregated_random segregated_stack; do
+for so in segregated segregated_random segregated_stack segregated_sp; do
     for s in malloc free calloc realloc posix_memalign aligned_alloc memalign valloc pvalloc \
         malloc_usable_size heaplab_alloc_stats heaplab_alloc_info heaplab_site_hint \
         heaplab_seg_segments heaplab_seg_slots heaplab_seg_class_of heaplab_seg_last heaplab_seg_predictor \
@@ -54,5 +54,5 @@ done
 
 # The zoo's suite.
 "$here/../../alloc/tests/run.sh" --lib "$lib" --bin "$bin" --work "$work" --registry "$here/registry.txt" \
-    --allocators "segregated segregated_random segregated_stack" --tests "conform random threads digest programs" || fail=1
+    --allocators "segregated segregated_random segregated_stack segregated_sp" --tests "conform random threads digest programs" || fail=1
 exit $fail
