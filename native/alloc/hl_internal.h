@@ -76,7 +76,7 @@ void hl_front_enter(void);
 void hl_front_leave(void);
 /* malloc's locked path, for a front end that defines HL_FRONT_MALLOC_WHOLE
  * (shim.c): the tail of each of its misses. */
-void *hl_front_malloc_locked(size_t size);
+__attribute__((visibility("hidden"))) void *hl_front_malloc_locked(size_t size);
 
 /* The pad layer (pad.c): `inner` with every object padded by `pad` bytes. */
 const hl_alloc_t *hl_pad_layer(const hl_alloc_t *inner, size_t pad);

@@ -55,11 +55,14 @@ static heaplab_alloc_stats_t st;
  *   HL_FRONT_MALLOC(size)  a block served without the lock, or NULL: take the
  *                          locked path.  Any size arrives (0, huge): the front
  *                          end serves only the sizes it has classes for.
- *   HL_FRONT_MALLOC_WHOLE(size)  (optional) malloc's whole answer instead: the
- *                          front end ends each of its misses with a tail call
- *                          of hl_front_malloc_locked(size) (hl_internal.h), so
- *                          that no call returns into malloc and its hit path
- *                          keeps no register and no frame
+ *   HL_FRONT_MALLOC_WHOLE(size)  (optional) the whole answer of malloc,
+ *                          realloc(NULL, n) and calloc's fallback after an
+ *                          HL_FRONT_CALLOC miss (so it may run again for the
+ *                          same call): the front end finishes each of its
+ *                          misses in the function it calls, ending in
+ *                          hl_front_malloc_locked(size) (hl_internal.h), so
+ *                          that no call returns into malloc with work left and
+ *                          its hit path saves no register
  *   HL_FRONT_CALLOC(size)  as HL_FRONT_MALLOC, with the first `size` bytes zero
  *                          (a block never used needs no memset)
  *   HL_FRONT_FREE(p)       p != NULL; 1 if served without the lock, 0: take the

@@ -34,7 +34,8 @@ SEG_CFLAGS := $(CFLAGS) -DSF_COUNT=1 -I$(SEG_DIR) -I$(NATIVE)/alloc -fvisibility
               -fno-builtin-free -ftls-model=initial-exec $(shell pkg-config --cflags libunwind 2>/dev/null)
 # The shim's lock-free front end hook (HL_FRONT_H) identifies the call site
 # and serves the per-thread caches before the lock; its entry points keep a
-# frame pointer, which gives the identification the program's frame.
+# frame pointer, which gives the identification the program's frame (SP's
+# shim aside: SP reads only the caller's stack pointer).
 SEG_FRONT := -DHL_FRONT_H='"seg_front.h"'
 
 $(SEG_OBJ)/shim.o: $(NATIVE)/alloc/shim.c $(SEG_HEADERS) | dirs

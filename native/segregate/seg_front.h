@@ -1,7 +1,8 @@
 /*
  * seg_front.h: the segmented allocator's lock-free front end for the zoo's
  * shim (native/alloc/shim.c compiled with -DHL_FRONT_H='"seg_front.h"' and
- * -fno-omit-frame-pointer), over one fast core per segment (fastcore.h).
+ * -fno-omit-frame-pointer, except SP's shim: below), over one fast core per
+ * segment (fastcore.h).
  *
  *   malloc(n), calloc, realloc(NULL, n):
  *     s = the segment                   the predictor's identification: inline
@@ -17,9 +18,11 @@
  *     sf_take(core[s], c)               fastcore.h's fast path: pop head[c], or
  *                                       carve downward from carve[c] to floor[c]
  *     else hl_seg_front_more(n, s)      sf_malloc_slow, or the lock with s pending
- *   (malloc itself, HL_FRONT_MALLOC_WHOLE: every miss is a tail call, the
- *   identification's to hl_seg_front_malloc_*miss/other, the core's to
- *   hl_seg_front_malloc_more, ending in the shim's locked path)
+ *   (malloc, realloc(NULL, n) and calloc's fallback, HL_FRONT_MALLOC_WHOLE in
+ *   the SP and STACK/PATH shims: every miss ends in the function it calls,
+ *   hl_seg_front_malloc_sp_miss/miss/other or hl_seg_front_malloc_more, and
+ *   from there in the shim's locked path; SP's misses and every core's miss
+ *   are tail calls, STACK/PATH's identification misses plain calls)
  *
  *   free(p):
  *     s = hl_seg_slot_seg[p >> 33]      the segment whose core owns p's slot
@@ -33,7 +36,7 @@
  * the core's remote_frees): the segments' objects for the report, and
  * heaplab_alloc_stats' totals, exact.
  *
- * The frame: the shim's entry points keep a frame pointer, so that
+ * The frame: the shim's entry points (SP's aside) keep a frame pointer, so that
  * __builtin_frame_address(0) there gives fp with fp[0] the program's rbp and
  * fp[1] the return address into the program (the identification starts at
  * the program's frame, never at the allocator's own).  SP's shim keeps none:
@@ -120,10 +123,12 @@ static inline __attribute__((always_inline)) void *hl_seg_front_malloc(size_t si
 
 #if defined(HL_SEG_INLINE_SP) || defined(HL_SEG_INLINE_STACK)
 /* malloc whole (the shim's HL_FRONT_MALLOC_WHOLE): the identification's hit
- * and the core's pop or carve inline; every miss a tail call into
- * seg_front.c that ends, if the cores cannot serve, in the shim's locked
- * path.  No call returns here with work left, so the hit path saves no
- * register (and SP's, compiled without a frame pointer, keeps no frame). */
+ * and the core's pop or carve inline; every miss a call into seg_front.c
+ * that finishes the allocation and ends, if the cores cannot serve, in the
+ * shim's locked path.  No call returns here with work left, so the hit path
+ * saves no register.  The core's miss and SP's identification miss are tail
+ * calls (SP's shim, compiled without a frame pointer, keeps no frame);
+ * STACK/PATH's identification misses are plain calls (below). */
 static inline __attribute__((always_inline)) void *hl_seg_front_malloc_whole(size_t size,
                                                                              void *const *fp) {
     seg_tls_t *t = &hl_seg_t;

@@ -299,8 +299,9 @@ void *hl_seg_front_more_calloc(size_t size, unsigned s);
 struct seg_ctx;
 void *hl_seg_front_alloc_miss(size_t size, void *const *fp, struct seg_ctx *e, int zero);
 void *hl_seg_front_alloc_other(size_t size, void *const *fp, struct seg_ctx *e, int zero);
-/* malloc's misses as tail calls (seg_front.h's hl_seg_front_malloc_whole):
- * each ends in the shim's locked path when the fast cores cannot serve. */
+/* malloc's misses (seg_front.h's hl_seg_front_malloc_whole), each finishing
+ * the allocation: each ends in the shim's locked path when the fast cores
+ * cannot serve. */
 void *hl_seg_front_malloc_more(size_t size, size_t core);
 void *hl_seg_front_malloc_miss(size_t size, void *const *fp, struct seg_ctx *e);
 void *hl_seg_front_malloc_other(size_t size, void *const *fp, struct seg_ctx *e);

@@ -212,7 +212,8 @@ impl Builder {
         .map(|h| n.join(h))
         .collect();
         // The shim's lock-free front end identifies the call site and serves
-        // the caches before the lock; its entry points keep a frame pointer.
+        // the caches before the lock; its entry points keep a frame pointer
+        // (SP's aside: `Front::frame`).
         let front = "-DHL_FRONT_H=\"seg_front.h\"".to_string();
         let units: Vec<(PathBuf, &str, Vec<String>)> = vec![
             (n.join("segregate/segregated.c"), "segregated", vec![]),
