@@ -11,7 +11,10 @@ both replayed on input 3 by `heaplab compare --counter vgcount` with the peers
 in the same invocation (instructions per malloc and per free, median replay
 wall time of --repeat runs, peak footprint), and the program itself run on
 input 3 by `heaplab compare --live` (median wall time, peak RSS, stdout
-identical to glibc's). Every ratio is against mimalloc and glibc measured in
+identical to glibc's); for the C programs also a long live run, on an input
+that runs 0.3-1 s (bignum 400000 550, jsonparse doc3 with 20 passes,
+prodcons 2000000), where input 3 runs for milliseconds: a few allocators
+get slower the longer a program runs. Every ratio is against mimalloc and glibc measured in
 the same invocation: this machine is shared and loaded, so absolute wall
 times mean little and ratios drift by some 10%.
 
@@ -23,7 +26,8 @@ Programs:
   jsonparse  bench/progs/jsonparse.c: a cJSON-like parse, walk, write and
              re-parse of generated documents (seeds 1, 2; 3 is four times larger)
   prodcons   bench/progs/prodcons.c: 2 producers, 2 consumers, every item
-             freed by a thread that did not allocate it (50k, 80k, 200k items)
+             freed by a thread that did not allocate it (50k, 80k, 200k items;
+             long run 2M)
 
   bench/synth-vs-peers.py                               all six, into out/synth-vs-peers
   bench/synth-vs-peers.py --programs bignum,prodcons --repeat 5
@@ -48,11 +52,12 @@ ROOT = str(LAYOUT.root)
 HEAPLAB = str(LAYOUT.heaplab)
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc"]
 BUNDLED = ["perl-wc", "make-n", "python"]
-PROGS = {  # built from bench/progs: (source, libs, inputs 1..3 as argv tails, generator)
-    "bignum": ("bignum.c", [], [["2000"], ["3000"], ["5000"]]),
-    "jsonparse": ("jsonparse.c", [], [["@doc1", "2"], ["@doc2", "2"], ["@doc3", "2"]]),
-    "prodcons": ("prodcons.c", ["-lpthread"], [["50000"], ["80000"], ["200000"]]),
+PROGS = {  # built from bench/progs: (source, libs, inputs 1..3 and the long live run, as argv tails)
+    "bignum": ("bignum.c", [], [["2000"], ["3000"], ["5000"], ["400000", "550"]]),
+    "jsonparse": ("jsonparse.c", [], [["@doc1", "2"], ["@doc2", "2"], ["@doc3", "2"], ["@doc3", "20"]]),
+    "prodcons": ("prodcons.c", ["-lpthread"], [["50000"], ["80000"], ["200000"], ["2000000"]]),
 }
+LONG = 4  # the long live run's input (the C programs only)
 JSON_DOCS = {"@doc1": (3000, 1), "@doc2": (3000, 2), "@doc3": (12000, 3)}
 ALLOC_BOUND = {"bignum", "jsonparse", "prodcons"}
 SHORT = {"perl-wc": "perl", "make-n": "make", "python": "py", "bignum": "bn",
@@ -146,6 +151,13 @@ def run(a):
         sh([HEAPLAB, "compare", "--live", "--allocators", f"{s}_x1,{s}_x12,{','.join(PEERS)}",
             "--repeat", str(a.repeat), "--no-instructions", "--json",
             os.path.join(out, f"{prog}-live.json")] + live + ["--"] + argv, env=env)
+        if prog in PROGS and not a.no_long:
+            # input 3 runs for milliseconds, where start-up and noise are much of
+            # a run; the long run (0.3-1 s) shows how an allocator holds up
+            _, argv = command(prog, LONG, out)
+            sh([HEAPLAB, "compare", "--live", "--allocators", f"{s}_x1,{s}_x12,{','.join(PEERS)}",
+                "--repeat", str(a.repeat), "--no-instructions", "--json",
+                os.path.join(out, f"{prog}-live-long.json"), "--"] + argv, env=env)
 
 
 def load(path):
@@ -171,13 +183,15 @@ def report(a):
     print("glibc's peak RSS growth. Live: median wall; stdout compared with glibc's.\n")
     head = (f"{'program':9} {'allocator':9} {'ins/malloc':>10} {'ins/free':>8} {'replay xmi':>10} "
             f"{'xgl':>5} {'foot MiB':>8} {'foot xgl':>8} {'live xmi':>8} {'xgl':>5} "
-            f"{'RSS xgl':>7} {'stdout':>6}")
+            f"{'RSS xgl':>7} {'stdout':>6} {'long xmi':>8}")
     print(head)
     print("-" * len(head))
     for prog in a.programs:
         s = SHORT[prog]
         rp = load(os.path.join(out, f"{prog}-replay.json"))
         lv = load(os.path.join(out, f"{prog}-live.json"))
+        ll = load(os.path.join(out, f"{prog}-live-long.json"))
+        llm = ll.get("mimalloc", {})
         if not rp:
             continue
         g, m = rp.get("glibc", {}), rp.get("mimalloc", {})
@@ -205,6 +219,9 @@ def report(a):
                 "live_x_glibc": ratio(y.get("wall_s"), lg.get("wall_s")),
                 "live_rss_x_glibc": ratio(y.get("peak_rss_bytes"), lg.get("peak_rss_bytes")),
                 "stdout_matches_glibc": y.get("stdout_matches_glibc"),
+                "long_live_wall_s": ll.get(n, {}).get("wall_s"),
+                "long_live_x_mimalloc": ratio(ll.get(n, {}).get("wall_s"), llm.get("wall_s")),
+                "long_stdout_matches_glibc": ll.get(n, {}).get("stdout_matches_glibc"),
                 "status": x.get("status"),
             }
             rows.append(row)
@@ -214,7 +231,9 @@ def report(a):
                   f"{fmt(foot and foot / 1048576, '8.2f')} {fmt(row['footprint_x_glibc'], '8.2f')} "
                   f"{fmt(row['live_x_mimalloc'], '8.2f')} {fmt(row['live_x_glibc'], '5.2f')} "
                   f"{fmt(row['live_rss_x_glibc'], '7.2f')} "
-                  f"{'-' if row['stdout_matches_glibc'] is None else ('same' if row['stdout_matches_glibc'] else 'DIFF'):>6}"
+                  f"{'-' if row['stdout_matches_glibc'] is None else ('same' if row['stdout_matches_glibc'] else 'DIFF'):>6} "
+                  f"{fmt(row['long_live_x_mimalloc'], '8.2f')}"
+                  + ("" if row["long_stdout_matches_glibc"] in (None, True) else " DIFF")
                   + ("" if x.get("status") == "ok" else f"  {x.get('status')}: {x.get('error')}"))
             if row["mine"]:
                 live_goal = 0.95 if prog in ALLOC_BOUND else 1.0
@@ -223,6 +242,7 @@ def report(a):
                         ("instructions per free", row["instr_per_free"], 10),
                         ("replay wall / mimalloc", row["replay_x_mimalloc"], 0.8),
                         ("live wall / mimalloc", row["live_x_mimalloc"], live_goal),
+                        ("long live wall / mimalloc", row["long_live_x_mimalloc"], live_goal),
                         ("footprint / glibc", row["footprint_x_glibc"], 1.0)):
                     goals.append((prog, n, what, val, goal,
                                    "met" if val is not None and val <= goal else "MISSED"))
@@ -245,6 +265,8 @@ def main():
     p.add_argument("--programs", default=",".join(BUNDLED + list(PROGS)))
     p.add_argument("--repeat", type=int, default=3, help="timing runs per cell (median)")
     p.add_argument("--zoo", action="store_true", help="also every zoo allocator (replay)")
+    p.add_argument("--no-long", action="store_true",
+                   help="skip the long live runs of the C programs (input 3 runs for milliseconds)")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--json", help="write the summary rows to FILE")
     a = p.parse_args()
