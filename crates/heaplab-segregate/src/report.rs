@@ -452,7 +452,7 @@ fn verdict_row(label: &str, v: &Verdict) -> Vec<Cell> {
 /// What pays, program by program, as the paper's §5.3 goes program by program.
 pub fn verdicts(e: &[Entry]) -> Table {
     let mut t = table(
-        "What pays: the predictor with the fewest page faults (Figure 4's mean) and what it costs in the real program; segregation is recommended only where the whole program gets faster, or smaller without getting slower (see docs/segregate.md)",
+        "What pays: the predictor with the fewest page faults (Figure 4's mean), or, where it does not pay, the first that does in order of faults (judged on more rounds), and what it costs in the real program; segregation is recommended only where the whole program gets faster, or smaller without getting slower (see docs/segregate.md)",
         &[
             "program", "best", "faults / DEFAULT", "pages / DEFAULT", "identify instr.", "return address %",
             "instr./malloc / DEFAULT", "wall / DEFAULT", "/ glibc", "/ mimalloc", "recommend", "why",
