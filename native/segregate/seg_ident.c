@@ -375,7 +375,7 @@ static int walk_frames(seg_tls_t *t, const seg_ra_slot_t *e, void *const *fp, un
 
 /* ---- the context cache ---- */
 
-/* Where slot e's word i lies (a slot of three words has its second offset
+/* Where slot e's word i lies (a slot of three words or more has its second offset
  * odd, so that the fast path, which compares two, never matches it). */
 static inline intptr_t off_at(const seg_ctx_t *e, unsigned i) {
     return e->off[i] & ~1;
@@ -453,14 +453,14 @@ static inline unsigned cx_index(uint64_t tag) {
 _Static_assert(SEG_CX_SLOTS == 1 << 12, "cx_index's shift");
 
 /* The overflow's tag of this call's words at slot e's offsets, from how
- * they differ from e's own (x0, x1: the first two; the third is read here)
+ * they differ from e's own (x0, x1: the first two; the others are read here)
  * and e's salt: equal tags, equal words at the same offsets under the same
  * (ra, fp), hence the same context (up to a 64-bit hash collision). */
 static inline uint64_t cx_tag(const seg_ctx_t *e, void *const *fp, uintptr_t x0, uintptr_t x1) {
     uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
     tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    if (HL_UNLIKELY(e->n > 2))
-        tag = (tag ^ *(const uintptr_t *)((const char *)fp + e->off[2]) ^ e->w[2]) *
+    for (unsigned i = 2; HL_UNLIKELY(i < e->n); i++)
+        tag = (tag ^ *(const uintptr_t *)((const char *)fp + e->off[i]) ^ e->w[i]) *
               0x9E3779B97F4A7C15ull;
     return tag | 1;
 }
@@ -469,7 +469,7 @@ static inline uint64_t cx_tag(const seg_ctx_t *e, void *const *fp, uintptr_t x0,
 static inline void ctx_diff(const seg_ctx_t *e, void *const *fp, uintptr_t *x0, uintptr_t *x1) {
     const char *f = (const char *)fp;
     *x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
-    *x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1]; /* (odd: a slot of three words) */
+    *x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1]; /* (odd: a slot of three words or more) */
 }
 
 /* Slot e's shape serves the walk's context in the overflow: the walk read
@@ -735,7 +735,7 @@ static unsigned __attribute__((noinline)) ident_other2(void *const *fp, size_t s
 }
 
 /* The first way holds this (ra, fp), and the two words the fast path
- * compared differ (or it is a slot of three words): its three words, the
+ * compared differ (or it is a slot of three words or more): all its words, the
  * overflow under the slot's shape, else ident_other2.  (Its own function,
  * so that this path saves no register.)  The redirected lookups never come
  * here: the empty caches hold no (ra, fp). */
@@ -745,17 +745,20 @@ unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t si
     const char *f = (const char *)fp;
     uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
     uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
-    uintptr_t x2 = 0;
-    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words: its hit before the tag's products */
-        x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
-        if (!(x0 | x1 | x2) && e->cls != SEG_CTX_SIZE) {
+    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
+    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words or more: its hit before the overflow */
+        uintptr_t x = x0 | x1;
+        for (unsigned i = 2; i < e->n; i++) {
+            uintptr_t xi = *(const uintptr_t *)(f + e->off[i]) ^ e->w[i];
+            x |= xi;
+            tag = (tag ^ xi) * 0x9E3779B97F4A7C15ull; /* as cx_tag's */
+        }
+        if (!x && e->cls != SEG_CTX_SIZE) {
             e->hits++;
             return e->cls;
         }
     }
-    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
-    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    if (e->n > 2) tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
     tag |= 1;
     seg_cx_t *c = &t->cx[cx_index(tag)];
     if (HL_LIKELY(c->tag == tag)) {

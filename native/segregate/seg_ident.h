@@ -64,7 +64,7 @@ unsigned hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ra_slot_
  * offset (class << SEG_CORE_SHIFT, kept in the slot so that the front end
  * need not shift it), or -1 (e holds another (ra, fp): hl_seg_ident_miss
  * decides) or -2 (e holds this one with other words: hl_seg_ident_other),
- * with *ep = e.  A slot of three words has its second offset odd, so that
+ * with *ep = e.  A slot of three words or more has its second offset odd, so that
  * it never matches here (hl_seg_ident_other verifies it); a STACK+size slot
  * has a word that never matches. */
 static inline __attribute__((always_inline)) int hl_seg_identify_find(void *const *fp,

@@ -88,8 +88,8 @@ static inline size_t seg_core_offset(const void *p) {
 
 #define SEG_CTX_SLOTS  2048
 #define SEG_CTX_WAYS   2
-#define SEG_CTX_SET_SHIFT 7 /* log2 of a set's bytes */
-#define SEG_CTX_WORDS  3
+#define SEG_CTX_SET_SHIFT 8 /* log2 of a set's bytes */
+#define SEG_CTX_WORDS  8
 #define SEG_RA_SLOTS   512
 #define SEG_PATH_SLOTS 2048
 #define SEG_RULE_SLOTS 256
@@ -99,21 +99,32 @@ static inline size_t seg_core_offset(const void *p) {
  * the return addresses w[0 .. n) at fp + off[0 .. n): class `cls`.  The
  * offsets are the ones the walk found; a later allocation from the same
  * (ra, fp) reads the words there and, if they are the same, is the same
- * context (seg_ident.c says why). */
+ * context (seg_ident.c says why).
+ *
+ * Eight words, so that a decision made 4-8 frames up (a recursive parser's:
+ * jsonparse's PATH) is kept rather than walked again on every call.  The
+ * slot is two cache lines; what the fast path reads and writes (ra, fp,
+ * the offsets, core, hits, w[0] and w[1]) is in the first:
+ *
+ *   0   ra  8   fp  16  off[0..7]  32  n cls counter flags  36 core
+ *   40  hits  48  w[0]  56  w[1]  | 64  w[2] .. w[7]  112  salt  116 (pad) */
 typedef struct seg_ctx {
     uintptr_t ra;                /* 0: empty */
     uintptr_t fp;
-    uintptr_t w[SEG_CTX_WORDS];  /* unused ones: ra, at off 8 (fp[1]), so that they always match */
     int16_t off[SEG_CTX_WORDS];
     uint8_t n;                   /* frames verified (the decision's level) */
     uint8_t cls;                 /* the class, or SEG_CTX_SIZE (STACK+size: the size decides) */
     uint8_t counter;             /* where the decision was made (seg_counter) */
     uint8_t flags;
     uint16_t core;               /* cls << SEG_CORE_SHIFT: its core state's offset (the fast path's answer) */
-    uint32_t salt;               /* this filling's number (the overflow's tags depend on it) */
     uint64_t hits;               /* decisions served since it was filled */
+    uintptr_t w[SEG_CTX_WORDS];  /* unused ones: ra, at off 8 (fp[1]), so that they always match */
+    uint32_t salt;               /* this filling's number (the overflow's tags depend on it) */
+    uint8_t pad_[12];
 } seg_ctx_t;
-_Static_assert(sizeof(seg_ctx_t) == 64, "a context slot is a cache line");
+_Static_assert(sizeof(seg_ctx_t) == 128, "a context slot is two cache lines");
+_Static_assert(__builtin_offsetof(seg_ctx_t, w) + 2 * sizeof(uintptr_t) <= 64,
+               "the fast path's fields are in the slot's first line");
 _Static_assert((HL_SEG_CLASSES - 1) << SEG_CORE_SHIFT <= UINT16_MAX, "seg_ctx_t's core");
 #define SEG_CTX_SIZE 0x80u
 
