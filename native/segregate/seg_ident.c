@@ -401,7 +401,7 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
     retire(t, e);
     e->ra = (uintptr_t)fp[1];
     e->fp = (uintptr_t)fp;
-    for (unsigned i = 0; i < SEG_CTX_WORDS; i++) {
+    for (unsigned i = 0; i < (k > 2 ? k : 2); i++) { /* (words past n and 2 are never read) */
         e->off[i] = i < k ? (int16_t)w->off[i] : 8; /* fp[1] is ra0: always equal */
         e->w[i] = i < k ? w->val[i] : e->ra;
     }
@@ -413,6 +413,7 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
     if (hl_seg_by_size) { /* the size decides: never a plain hit (see hl_seg_identify) */
         e->cls = SEG_CTX_SIZE;
         e->w[k] = ~e->ra;
+        e->off[k] = 8;
         e->n = (uint8_t)(k + 1);
     }
     if (e->n > 2) e->off[1] |= 1;
@@ -542,7 +543,7 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *sh
             retire(t, e);
             e->ra = ra;
             e->fp = (uintptr_t)fp;
-            for (unsigned i = 0; i < SEG_CTX_WORDS; i++) {
+            for (unsigned i = 0; i < 2; i++) { /* (the fast path's two; n = 0 reads no more) */
                 e->off[i] = 8;
                 e->w[i] = ra;
             }
@@ -745,19 +746,23 @@ unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t si
     const char *f = (const char *)fp;
     uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
     uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
-    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
-    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words or more: its hit before the overflow */
-        uintptr_t x = x0 | x1;
-        for (unsigned i = 2; i < e->n; i++) {
-            uintptr_t xi = *(const uintptr_t *)(f + e->off[i]) ^ e->w[i];
-            x |= xi;
-            tag = (tag ^ xi) * 0x9E3779B97F4A7C15ull; /* as cx_tag's */
-        }
+    uintptr_t x2 = 0;
+    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words or more: its hit before the tag's products */
+        x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
+        uintptr_t x = x0 | x1 | x2;
+        for (unsigned i = 3; HL_UNLIKELY(i < e->n); i++)
+            x |= *(const uintptr_t *)(f + e->off[i]) ^ e->w[i];
         if (!x && e->cls != SEG_CTX_SIZE) {
             e->hits++;
             return e->cls;
         }
+    }
+    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
+    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+    if (e->n > 2) { /* as cx_tag's */
+        tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
+        for (unsigned i = 3; HL_UNLIKELY(i < e->n); i++)
+            tag = (tag ^ *(const uintptr_t *)(f + e->off[i]) ^ e->w[i]) * 0x9E3779B97F4A7C15ull;
     }
     tag |= 1;
     seg_cx_t *c = &t->cx[cx_index(tag)];
