@@ -672,7 +672,8 @@ static inline int way_k(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *f
     uintptr_t y0, y1;
     ctx_diff(b, fp, &y0, &y1);
     uintptr_t y = y0 | y1;
-    if (b->n > 2) y |= *(const uintptr_t *)((const char *)fp + b->off[2]) ^ b->w[2];
+    for (unsigned i = 2; i < b->n; i++) /* (a slot of three words or more: all of them) */
+        y |= *(const uintptr_t *)((const char *)fp + b->off[i]) ^ b->w[i];
     if (!y) {
         unsigned c = b->cls;
         if (++b->hits > e->hits) { /* promote it: the fast path looks at the first way */

@@ -182,6 +182,39 @@ fn segregate_a_real_program_end_to_end() {
     let (rsp, _) = evaluate::read_report(&report_sp).unwrap();
     assert_eq!(segment_objects(&rsp), counts(&sp.predict_all(&test)), "SP at run time: {rsp:?}");
 
+    // PATH: the workload's deep objects are told apart only five frames up,
+    // at one (return address, depth), so the context slots keep five words
+    // and the run-time lookups must compare all of them (a lookup that
+    // compared three put the deep objects in one segment).
+    let deep = Predictor::train(Kind::Path, &train, &t, &TrainOptions::default());
+    let (dlv, _) = deep.levels_of(&test).unwrap();
+    assert!(dlv.iter().skip(4).sum::<u64>() > 0, "no decision four frames up or more: {dlv:?}");
+    let deepc = emit::table_c(
+        &deep,
+        emit::segments(Kind::Path),
+        emit::table_depth(Kind::Path, train.stack_depth),
+        "end-to-end test, PATH",
+    );
+    let lib_deep = b.build("path", &deepc, &dir.0, emit::Front::of(Kind::Path)).unwrap().so;
+    let report_deep = dir.0.join("runtime-path.jsonl");
+    let run = Command::new(&prog)
+        .arg("25")
+        .env("LD_PRELOAD", &lib_deep)
+        .env("HEAPLAB_SEG_REPORT", &report_deep)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(run.stdout, glibc.stdout, "PATH: the output differs from glibc's");
+    let (rdeep, _) = evaluate::read_report(&report_deep).unwrap();
+    assert_eq!(
+        segment_objects(&rdeep),
+        counts(&deep.predict_all(&test)),
+        "PATH at run time: {rdeep:?}"
+    );
+    let mut rl = rdeep.levels.clone();
+    rl.resize(dlv.len(), 0);
+    assert_eq!(rl, dlv, "PATH: levels at run time vs offline: {rdeep:?}");
+
     // Replay with site hints under the measure tool, keeping every access.
     let events = dir.0.join("test.events.hltrace");
     heaplab_refs::measure::events_only(&test_path, &events).unwrap();

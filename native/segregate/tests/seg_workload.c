@@ -12,6 +12,11 @@
  *   cold   256-byte objects, long-lived, written once and never read (through
  *          xmalloc too: its return address is ambiguous, its callers decide)
  *   grown  one buffer grown by realloc (one object, §5.1)
+ *   deep   hot and cold objects again, through the same four functions
+ *          (deep4 .. deep1, then xmalloc), told apart only by the function
+ *          that called deep4: a decision five frames up, which a context
+ *          slot keeps as five words, both at the same (return address,
+ *          depth), so that the run-time lookups must compare every word
  *
  * `seg-workload N` makes N rounds (default 20); it prints a checksum, so a
  * run under another allocator can be compared with glibc's.  Heap accesses go
@@ -42,6 +47,29 @@ __attribute__((noinline)) static char *make_cold(void) {
     __asm__ volatile("" ::: "memory");
     return p;
 }
+/* Without frame pointers (the build keeps them): each frame then costs a slot
+ * one word, its return address, not two. */
+#define DEEP __attribute__((noinline, optimize("omit-frame-pointer")))
+#define DEEP_STEP(name, callee)                                                     \
+    DEEP static void *name(size_t n) {                                             \
+        void *p = callee(n);                                                       \
+        __asm__ volatile("" ::: "memory"); /* no tail call: each keeps its frame */ \
+        return p;                                                                  \
+    }
+DEEP_STEP(deep1, xmalloc)
+DEEP_STEP(deep2, deep1)
+DEEP_STEP(deep3, deep2)
+DEEP_STEP(deep4, deep3)
+DEEP static long *make_deep_hot(void) {
+    long *p = deep4(64);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+DEEP static char *make_deep_cold(void) {
+    char *p = deep4(80); /* (not make_deep_hot's size: -fipa-icf would fold the two) */
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
 __attribute__((noinline)) static long temp_work(int r) {
     volatile long *t = malloc(32);
     long s = 0;
@@ -55,13 +83,18 @@ __attribute__((noinline)) static long temp_work(int r) {
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 20;
-    volatile long *hot[HOT];
+    volatile long *hot[HOT], *dhot[HOT];
+    char *dcold[COLD * 64];
+    int ndcold = 0;
     char *cold[COLD * 64];
     int ncold = 0;
     for (int i = 0; i < HOT; i++) {
         hot[i] = make_hot();
         for (int j = 0; j < 8; j++)
             hot[i][j] = j;
+        dhot[i] = make_deep_hot();
+        for (int j = 0; j < 8; j++)
+            dhot[i][j] = j;
     }
     char *grown = NULL;
     size_t glen = 0;
@@ -71,6 +104,8 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 40; k++) {
                 hot[i][k & 7] += k;
                 sum += hot[i][(k + 3) & 7];
+                dhot[i][k & 7] += k;
+                sum += dhot[i][(k + 5) & 7];
             }
         for (int i = 0; i < 30; i++)
             sum += temp_work(r * 30 + i);
@@ -78,6 +113,13 @@ int main(int argc, char **argv) {
             char *c = make_cold();
             ((volatile char *)c)[0] = (char)i;
             cold[ncold++] = c;
+            char *d = make_deep_cold(); /* (alternating with the hot ones' (ra, depth)) */
+            ((volatile char *)d)[0] = (char)i;
+            dcold[ndcold++] = d;
+            long *h = make_deep_hot(); /* short-lived: freed at once */
+            h[0] = i;
+            sum += ((volatile long *)h)[0];
+            free(h);
         }
         grown = realloc(grown, glen + 64);
         memset(grown + glen, r & 0xff, 64);
@@ -85,10 +127,12 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < glen; i += 64)
         sum += ((volatile char *)grown)[i];
-    for (int i = 0; i < HOT; i++)
+    for (int i = 0; i < HOT; i++) {
         free((void *)hot[i]);
+        free((void *)dhot[i]);
+    }
     free(grown);
-    sink = ncold + (long)(cold[0] != NULL);
+    sink = ncold + ndcold + (long)(cold[0] != NULL) + (long)(dcold[0] != NULL);
     printf("seg-workload: %d rounds, checksum %ld\n", rounds, sum);
     return 0;
 }
