@@ -170,14 +170,18 @@ fn segregate_a_real_program_end_to_end() {
         rt.cache_mallocs > 0 && rt.cache_frees > 0,
         "the per-thread caches served nothing: {rt:?}"
     );
+    // The program under library `lib`, its run-time report written to `report`.
+    let run_with = |lib: &Path, report: &Path| {
+        Command::new(&prog)
+            .arg("25")
+            .env("LD_PRELOAD", lib)
+            .env("HEAPLAB_SEG_REPORT", report)
+            .output()
+            .unwrap()
+    };
     // SP at run time: depths measured from __libc_stack_end as the recorder measured them
     let report_sp = dir.0.join("runtime-sp.jsonl");
-    let run = Command::new(&prog)
-        .arg("25")
-        .env("LD_PRELOAD", &lib_sp)
-        .env("HEAPLAB_SEG_REPORT", &report_sp)
-        .output()
-        .unwrap();
+    let run = run_with(&lib_sp, &report_sp);
     assert!(run.status.success());
     let (rsp, _) = evaluate::read_report(&report_sp).unwrap();
     assert_eq!(segment_objects(&rsp), counts(&sp.predict_all(&test)), "SP at run time: {rsp:?}");
@@ -197,12 +201,7 @@ fn segregate_a_real_program_end_to_end() {
     );
     let lib_deep = b.build("path", &deepc, &dir.0, emit::Front::of(Kind::Path)).unwrap().so;
     let report_deep = dir.0.join("runtime-path.jsonl");
-    let run = Command::new(&prog)
-        .arg("25")
-        .env("LD_PRELOAD", &lib_deep)
-        .env("HEAPLAB_SEG_REPORT", &report_deep)
-        .output()
-        .unwrap();
+    let run = run_with(&lib_deep, &report_deep);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(run.stdout, glibc.stdout, "PATH: the output differs from glibc's");
     let (rdeep, _) = evaluate::read_report(&report_deep).unwrap();
