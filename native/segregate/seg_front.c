@@ -54,6 +54,7 @@ static void add_cache(hl_seg_cache_counts_t *to, const hl_seg_cache_counts_t *fr
     to->cx_hits += from->cx_hits;
     to->walks += from->walks;
     to->uncached += from->uncached;
+    to->longs += from->longs;
     to->ra_misses += from->ra_misses;
     to->path_hits += from->path_hits;
     to->path_misses += from->path_misses;

@@ -9,8 +9,9 @@
  *     │                        the program; fp + 2: the program's stack pointer)
  *     ├─ 1. ctx[hash(ra0, fp)]: the context cache, keyed by the return address and
  *     │     the stack depth.  The slot holds the return addresses of the frames the
- *     │     decision looked at (ra1 .. raL, L <= 3) and where they were on the stack
- *     │     (fp + off[i]): read those words; the same → the slot's class ─────▶ done
+ *     │     decision looked at (ra1 .. raL: up to eight words, or a long slot's hash
+ *     │     of up to twenty) and where they were on the stack (fp + off[i]): read
+ *     │     those words; the same → the slot's class ─────────────────────────▶ done
  *     │     (L = 0: the return address decided alone: nothing to read)
  *     ▼
  *     2. a miss, or the same (ra0, fp) with other frames above: ra[ra0] (the return
@@ -34,7 +35,10 @@
  * same: the outermost frame's rule says so, or the word read is the end
  * marker, which is verified like a return address.)  Reading the words is
  * safe whatever they hold: the same fp on the same thread's stack, so every
- * offset stays below the stack's top.
+ * offset stays below the stack's top.  A long slot keeps a hash of its words
+ * rather than the words: exact up to a 64-bit collision, as the overflow's
+ * tags are (and two contexts that differ in one word never collide: each
+ * step of the hash is a bijection of the word).
  *
  * The table lookup (hl_seg_decide) is shared with the replayer's site hints,
  * so that a replay and the real program place an allocation alike; and
@@ -381,6 +385,22 @@ static inline intptr_t off_at(const seg_ctx_t *e, unsigned i) {
     return e->off[i] & ~1;
 }
 
+/* A long slot's hash of the words at its offsets on the stack at fp (the
+ * same chain as the overflow's tags: each step is a bijection of the word,
+ * so contexts that differ in one word never hash alike). */
+static inline uint64_t long_tag(const seg_ctx_t *e, void *const *fp) {
+    const char *f = (const char *)fp;
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (unsigned i = 0; i < e->nl; i++)
+        h = (h ^ *(const uintptr_t *)(f + e->lg.off[i])) * 0xff51afd7ed558ccdull;
+    return h;
+}
+
+/* Is slot e a long slot whose words are this call's? */
+static inline int long_verifies(const seg_ctx_t *e, void *const *fp) {
+    return (e->flags & SEG_CTX_LONG) && long_tag(e, fp) == e->lg.tag;
+}
+
 /* A slot is replaced: the decisions it served count where it decided. */
 static inline void retire(seg_tls_t *t, seg_ctx_t *e) {
     if (e->ra) t->lv[e->counter] += e->hits;
@@ -395,12 +415,31 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
     unsigned L = counter % HL_SEG_LEVELS;
     if (hl_seg_by_size) L = w->n - 1; /* the size decides after every frame walked */
     unsigned k = L < w->n ? w->nv_at[L] : w->nv; /* words to verify */
-    if (k > SEG_CTX_WORDS - (hl_seg_by_size ? 1 : 0)) return 0;
+    int long_slot = k > SEG_CTX_WORDS && !hl_seg_by_size;
+    if (k > (long_slot ? SEG_CTX_LONG_WORDS : SEG_CTX_WORDS - (hl_seg_by_size ? 1 : 0))) return 0;
     for (unsigned i = 0; i < k; i++)
         if (w->off[i] < INT16_MIN || w->off[i] > INT16_MAX) return 0;
     retire(t, e);
     e->ra = (uintptr_t)fp[1];
     e->fp = (uintptr_t)fp;
+    e->flags = 0;
+    if (long_slot) { /* seg_thread.h draws it */
+        e->off[0] = e->off[1] = 8;
+        e->lg.w0 = ~e->ra; /* (never equal: the fast path and the slot checks never take it) */
+        e->lg.w1 = e->ra;
+        for (unsigned i = 0; i < k; i++)
+            e->lg.off[i] = (int16_t)w->off[i];
+        e->nl = (uint8_t)k;
+        e->lg.tag = long_tag(e, fp);
+        e->n = 0;
+        e->flags = SEG_CTX_LONG;
+        e->cls = (uint8_t)cls;
+        e->core = (uint16_t)(cls << SEG_CORE_SHIFT);
+        e->counter = (uint8_t)counter;
+        e->salt = ++t->salt;
+        t->cnt.longs++;
+        return 1;
+    }
     for (unsigned i = 0; i < (k > 2 ? k : 2); i++) { /* (words past n and 2 are never read) */
         e->off[i] = i < k ? (int16_t)w->off[i] : 8; /* fp[1] is ra0: always equal */
         e->w[i] = i < k ? w->val[i] : e->ra;
@@ -453,16 +492,47 @@ static inline unsigned cx_index(uint64_t tag) {
 }
 _Static_assert(SEG_CX_SLOTS == 1 << 12, "cx_index's shift");
 
+/* Slot e's words past the second against this call's at fp, from the last
+ * down: their differences or'ed into *x and mixed into *tag, as the
+ * overflow's tags mix them.  Unrolled (a slot keeps at most eight; a long
+ * slot's n is 0), so that a deep slot's check and its tag are one pass. */
+static inline __attribute__((always_inline)) void words_rest(const seg_ctx_t *e, const char *f,
+                                                           uintptr_t *x, uint64_t *tag) {
+    uintptr_t y = *x;
+    uint64_t h = *tag;
+#define SEG_WORD(i)                                                        \
+    do {                                                                   \
+        uintptr_t d = *(const uintptr_t *)(f + e->off[i]) ^ e->w[i];       \
+        y |= d;                                                            \
+        h = (h ^ d) * 0x9E3779B97F4A7C15ull;                               \
+    } while (0)
+    switch (e->n) {
+    case 8: SEG_WORD(7); /* fallthrough */
+    case 7: SEG_WORD(6); /* fallthrough */
+    case 6: SEG_WORD(5); /* fallthrough */
+    case 5: SEG_WORD(4); /* fallthrough */
+    case 4: SEG_WORD(3); /* fallthrough */
+    case 3: SEG_WORD(2); /* fallthrough */
+    default: break;
+    }
+#undef SEG_WORD
+    *x = y;
+    *tag = h;
+}
+_Static_assert(SEG_CTX_WORDS == 8, "words_rest's cases");
+
 /* The overflow's tag of this call's words at slot e's offsets, from how
  * they differ from e's own (x0, x1: the first two; the others are read here)
  * and e's salt: equal tags, equal words at the same offsets under the same
  * (ra, fp), hence the same context (up to a 64-bit hash collision). */
-static inline uint64_t cx_tag(const seg_ctx_t *e, void *const *fp, uintptr_t x0, uintptr_t x1) {
+static inline uint64_t cx_tag2(const seg_ctx_t *e, uintptr_t x0, uintptr_t x1) {
     uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
-    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    for (unsigned i = 2; HL_UNLIKELY(i < e->n); i++)
-        tag = (tag ^ *(const uintptr_t *)((const char *)fp + e->off[i]) ^ e->w[i]) *
-              0x9E3779B97F4A7C15ull;
+    return (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
+}
+static inline uint64_t cx_tag(const seg_ctx_t *e, void *const *fp, uintptr_t x0, uintptr_t x1) {
+    uint64_t tag = cx_tag2(e, x0, x1);
+    uintptr_t x = 0;
+    words_rest(e, (const char *)fp, &x, &tag);
     return tag | 1;
 }
 
@@ -480,7 +550,7 @@ static inline void ctx_diff(const seg_ctx_t *e, void *const *fp, uintptr_t *x0, 
 static int same_offsets(const seg_ctx_t *e, const walk_t *w, unsigned counter) {
     unsigned L = counter % HL_SEG_LEVELS;
     unsigned k = L < w->n ? w->nv_at[L] : w->nv;
-    if (k > e->n || e->n > w->nv) return 0;
+    if ((e->flags & SEG_CTX_LONG) || k > e->n || e->n > w->nv) return 0;
     for (unsigned i = 0; i < e->n; i++)
         if (w->off[i] != off_at(e, i)) return 0;
     return 1;
@@ -491,6 +561,7 @@ static inline int ctx_holds(const seg_ctx_t *e, uintptr_t ra, void *const *fp) {
     return e->ra == ra && e->fp == (uintptr_t)fp;
 }
 static inline int ctx_verifies(const seg_ctx_t *e, void *const *fp) {
+    if (HL_UNLIKELY(e->flags & SEG_CTX_LONG)) return long_verifies(e, fp);
     const char *f = (const char *)fp;
     uintptr_t x = 0;
     for (unsigned i = 0; i < e->n; i++)
@@ -548,6 +619,7 @@ static unsigned decide_and_fill(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *const *sh
                 e->w[i] = ra;
             }
             e->n = 0;
+            e->flags = 0;
             e->cls = (uint8_t)c;
             e->core = (uint16_t)(c << SEG_CORE_SHIFT);
             e->counter = (uint8_t)counter;
@@ -623,7 +695,7 @@ static unsigned __attribute__((noinline)) ident_more(seg_tls_t *t, seg_ctx_t *e,
         else if (ctx_verifies(shape[i], fp)) {
             shape[i]->hits++;
             return shape[i]->cls;
-        } else if (hl_seg_caching)
+        } else if (hl_seg_caching && !(shape[i]->flags & SEG_CTX_LONG))
             c = cx_find(t, shape[i], fp, &cxt[i]);
         if (c >= 0) return (unsigned)c;
     }
@@ -669,11 +741,16 @@ static inline int cx_probe(seg_tls_t *t, uint64_t tag) {
  * first once it has served more. */
 static inline int way_k(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *fp) {
     if (b->cls == SEG_CTX_SIZE) return -1;
+    if (HL_UNLIKELY(b->flags & SEG_CTX_LONG)) {
+        if (!long_verifies(b, fp)) return -1;
+        b->hits++;
+        return b->cls;
+    }
     uintptr_t y0, y1;
     ctx_diff(b, fp, &y0, &y1);
     uintptr_t y = y0 | y1;
-    for (unsigned i = 2; i < b->n; i++) /* (a slot of three words or more: all of them) */
-        y |= *(const uintptr_t *)((const char *)fp + b->off[i]) ^ b->w[i];
+    uint64_t tag = cx_tag2(b, y0, y1);
+    words_rest(b, (const char *)fp, &y, &tag); /* (a slot of three words or more: all of them) */
     if (!y) {
         unsigned c = b->cls;
         if (++b->hits > e->hits) { /* promote it: the fast path looks at the first way */
@@ -683,7 +760,7 @@ static inline int way_k(seg_tls_t *t, seg_ctx_t *e, seg_ctx_t *b, void *const *f
         }
         return (int)c;
     }
-    return cx_probe(t, cx_tag(b, fp, y0, y1));
+    return cx_probe(t, tag | 1);
 }
 
 /* The other ways of e's set that hold (ra, fp): one's class, or -1. */
@@ -731,47 +808,62 @@ unsigned __attribute__((noinline)) hl_seg_ident_miss(void *const *fp, size_t siz
 static unsigned __attribute__((noinline)) ident_other2(void *const *fp, size_t size, seg_tls_t *t,
                                                        seg_ctx_t *e) {
     if (HL_UNLIKELY(e->cls == SEG_CTX_SIZE)) return ident_more(t, e, fp, size, 1);
+    if (long_verifies(e, fp)) { /* a long slot's hit (its n is 0: hl_seg_ident_other read no words) */
+        e->hits++;
+        return e->cls;
+    }
     int k = other_ways(t, e, e->ra, fp);
     if (k >= 0) return (unsigned)k;
     return ident_more(t, e, fp, size, 1);
 }
 
+/* The overflow's class for a tag, else ident_other2. */
+static inline unsigned other_probe(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e,
+                                   uint64_t tag) {
+    seg_cx_t *c = &t->cx[cx_index(tag | 1)];
+    if (HL_LIKELY(c->tag == (tag | 1))) {
+        t->lv[c->counter]++;
+        return c->cls;
+    }
+    return ident_other2(fp, size, t, e);
+}
+
+/* hl_seg_ident_other for a slot of four words or more (jsonparse's deep
+ * contexts): all its words, then the overflow, as cx_tag's. */
+static unsigned __attribute__((noinline)) ident_other_deep(void *const *fp, size_t size,
+                                                           seg_tls_t *t, seg_ctx_t *e,
+                                                           uintptr_t x0, uintptr_t x1) {
+    uintptr_t x = x0 | x1;
+    uint64_t tag = cx_tag2(e, x0, x1);
+    words_rest(e, (const char *)fp, &x, &tag);
+    if (!x && e->cls != SEG_CTX_SIZE) {
+        e->hits++;
+        return e->cls;
+    }
+    return other_probe(fp, size, t, e, tag);
+}
+
 /* The first way holds this (ra, fp), and the two words the fast path
  * compared differ (or it is a slot of three words or more): all its words, the
  * overflow under the slot's shape, else ident_other2.  (Its own function,
- * so that this path saves no register.)  The redirected lookups never come
- * here: the empty caches hold no (ra, fp). */
+ * so that this path saves no register: a slot of four words or more goes on
+ * in ident_other_deep.)  The redirected lookups never come here: the empty
+ * caches hold no (ra, fp). */
 unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t,
                                                       seg_ctx_t *e) {
     /* (a STACK+size slot's tag matches nothing: no context of its goes to the overflow) */
     const char *f = (const char *)fp;
     uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
     uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
-    uintptr_t x2 = 0;
-    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words or more: its hit before the tag's products */
-        x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
-        uintptr_t x = x0 | x1 | x2;
-        for (unsigned i = 3; HL_UNLIKELY(i < e->n); i++)
-            x |= *(const uintptr_t *)(f + e->off[i]) ^ e->w[i];
-        if (!x && e->cls != SEG_CTX_SIZE) {
+    if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words: its hit before the overflow */
+        if (e->n > 3) return ident_other_deep(fp, size, t, e, x0, x1);
+        uintptr_t x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
+        if (!(x0 | x1 | x2) && e->cls != SEG_CTX_SIZE) {
             e->hits++;
             return e->cls;
         }
     }
-    uint64_t tag = (x0 ^ e->salt) * 0xff51afd7ed558ccdull;
-    tag = (tag ^ x1) * 0xc4ceb9fe1a85ec53ull;
-    if (e->n > 2) { /* as cx_tag's */
-        tag = (tag ^ x2) * 0x9E3779B97F4A7C15ull;
-        for (unsigned i = 3; HL_UNLIKELY(i < e->n); i++)
-            tag = (tag ^ *(const uintptr_t *)(f + e->off[i]) ^ e->w[i]) * 0x9E3779B97F4A7C15ull;
-    }
-    tag |= 1;
-    seg_cx_t *c = &t->cx[cx_index(tag)];
-    if (HL_LIKELY(c->tag == tag)) {
-        t->lv[c->counter]++;
-        return c->cls;
-    }
-    return ident_other2(fp, size, t, e);
+    return other_probe(fp, size, t, e, cx_tag(e, fp, x0, x1));
 }
 
 /* The identification of PATH and STACK where the front end calls it (the

@@ -107,7 +107,19 @@ static inline size_t seg_core_offset(const void *p) {
  * the offsets, core, hits, w[0] and w[1]) is in the first:
  *
  *   0   ra  8   fp  16  off[0..7]  32  n cls counter flags  36 core
- *   40  hits  48  w[0]  56  w[1]  | 64  w[2] .. w[7]  112  salt  116 (pad) */
+ *   40  hits  48  w[0]  56  w[1]  | 64  w[2] .. w[7]  112  salt  116 (pad)
+ *
+ * A long slot (flags SEG_CTX_LONG) keeps a context that needs more than
+ * eight words and at most SEG_CTX_LONG_WORDS: PATH's scan for a path point
+ * above a return address training never saw reads every frame up to the
+ * table's depth (python's interpreter: 12).  It keeps the words' offsets
+ * (lg.off) and a 64-bit hash of their values (lg.tag) in place of w[2..7];
+ * w[0] is ~ra at off 8 (ra0's own word), so that the fast path never takes it,
+ * and n is 0, so that no slot check reads its words (hl_seg_ident_other
+ * sends it to ident_other2, which hashes the words):
+ *
+ *   48  ~ra  56  ra  | 64  tag  72  lg.off[0..19]  112  salt */
+#define SEG_CTX_LONG_WORDS 20
 typedef struct seg_ctx {
     uintptr_t ra;                /* 0: empty */
     uintptr_t fp;
@@ -115,17 +127,29 @@ typedef struct seg_ctx {
     uint8_t n;                   /* frames verified (the decision's level) */
     uint8_t cls;                 /* the class, or SEG_CTX_SIZE (STACK+size: the size decides) */
     uint8_t counter;             /* where the decision was made (seg_counter) */
-    uint8_t flags;
+    uint8_t flags;               /* SEG_CTX_LONG */
     uint16_t core;               /* cls << SEG_CORE_SHIFT: its core state's offset (the fast path's answer) */
     uint64_t hits;               /* decisions served since it was filled */
-    uintptr_t w[SEG_CTX_WORDS];  /* unused ones: ra, at off 8 (fp[1]), so that they always match */
+    union {
+        uintptr_t w[SEG_CTX_WORDS]; /* unused ones: ra, at off 8 (fp[1]), so that they always match */
+        struct {                    /* a long slot's */
+            uintptr_t w0, w1;       /* ~ra and ra, at off 8 */
+            uint64_t tag;           /* the hash of the words at fp + off[0 .. nl) (seg_ident.c) */
+            int16_t off[SEG_CTX_LONG_WORDS];
+        } lg;
+    };
     uint32_t salt;               /* this filling's number (the overflow's tags depend on it) */
-    uint8_t pad_[12];
+    uint8_t nl;                  /* a long slot's words */
+    uint8_t pad_[11];
 } seg_ctx_t;
 _Static_assert(sizeof(seg_ctx_t) == 128, "a context slot is two cache lines");
 _Static_assert(__builtin_offsetof(seg_ctx_t, w) + 2 * sizeof(uintptr_t) <= 64,
                "the fast path's fields are in the slot's first line");
+_Static_assert(__builtin_offsetof(seg_ctx_t, lg.off) + SEG_CTX_LONG_WORDS * sizeof(int16_t) <=
+                   __builtin_offsetof(seg_ctx_t, salt),
+               "a long slot's offsets fit in place of w[2..]");
 _Static_assert((HL_SEG_CLASSES - 1) << SEG_CORE_SHIFT <= UINT16_MAX, "seg_ctx_t's core");
+#define SEG_CTX_LONG 1u
 #define SEG_CTX_SIZE 0x80u
 
 /* The context cache's overflow (cx[]): other contexts of a (ra, fp) whose

@@ -477,6 +477,7 @@ size_t hl_seg_report(char *b, size_t cap) {
     put_field(&o, "cx_hits", id->cache.cx_hits);
     put_field(&o, "walks", id->cache.walks);
     put_field(&o, "uncached", id->cache.uncached);
+    put_field(&o, "longs", id->cache.longs);
     put_field(&o, "ra_misses", id->cache.ra_misses);
     put_field(&o, "path_hits", id->cache.path_hits);
     put_field(&o, "path_misses", id->cache.path_misses);

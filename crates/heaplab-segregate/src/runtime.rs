@@ -79,7 +79,8 @@ pub struct SegReport {
     #[serde(default)]
     pub unknown: u64,
     /// The context cache: (return address, frame) not in it; in it with other
-    /// frames above; stack walks; decisions it could not keep.
+    /// frames above; stack walks; decisions it could not keep; decisions it
+    /// kept in a long slot (more than eight words: seg_thread.h).
     #[serde(default)]
     pub ctx_misses: u64,
     #[serde(default)]
@@ -88,6 +89,8 @@ pub struct SegReport {
     pub walks: u64,
     #[serde(default)]
     pub uncached: u64,
+    #[serde(default)]
+    pub longs: u64,
     #[serde(default)]
     pub ra_misses: u64,
     #[serde(default)]

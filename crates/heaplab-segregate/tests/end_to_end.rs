@@ -57,7 +57,9 @@ fn record(tools: &VgTools, dir: &Path, rounds: u32) -> (PathBuf, Profile) {
         tools,
         &[prog.into(), rounds.to_string().into()],
         &out,
-        &RecOptions::default(),
+        // twelve frames, as bench/segregate-study.sh records: PATH's scan
+        // for the unseen objects' path point reads ten (seg_workload.c)
+        &RecOptions { stack_depth: 12, ..RecOptions::default() },
     )
     .unwrap_or_else(|e| panic!("recording seg-workload: {e:#}"));
     assert_eq!(ended, Ended::Exit(0));
@@ -189,7 +191,12 @@ fn segregate_a_real_program_end_to_end() {
     // PATH: the workload's deep objects are told apart only five frames up,
     // at one (return address, depth), so the context slots keep five words
     // and the run-time lookups must compare all of them (a lookup that
-    // compared three put the deep objects in one segment).
+    // compared three put the deep objects in one segment).  Its unseen
+    // objects (the test run's only) come from return addresses training never
+    // saw: the scan for the innermost path point reads ten words or more, so
+    // they are kept in long slots, hot and cold alternating at one (return
+    // address, depth) with other classes (a long slot that took another
+    // context's words for its own put them in one segment).
     let deep = Predictor::train(Kind::Path, &train, &t, &TrainOptions::default());
     let (dlv, _) = deep.levels_of(&test).unwrap();
     assert!(dlv.iter().skip(4).sum::<u64>() > 0, "no decision four frames up or more: {dlv:?}");
@@ -213,6 +220,14 @@ fn segregate_a_real_program_end_to_end() {
     let mut rl = rdeep.levels.clone();
     rl.resize(dlv.len(), 0);
     assert_eq!(rl, dlv, "PATH: levels at run time vs offline: {rdeep:?}");
+    assert!(dlv.iter().skip(9).sum::<u64>() > 0, "no decision nine frames up or more: {dlv:?}");
+    // the unseen objects' two contexts each fill a long slot once, and then
+    // their lookups hit: 5 rounds of 4 hot and 4 cold, far more than the walks
+    assert!(
+        (1..=4).contains(&rdeep.longs) && rdeep.uncached == 0,
+        "PATH: the long contexts were not kept: {rdeep:?}"
+    );
+    assert!(rdeep.walks < 20, "PATH: the long contexts were walked again: {rdeep:?}");
 
     // Replay with site hints under the measure tool, keeping every access.
     let events = dir.0.join("test.events.hltrace");

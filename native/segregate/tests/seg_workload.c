@@ -17,6 +17,14 @@
  *          that called deep4: a decision five frames up, which a context
  *          slot keeps as five words, both at the same (return address,
  *          depth), so that the run-time lookups must compare every word
+ *   unseen in runs of more than 20 rounds (the tests train on 20), every
+ *          other short-lived deep hot object and deep cold one comes through
+ *          a chain (deep1, then u1 .. u6, which calls malloc) whose return
+ *          addresses training never saw: PATH scans for the innermost path
+ *          point (main's call of make_deep_hot or make_deep_cold, eleven
+ *          frames up), which a context slot keeps as eleven words, a long
+ *          slot (seg_thread.h); the two alternate at one (return address,
+ *          depth) with different classes
  *
  * `seg-workload N` makes N rounds (default 20); it prints a checksum, so a
  * run under another allocator can be compared with glibc's.  Heap accesses go
@@ -56,7 +64,23 @@ __attribute__((noinline)) static char *make_cold(void) {
         __asm__ volatile("" ::: "memory"); /* no tail call: each keeps its frame */ \
         return p;                                                                  \
     }
-DEEP_STEP(deep1, xmalloc)
+static volatile int unseen; /* deep1 goes through u1 .. u6 (the unseen objects) */
+DEEP static void *u6(size_t n) {
+    void *p = malloc(n);
+    if (!p) abort();
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+DEEP_STEP(u5, u6)
+DEEP_STEP(u4, u5)
+DEEP_STEP(u3, u4)
+DEEP_STEP(u2, u3)
+DEEP_STEP(u1, u2)
+DEEP static void *deep1(size_t n) {
+    void *p = unseen ? u1(n) : xmalloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
 DEEP_STEP(deep2, deep1)
 DEEP_STEP(deep3, deep2)
 DEEP_STEP(deep4, deep3)
@@ -113,6 +137,7 @@ int main(int argc, char **argv) {
             char *c = make_cold();
             ((volatile char *)c)[0] = (char)i;
             cold[ncold++] = c;
+            unseen = rounds > 20 && (i & 1); /* (the tests train on 20 rounds) */
             char *d = make_deep_cold(); /* (alternating with the hot ones' (ra, depth)) */
             ((volatile char *)d)[0] = (char)i;
             dcold[ndcold++] = d;
@@ -120,6 +145,7 @@ int main(int argc, char **argv) {
             h[0] = i;
             sum += ((volatile long *)h)[0];
             free(h);
+            unseen = 0;
         }
         grown = realloc(grown, glen + 64);
         memset(grown + glen, r & 0xff, 64);
