@@ -387,14 +387,29 @@ size_t sf_block_size(const sf_core_t *core, void *p, const char *what) {
     return bs;
 }
 
+/* A block another thread frees, checked as cheaply as the owner's free is
+ * (which checks nothing): a class with blocks, below the span's top (a slab
+ * was taken there) and on the 16-byte grain every block starts on.  The
+ * full check (sf_block_size: the slab's index from the schedule, a division)
+ * took some 70 instructions, most of a consumer's free in a producer and
+ * consumer program (bench/progs/prodcons.c: 127 a free, so that the
+ * consumer, not the producer, set the pace); the checker (HEAPLAB_CHECK)
+ * still verifies every list. */
+static inline void remote_check(const sf_core_t *core, sf_slot_t *s, unsigned c, void *p) {
+    if (HL_UNLIKELY(c >= core->nclass || ((uintptr_t)p & 15) || /* (spans are aligned) */
+                    (char *)p >= __atomic_load_n(&s->bin[c].top, __ATOMIC_RELAXED)))
+        hl_fatal("free(%p): not a block of this allocator (corruption, or a pointer into a block)", p);
+}
+
 int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {
     if (!p) return 1;
     if (!core->front_on) return 0;
     sf_slot_t *s = sf_slot_of(core, p);
     if (!s) return 0;
     (void)t;
-    (void)sf_block_size(core, p, "free");
-    remote_push(core, s, sf_class_at(p), p);
+    unsigned c = sf_class_at(p);
+    remote_check(core, s, c, p);
+    remote_push(core, s, c, p);
     if (SF_COUNT) /* not counted by the shim */
         __atomic_fetch_add(&core->remote_frees, 1, __ATOMIC_RELAXED);
     return 1;
