@@ -398,7 +398,7 @@ size_t sf_block_size(const sf_core_t *core, void *p, const char *what) {
 static inline void remote_check(const sf_core_t *core, sf_slot_t *s, unsigned c, void *p) {
     if (HL_UNLIKELY(c >= core->nclass || ((uintptr_t)p & 15) || /* (spans are aligned) */
                     (char *)p >= __atomic_load_n(&s->bin[c].top, __ATOMIC_RELAXED)))
-        hl_fatal("free(%p): not a block of this allocator (corruption, or a pointer into a block)", p);
+        hl_fatal("free(%p): not a block of this allocator (corruption, or a misaligned pointer)", p);
 }
 
 int sf_free_slow(sf_core_t *core, sf_tls_t *t, void *p) {

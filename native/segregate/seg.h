@@ -158,7 +158,7 @@ typedef struct hl_seg_cache_counts {
     uint64_t cx_hits;               /* ... of which the overflow knew the context */
     uint64_t walks;                 /* stack walks (the misses that needed more frames) */
     uint64_t uncached;              /* decisions the context cache cannot keep */
-    uint64_t longs;                 /* ... it keeps in a long slot (more than eight words) */
+    uint64_t longs;                 /* long slots filled (contexts of more than eight words) */
     uint64_t ra_misses;             /* the return-address cache's misses */
     uint64_t path_hits, path_misses; /* the cache of walked paths */
 } hl_seg_cache_counts_t;

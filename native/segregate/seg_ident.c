@@ -385,9 +385,9 @@ static inline intptr_t off_at(const seg_ctx_t *e, unsigned i) {
     return e->off[i] & ~1;
 }
 
-/* A long slot's hash of the words at its offsets on the stack at fp (the
- * same chain as the overflow's tags: each step is a bijection of the word,
- * so contexts that differ in one word never hash alike). */
+/* A long slot's hash of the words at its offsets on the stack at fp (a
+ * chain like the overflow's tags: each step is a bijection of the word, so
+ * contexts that differ in one word never hash alike). */
 static inline uint64_t long_tag(const seg_ctx_t *e, void *const *fp) {
     const char *f = (const char *)fp;
     uint64_t h = 0x9E3779B97F4A7C15ull;

@@ -107,7 +107,7 @@ static inline size_t seg_core_offset(const void *p) {
  * the offsets, core, hits, w[0] and w[1]) is in the first:
  *
  *   0   ra  8   fp  16  off[0..7]  32  n cls counter flags  36 core
- *   40  hits  48  w[0]  56  w[1]  | 64  w[2] .. w[7]  112  salt  116 (pad)
+ *   40  hits  48  w[0]  56  w[1]  | 64  w[2] .. w[7]  112  salt  116 nl  117 (pad)
  *
  * A long slot (flags SEG_CTX_LONG) keeps a context that needs more than
  * eight words and at most SEG_CTX_LONG_WORDS: PATH's scan for a path point
@@ -115,8 +115,11 @@ static inline size_t seg_core_offset(const void *p) {
  * table's depth (python's interpreter: 12).  It keeps the words' offsets
  * (lg.off) and a 64-bit hash of their values (lg.tag) in place of w[2..7];
  * w[0] is ~ra at off 8 (ra0's own word), so that the fast path never takes it,
- * and n is 0, so that no slot check reads its words (hl_seg_ident_other
- * sends it to ident_other2, which hashes the words):
+ * and n is 0, so that no slot check reads its words (hl_seg_ident_other's
+ * overflow probe, under a tag nothing writes, misses and sends it to
+ * ident_other2, which hashes the words).  A long context never goes to the
+ * overflow, so a (ra, fp) keeps two of them at most (the set's ways), and
+ * STACK+size keeps none (its contexts of more than seven words are walked):
  *
  *   48  ~ra  56  ra  | 64  tag  72  lg.off[0..19]  112  salt */
 #define SEG_CTX_LONG_WORDS 20

@@ -79,8 +79,8 @@ pub struct SegReport {
     #[serde(default)]
     pub unknown: u64,
     /// The context cache: (return address, frame) not in it; in it with other
-    /// frames above; stack walks; decisions it could not keep; decisions it
-    /// kept in a long slot (more than eight words: seg_thread.h).
+    /// frames above; stack walks; decisions it could not keep; long slots it
+    /// filled (contexts of more than eight words: seg_thread.h).
     #[serde(default)]
     pub ctx_misses: u64,
     #[serde(default)]

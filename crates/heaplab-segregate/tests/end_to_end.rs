@@ -58,7 +58,7 @@ fn record(tools: &VgTools, dir: &Path, rounds: u32) -> (PathBuf, Profile) {
         &[prog.into(), rounds.to_string().into()],
         &out,
         // twelve frames, as bench/segregate-study.sh records: PATH's scan
-        // for the unseen objects' path point reads ten (seg_workload.c)
+        // for the unseen objects' path point reads eleven (seg_workload.c)
         &RecOptions { stack_depth: 12, ..RecOptions::default() },
     )
     .unwrap_or_else(|e| panic!("recording seg-workload: {e:#}"));
@@ -222,7 +222,8 @@ fn segregate_a_real_program_end_to_end() {
     assert_eq!(rl, dlv, "PATH: levels at run time vs offline: {rdeep:?}");
     assert!(dlv.iter().skip(9).sum::<u64>() > 0, "no decision nine frames up or more: {dlv:?}");
     // the unseen objects' two contexts each fill a long slot once, and then
-    // their lookups hit: 5 rounds of 4 hot and 4 cold, far more than the walks
+    // their lookups hit: 50 hot and 50 cold (every round of the 25-round
+    // run), far more than the walks
     assert!(
         (1..=4).contains(&rdeep.longs) && rdeep.uncached == 0,
         "PATH: the long contexts were not kept: {rdeep:?}"
