@@ -256,9 +256,11 @@ void *__attribute__((noinline)) hl_seg_front_alloc_miss(size_t size, void *const
 }
 
 void *__attribute__((noinline)) hl_seg_front_alloc_other(size_t size, void *const *fp,
-                                                           seg_ctx_t *e, int zero) {
+                                                           seg_ctx_t *e, int zero, uintptr_t y0,
+                                                           uintptr_t y1) {
     seg_tls_t *t = &hl_seg_t;
-    return hl_seg_front_take(t, (size_t)hl_seg_ident_other(fp, size, t, e) << SEG_CORE_SHIFT, size, zero);
+    return hl_seg_front_take(t, (size_t)hl_seg_ident_other(fp, size, t, e, y0, y1) << SEG_CORE_SHIFT,
+                             size, zero);
 }
 
 /* malloc's misses (seg_front.h's hl_seg_front_malloc_whole), each finished
@@ -274,8 +276,9 @@ void *__attribute__((noinline)) hl_seg_front_malloc_miss(size_t size, void *cons
     return p ? p : hl_front_malloc_locked(size);
 }
 
-void *__attribute__((noinline)) hl_seg_front_malloc_other(size_t size, void *const *fp, seg_ctx_t *e) {
-    void *p = hl_seg_front_alloc_other(size, fp, e, 0);
+void *__attribute__((noinline)) hl_seg_front_malloc_other(size_t size, void *const *fp, seg_ctx_t *e,
+                                                            uintptr_t y0, uintptr_t y1) {
+    void *p = hl_seg_front_alloc_other(size, fp, e, 0, y0, y1);
     return p ? p : hl_front_malloc_locked(size);
 }
 

@@ -105,10 +105,11 @@ static inline __attribute__((always_inline)) void *hl_seg_front_alloc(size_t siz
     /* the identification's fast path (seg_ident.h), its misses out of line
      * with the allocation after them, so that a hit keeps no register */
     seg_ctx_t *e;
-    int c = hl_seg_identify_find(fp, t, &e);
+    uintptr_t y0, y1;
+    int c = hl_seg_identify_find(fp, t, &e, &y0, &y1);
     if (HL_UNLIKELY(c < 0))
         return c == -1 ? hl_seg_front_alloc_miss(size, fp, e, zero)
-                       : hl_seg_front_alloc_other(size, fp, e, zero);
+                       : hl_seg_front_alloc_other(size, fp, e, zero, y0, y1);
     size_t core = (size_t)c;
 #else
     size_t core = hl_seg_front_segment(t, fp, size);
@@ -134,13 +135,15 @@ static inline __attribute__((always_inline)) void *hl_seg_front_malloc_whole(siz
     seg_tls_t *t = &hl_seg_t;
 #if defined(HL_SEG_INLINE_STACK)
     seg_ctx_t *e;
-    int c = hl_seg_identify_find(fp, t, &e);
+    uintptr_t y0, y1;
+    int c = hl_seg_identify_find(fp, t, &e, &y0, &y1);
     if (HL_UNLIKELY(c < 0)) {
         /* A call, not a tail call: the misses walk the program's frames from
          * fp, this entry point's frame, which a tail call would hand over to
          * the callee's saves.  Nothing is live after it, so the hit path
          * still saves no register. */
-        void *p = c == -1 ? hl_seg_front_malloc_miss(size, fp, e) : hl_seg_front_malloc_other(size, fp, e);
+        void *p = c == -1 ? hl_seg_front_malloc_miss(size, fp, e)
+                            : hl_seg_front_malloc_other(size, fp, e, y0, y1);
         __asm__("" : "+r"(p));
         return p;
     }

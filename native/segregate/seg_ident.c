@@ -844,18 +844,19 @@ static unsigned __attribute__((noinline)) ident_other_deep(void *const *fp, size
 }
 
 /* The first way holds this (ra, fp), and the two words the fast path
- * compared differ (or it is a slot of three words or more): all its words, the
+ * compared differ (y0, y1: the words read; or it is a slot of three words or more): all its words, the
  * overflow under the slot's shape, else ident_other2.  (Its own function,
  * so that this path saves no register: a slot of four words or more goes on
  * in ident_other_deep.)  The redirected lookups never come here: the empty
  * caches hold no (ra, fp). */
 unsigned __attribute__((noinline)) hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t,
-                                                      seg_ctx_t *e) {
+                                                      seg_ctx_t *e, uintptr_t y0, uintptr_t y1) {
     /* (a STACK+size slot's tag matches nothing: no context of its goes to the overflow) */
     const char *f = (const char *)fp;
-    uintptr_t x0 = *(const uintptr_t *)(f + e->off[0]) ^ e->w[0];
-    uintptr_t x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
+    uintptr_t x0 = y0 ^ e->w[0], x1 = y1 ^ e->w[1];
     if (HL_UNLIKELY(e->n > 2)) { /* a slot of three words: its hit before the overflow */
+        /* (the fast path read its second word at the odd offset: again, aligned) */
+        x1 = *(const uintptr_t *)(f + (e->off[1] & ~1)) ^ e->w[1];
         if (e->n > 3) return ident_other_deep(fp, size, t, e, x0, x1);
         uintptr_t x2 = *(const uintptr_t *)(f + e->off[2]) ^ e->w[2];
         if (!(x0 | x1 | x2) && e->cls != SEG_CTX_SIZE) {

@@ -57,27 +57,33 @@ _Static_assert(SEG_CTX_SET_SHIFT >= 4, "hl_seg_ctx_set's shift");
 /* The misses (seg_ident.c; their arguments in the fast path's order, so that
  * its tail calls move nothing). */
 unsigned hl_seg_ident_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e);
-unsigned hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e);
+unsigned hl_seg_ident_other(void *const *fp, size_t size, seg_tls_t *t, seg_ctx_t *e,
+                            uintptr_t y0, uintptr_t y1);
 unsigned hl_seg_sp_miss(void *const *fp, size_t size, seg_tls_t *t, seg_ra_slot_t *e);
 
 /* STACK, PATH: the context cache's first way.  The class's core state
  * offset (class << SEG_CORE_SHIFT, kept in the slot so that the front end
  * need not shift it), or -1 (e holds another (ra, fp): hl_seg_ident_miss
- * decides) or -2 (e holds this one with other words: hl_seg_ident_other),
- * with *ep = e.  A slot of three words or more has its second offset odd, so that
+ * decides) or -2 (e holds this one with other words: hl_seg_ident_other,
+ * given the two words compared, *y0p and *y1p, so that it need not read
+ * them again), with *ep = e.  A slot of three words or more has its second offset odd, so that
  * it never matches here (hl_seg_ident_other verifies it); a STACK+size slot
  * has a word that never matches. */
 static inline __attribute__((always_inline)) int hl_seg_identify_find(void *const *fp,
                                                                      seg_tls_t *t,
-                                                                     seg_ctx_t **ep) {
+                                                                     seg_ctx_t **ep,
+                                                                     uintptr_t *y0p,
+                                                                     uintptr_t *y1p) {
     uintptr_t ra = (uintptr_t)fp[1];
     seg_ctx_t *e = (seg_ctx_t *)((char *)t->ctxp + hl_seg_ctx_set(ra, (uintptr_t)fp));
     *ep = e;
     if (HL_UNLIKELY(e->ra != ra) || HL_UNLIKELY(e->fp != (uintptr_t)fp)) return -1;
     const char *f = (const char *)fp;
-    uintptr_t x = (*(const uintptr_t *)(f + e->off[0]) ^ e->w[0]) |
-                  (*(const uintptr_t *)(f + e->off[1]) ^ e->w[1]);
-    if (HL_UNLIKELY(x != 0)) return -2;
+    uintptr_t y0 = *(const uintptr_t *)(f + e->off[0]);
+    uintptr_t y1 = *(const uintptr_t *)(f + e->off[1]);
+    *y0p = y0;
+    *y1p = y1;
+    if (HL_UNLIKELY(y0 != e->w[0]) || HL_UNLIKELY(y1 != e->w[1])) return -2;
     e->hits++;
     return e->core;
 }
@@ -89,9 +95,11 @@ static inline __attribute__((always_inline)) unsigned hl_seg_identify_fast(void 
                                                                           size_t size,
                                                                           seg_tls_t *t) {
     seg_ctx_t *e;
-    int c = hl_seg_identify_find(fp, t, &e);
+    uintptr_t y0, y1;
+    int c = hl_seg_identify_find(fp, t, &e, &y0, &y1);
     if (HL_UNLIKELY(c < 0))
-        return c == -1 ? hl_seg_ident_miss(fp, size, t, e) : hl_seg_ident_other(fp, size, t, e);
+        return c == -1 ? hl_seg_ident_miss(fp, size, t, e)
+                       : hl_seg_ident_other(fp, size, t, e, y0, y1);
     return (unsigned)c >> SEG_CORE_SHIFT;
 }
 

@@ -336,13 +336,15 @@ void *hl_seg_front_more_calloc(size_t size, unsigned s);
  * the segment (hl_seg_ident_miss, hl_seg_ident_other), then the block. */
 struct seg_ctx;
 void *hl_seg_front_alloc_miss(size_t size, void *const *fp, struct seg_ctx *e, int zero);
-void *hl_seg_front_alloc_other(size_t size, void *const *fp, struct seg_ctx *e, int zero);
+void *hl_seg_front_alloc_other(size_t size, void *const *fp, struct seg_ctx *e, int zero,
+                               uintptr_t y0, uintptr_t y1);
 /* malloc's misses (seg_front.h's hl_seg_front_malloc_whole), each finishing
  * the allocation: each ends in the shim's locked path when the fast cores
  * cannot serve. */
 void *hl_seg_front_malloc_more(size_t size, size_t core);
 void *hl_seg_front_malloc_miss(size_t size, void *const *fp, struct seg_ctx *e);
-void *hl_seg_front_malloc_other(size_t size, void *const *fp, struct seg_ctx *e);
+void *hl_seg_front_malloc_other(size_t size, void *const *fp, struct seg_ctx *e, uintptr_t y0,
+                                uintptr_t y1);
 struct seg_ra_slot;
 void *hl_seg_front_malloc_sp_miss(size_t size, void *const *fp, struct seg_ra_slot *e);
 int hl_seg_front_free_more(void *p);
