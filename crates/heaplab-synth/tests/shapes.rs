@@ -130,6 +130,47 @@ fn usable_prog(dir: &Path) -> PathBuf {
     exe
 }
 
+/// tests/c/remote_free.c, built into `dir`.
+fn remote_free_prog(dir: &Path) -> PathBuf {
+    let exe = dir.join("remote_free");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/remote_free.c");
+    let st = Command::new("gcc")
+        .args(["-O1", "-fno-builtin", "-Wall", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot build {}", src.display());
+    exe
+}
+
+/// Another thread's free of a fast block is pushed for its owner; one of a
+/// pointer that is no block's start on the 16-byte grain, or that lies above
+/// the slabs its class has taken, stops the program with a fatal error.
+fn check_remote_frees(so: &Path, prog: &Path) {
+    let run = |off: &str| Command::new(prog).arg(off).env("LD_PRELOAD", so).output().unwrap();
+    let ok = run("0");
+    assert!(
+        ok.status.success() && ok.stdout == b"freed\n",
+        "a remote free on {}: {}{}",
+        so.display(),
+        String::from_utf8_lossy(&ok.stdout),
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for off in ["8", "67108864"] {
+        let bad = run(off);
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            !bad.status.success()
+                && bad.stdout.is_empty()
+                && err.contains("not a block of this allocator"),
+            "a remote free of the block's address + {off} on {} was not stopped: {}, {err}",
+            so.display(),
+            bad.status
+        );
+    }
+}
+
 fn check(o: &Outcome, usable: &Path) {
     let so = &o.built.so;
     let out = Command::new(usable).env("LD_PRELOAD", so).output().unwrap();
@@ -210,5 +251,8 @@ fn all_general_and_all_fast_variants() {
             if variant == Variant::AllGeneral { Allocator::General } else { Allocator::Fast };
         assert!(o.plan.lists.iter().all(|l| l.allocator == want));
         check(&o, &usable);
+        if variant == Variant::AllFast {
+            check_remote_frees(&o.built.so, &remote_free_prog(&t.0));
+        }
     }
 }
