@@ -422,7 +422,6 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
     retire(t, e);
     e->ra = (uintptr_t)fp[1];
     e->fp = (uintptr_t)fp;
-    e->flags = 0;
     if (long_slot) { /* seg_thread.h draws it */
         e->off[0] = e->off[1] = 8;
         e->lg.w0 = ~e->ra; /* (never equal: the fast path and the slot checks never take it) */
@@ -433,18 +432,15 @@ static int ctx_fill(seg_tls_t *t, seg_ctx_t *e, void *const *fp, const walk_t *w
         e->lg.tag = long_tag(e, fp);
         e->n = 0;
         e->flags = SEG_CTX_LONG;
-        e->cls = (uint8_t)cls;
-        e->core = (uint16_t)(cls << SEG_CORE_SHIFT);
-        e->counter = (uint8_t)counter;
-        e->salt = ++t->salt;
         t->cnt.longs++;
-        return 1;
+    } else {
+        for (unsigned i = 0; i < (k > 2 ? k : 2); i++) { /* (words past n and 2 are never read) */
+            e->off[i] = i < k ? (int16_t)w->off[i] : 8; /* fp[1] is ra0: always equal */
+            e->w[i] = i < k ? w->val[i] : e->ra;
+        }
+        e->n = (uint8_t)k;
+        e->flags = 0;
     }
-    for (unsigned i = 0; i < (k > 2 ? k : 2); i++) { /* (words past n and 2 are never read) */
-        e->off[i] = i < k ? (int16_t)w->off[i] : 8; /* fp[1] is ra0: always equal */
-        e->w[i] = i < k ? w->val[i] : e->ra;
-    }
-    e->n = (uint8_t)k;
     e->cls = (uint8_t)cls;
     e->core = (uint16_t)(cls << SEG_CORE_SHIFT);
     e->counter = (uint8_t)counter;

@@ -193,7 +193,7 @@ fn segregate_a_real_program_end_to_end() {
     // and the run-time lookups must compare all of them (a lookup that
     // compared three put the deep objects in one segment).  Its unseen
     // objects (the test run's only) come from return addresses training never
-    // saw: the scan for the innermost path point reads ten words or more, so
+    // saw: the scan for the innermost path point reads eleven words, so
     // they are kept in long slots, hot and cold alternating at one (return
     // address, depth) with other classes (a long slot that took another
     // context's words for its own put them in one segment).

@@ -115,33 +115,24 @@ fn run_ok(so: &Path, prog: &str, args: &[&str], env: &[(&str, &str)]) {
     );
 }
 
-/// tests/c/usable.c, built once per test into `dir`.
-fn usable_prog(dir: &Path) -> PathBuf {
-    let exe = dir.join("usable");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/usable.c");
+/// tests/c/NAME.c, built into `dir` with `libs` after the source.
+fn c_prog(dir: &Path, name: &str, libs: &[&str]) -> PathBuf {
+    let exe = dir.join(name);
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let st = Command::new("gcc")
         .args(["-O1", "-fno-builtin", "-Wall", "-o"])
         .arg(&exe)
         .arg(&src)
-        .arg("-ldl")
+        .args(libs)
         .status()
         .unwrap();
     assert!(st.success(), "cannot build {}", src.display());
     exe
 }
 
-/// tests/c/remote_free.c, built into `dir`.
-fn remote_free_prog(dir: &Path) -> PathBuf {
-    let exe = dir.join("remote_free");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/c/remote_free.c");
-    let st = Command::new("gcc")
-        .args(["-O1", "-fno-builtin", "-Wall", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot build {}", src.display());
-    exe
+/// tests/c/usable.c, built once per test into `dir`.
+fn usable_prog(dir: &Path) -> PathBuf {
+    c_prog(dir, "usable", &["-ldl"])
 }
 
 /// Another thread's free of a fast block is pushed for its owner; one of a
@@ -252,7 +243,7 @@ fn all_general_and_all_fast_variants() {
         assert!(o.plan.lists.iter().all(|l| l.allocator == want));
         check(&o, &usable);
         if variant == Variant::AllFast {
-            check_remote_frees(&o.built.so, &remote_free_prog(&t.0));
+            check_remote_frees(&o.built.so, &c_prog(&t.0, "remote_free", &["-pthread"]));
         }
     }
 }
